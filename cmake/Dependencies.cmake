@@ -1,0 +1,13 @@
+# Every dependency comes from a Debian package; scripts/install-deps.sh installs them.
+find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(CURL REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+if(DATAVO_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(DATAVO_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

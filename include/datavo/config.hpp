@@ -1,0 +1,117 @@
+// shards.yaml: the typed configuration of a cache hierarchy, its resolution order and the tier registry.
+//
+// Schema (docs/config.md): a mapping with one key, `tiers`, a non-empty list, fastest first. Each tier has
+// `type` (folder | s3 | gcs | azure_blob; default folder), `name` (optional; defaults to the path or bucket),
+// `max_bytes` (optional integer or "<n><unit>" with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, all 1024-based; 0 or
+// missing means unbounded), Datavo's `max_age` (optional duration such as 30d, 12h; folder tiers only) and
+// `read_only` (optional bool), plus the fields of its type. Unknown keys, wrong types, bad sizes, duplicate
+// names, missing required fields, an empty list and a list without a folder tier are errors that name the file,
+// the line and the field. The legacy top-level `root` is accepted and ignored with a WARNING.
+//
+// Resolution order (docs/config.md):
+//   1. an explicit path (an argument, else $DATAVO_SHARD_CACHE_CONFIG); it must exist;
+//   2. /etc/datavo/shards.yaml;
+//   3. ~/.config/datavo/shards.yaml;
+//   4. the built-in default: one folder tier at $DATAVO_SHARD_CACHE_DIR or ~/.cache/altavo/datavo/shards, 50 GiB.
+// A candidate that exists but cannot be read or parsed is an error, never skipped.
+//
+// Thread safety: functions are reentrant; they read the environment through ConfigEnvironment.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "datavo/folder_tier.hpp"
+#include "datavo/hierarchy.hpp"
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+struct FolderTierConfig {
+  std::string path;  // expanded: ~ and $VAR / ${VAR}
+};
+struct S3TierConfig {
+  std::string bucket;
+  std::optional<std::string> region;
+  std::optional<std::string> prefix;
+};
+struct GcsTierConfig {
+  std::string bucket;
+  std::optional<std::string> project;
+  std::optional<std::string> prefix;
+};
+struct AzureBlobTierConfig {
+  std::string container_url;
+  std::optional<std::string> sas_token;  // a secret: never logged (see redact())
+  std::optional<std::string> prefix;
+  std::optional<std::string> managed_identity_client_id;
+};
+
+struct TierConfig {
+  std::string name;
+  std::string type;  // "folder", "s3", "gcs", "azure_blob"
+  std::optional<Bytes> max_bytes;
+  std::optional<Seconds> max_age;
+  Access access = Access::read_write;
+  std::variant<FolderTierConfig, S3TierConfig, GcsTierConfig, AzureBlobTierConfig> backend;
+  int line = 0;  // 1-based line of the tier's entry in its file; 0 for the built-in default
+};
+
+enum class ConfigSource { argument, environment, system, user, builtin_default };
+const char* to_string(ConfigSource source);
+
+struct SkippedCandidate {
+  std::string path;
+  std::string reason;  // e.g. "does not exist"
+};
+
+struct CacheConfig {
+  std::vector<TierConfig> tiers;
+  std::string path;  // the file used; empty for the built-in default
+  ConfigSource source = ConfigSource::builtin_default;
+  std::vector<SkippedCandidate> skipped;  // candidates looked at before `path`, with the reason
+  std::vector<std::string> warnings;      // already logged; kept for `datavo cache info`
+};
+
+// Where configuration comes from; tests substitute every field.
+struct ConfigEnvironment {
+  std::function<std::optional<std::string>(const std::string&)> getenv;  // defaults to ::getenv
+  std::string system_path = "/etc/datavo/shards.yaml";
+  // The process environment.
+  static ConfigEnvironment process();
+};
+
+// Parses "<n>" or "<n><unit>" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; 1024-based; case-insensitive unit; optional
+// space before the unit). Negative, fractional-garbage, overflowing or unknown units are invalid_argument.
+Result<Bytes> parse_byte_size(std::string_view text);
+// Parses "<n><unit>" with s, m, h, d or w. invalid_argument otherwise.
+Result<Seconds> parse_duration(std::string_view text);
+// Expands a leading ~ and $VAR / ${VAR}; an unset variable is invalid_argument naming it.
+Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env);
+
+// Parses and validates YAML text; `file_name` is used in error messages.
+Result<CacheConfig> parse_config(std::string_view yaml_text, const std::string& file_name,
+                                 const ConfigEnvironment& env = ConfigEnvironment::process());
+// Reads and parses one file.
+Result<CacheConfig> load_config_file(const std::string& path,
+                                     const ConfigEnvironment& env = ConfigEnvironment::process());
+// Applies the resolution order above. `explicit_path` is the argument (it beats the environment variable).
+Result<CacheConfig> resolve_config(const std::optional<std::string>& explicit_path,
+                                   const ConfigEnvironment& env = ConfigEnvironment::process());
+
+// Builds one tier from its config through the tier registry (src/tier/registry.cpp). Cloud tier types that this
+// build does not provide yield `unsupported`.
+Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config);
+// Builds every tier; a tier that cannot be built is skipped with a WARNING unless it is the only folder tier.
+Result<std::shared_ptr<ShardCacheHierarchy>> build_hierarchy(const CacheConfig& config);
+// resolve_config() + build_hierarchy(): the hierarchy a read would use.
+Result<std::shared_ptr<ShardCacheHierarchy>> get_default_shard_cache(
+    const std::optional<std::string>& config_path = std::nullopt);
+
+}  // namespace datavo

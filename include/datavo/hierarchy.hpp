@@ -1,0 +1,90 @@
+// ShardCacheHierarchy: an ordered list of tiers, fastest first, read through by content hash.
+//
+// get_or_fetch(key, fetcher) follows the spec's rules (docs/hierarchy.md):
+//   - walk the tiers fastest first; the first tier holding the shard serves it;
+//   - a hit on a slower tier is promoted into every faster folder tier that can hold it;
+//   - a hit on a remote tier (supports_direct_read() == false) is staged in the topmost writable folder tier and
+//     installed into the faster folder tiers; with no folder tier able to take it the call fails (capacity);
+//   - a full miss calls the fetcher once, verifies the bytes, and installs them into every tier that can hold
+//     them (a tier too small is skipped with a WARNING); with no tier accepting the call fails (capacity);
+//   - the returned handle is on the topmost installed copy; the fetcher is never called on a hit.
+// Beyond the spec:
+//   - Single flight: concurrent calls for one key, from threads or processes on this machine, call the fetcher
+//     once; the others wait on a per-shard lock in the topmost writable folder tier, then read the installed
+//     file. If the holder dies its lock is released by the kernel and a waiter takes over.
+//   - Degrading: a tier that fails (I/O error, permission, disk full, remote error) is treated as a miss or a
+//     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve.
+//   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints) expect are discarded.
+//
+// Thread safety: a hierarchy holds no per-dataset state; one instance may be shared by any number of threads
+// and reused across datasets.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "datavo/folder_tier.hpp"
+#include "datavo/tier.hpp"
+
+namespace datavo {
+
+// What the bytes of a shard must be, as far as anyone knows.
+struct Expectation {
+  std::optional<Bytes> size;
+  std::optional<Sha256> sha256;
+};
+
+// Writes the shard's bytes into `sink` and returns what they must be (fields it cannot tell stay empty). May be
+// called with a restarted sink to retry. Returning an Error fails the call; nothing is installed.
+using Fetcher = std::function<Result<Expectation>(ByteSink& sink)>;
+
+enum class ServedFrom { hit, promoted, fetched };
+const char* to_string(ServedFrom source);
+
+struct FetchResult {
+  ShardHandle handle;      // open on the topmost installed copy
+  std::string tier_name;   // the tier that handle is in
+  std::size_t tier_index = 0;
+  ServedFrom source = ServedFrom::hit;
+};
+
+struct TierInfo {
+  std::string name;
+  std::string type;
+  std::string location;
+  std::optional<Bytes> max_bytes;
+  bool read_only = false;
+  std::optional<TierUsage> usage;   // nullopt when the tier could not be measured
+  TierStats stats;                  // cumulative (persisted) for folder tiers, this process for others
+};
+
+class ShardCacheHierarchy {
+ public:
+  // Returns config (with the reason) when `tiers` is empty or holds no folder tier.
+  static Result<std::shared_ptr<ShardCacheHierarchy>> create(std::vector<std::shared_ptr<Tier>> tiers);
+  ~ShardCacheHierarchy();  // flushes folder-tier stats
+
+  const std::vector<std::shared_ptr<Tier>>& tiers() const { return tiers_; }
+
+  // See the contract at the top of this file. `expected` is what the caller knows before fetching (it lets the
+  // hierarchy skip tiers too small for the shard before any byte moves); the fetcher's answer is merged in.
+  Result<FetchResult> get_or_fetch(const ShardKey& key, const Fetcher& fetcher, const Expectation& expected = {});
+  // Looks the key up without fetching: the same walk and promotion, but a miss is std::nullopt.
+  Result<std::optional<FetchResult>> get(const ShardKey& key);
+
+  // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed).
+  std::vector<TierInfo> cache_info();
+  // Persists this process's counters in each writable folder tier.
+  void flush_stats();
+
+ private:
+  explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
+  struct Impl;
+  std::vector<std::shared_ptr<Tier>> tiers_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace datavo

@@ -1,0 +1,143 @@
+// The tier interface that every cache tier implements, and the handle through which readers hold a shard.
+//
+// A tier holds shards by ShardKey. Folder tiers (folder_tier.hpp) are directly readable; remote tiers (S3, GCS,
+// Azure Blob, and the in-memory test double) are not, and the hierarchy materializes their hits into a folder
+// tier. Contract shared by every tier:
+//   - A miss is a value (false / std::nullopt), never an Error.
+//   - A failure is an Error; no exception escapes a tier method.
+//   - Installs are all-or-nothing: a reader never sees a partial entry under its key.
+//   - Every method is safe to call from several threads at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datavo/content_hash.hpp"
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+class ShardCacheTier;
+
+// An open, read-only local shard file. Owns its file descriptor and closes it on destruction. The bytes stay
+// readable through fd() after the entry is evicted or removed, so a reader that holds a handle never fails.
+// Movable, not copyable. Not thread-safe (use one handle per thread, or synchronise).
+class ShardHandle {
+ public:
+  ShardHandle() = default;
+  ShardHandle(int fd, std::string path, Bytes size) : fd_(fd), path_(std::move(path)), size_(size) {}
+  ~ShardHandle();
+  ShardHandle(ShardHandle&& other) noexcept;
+  ShardHandle& operator=(ShardHandle&& other) noexcept;
+  ShardHandle(const ShardHandle&) = delete;
+  ShardHandle& operator=(const ShardHandle&) = delete;
+
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // The path the entry was opened at. It may no longer exist (evicted); read through fd() instead.
+  const std::string& path() const { return path_; }
+  Bytes size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  Bytes size_;
+};
+
+// Receives a shard's bytes on their way into a staging file, hashing them as they pass.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Result<void> write(const void* data, std::size_t size) = 0;
+  virtual Bytes written() const = 0;
+  // Discards every byte written so far, so that a retry can start from scratch.
+  virtual Result<void> restart() = 0;
+};
+
+// Cumulative per-tier counters (cf. zarr's cache_info, with a typed return).
+struct TierStats {
+  std::uint64_t hits = 0;            // lookups this tier served
+  std::uint64_t misses = 0;          // lookups this tier could not serve
+  std::uint64_t promotions = 0;      // entries copied into this tier from a slower tier
+  std::uint64_t installs = 0;        // entries installed into this tier after an origin fetch
+  std::uint64_t capacity_skips = 0;  // installs skipped because the shard is larger than max_bytes
+  std::uint64_t evictions = 0;       // entries removed by LRU, max_age or rm
+  std::uint64_t errors = 0;          // failures that were degraded to a miss or a skip
+  Bytes bytes_served;
+  Bytes bytes_installed;             // bytes of promotions and installs
+
+  TierStats& operator+=(const TierStats& other);
+  double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
+};
+
+// Thread-safe counters behind TierStats.
+struct TierCounters {
+  std::atomic<std::uint64_t> hits{0}, misses{0}, promotions{0}, installs{0}, capacity_skips{0}, evictions{0},
+      errors{0}, bytes_served{0}, bytes_installed{0};
+  TierStats snapshot() const;
+  // Returns the counts and zeroes them atomically per field.
+  TierStats take();
+};
+
+struct TierUsage {
+  Bytes used;             // every byte under the tier (all instances, staging and sidecars included)
+  std::uint64_t entries = 0;  // committed entries, all instances
+};
+
+struct EntryInfo {
+  std::string instance;
+  ContentHash hash;
+  Bytes size;
+  std::chrono::system_clock::time_point last_access;  // mtime for folder tiers
+};
+
+// Whether a write to an existing key replaces it. Content-addressed entries never need replacing.
+enum class InstallOutcome { installed, already_present };
+
+class Tier {
+ public:
+  virtual ~Tier() = default;
+
+  virtual const std::string& name() const = 0;
+  // "folder", "memory", "s3", "gcs" or "azure_blob".
+  virtual std::string_view type() const = 0;
+  // The capacity; std::nullopt means unbounded.
+  virtual std::optional<Bytes> max_bytes() const = 0;
+  // True only for tiers whose entries are local files (folder tiers).
+  virtual bool supports_direct_read() const = 0;
+  // A read-only tier serves hits and is never written to or evicted from.
+  virtual bool read_only() const = 0;
+  // A human-readable location (a directory, a bucket URL) for `datavo cache info`.
+  virtual std::string location() const = 0;
+
+  // Whether a shard of `size` bytes could be installed here at all (writable and within max_bytes).
+  bool can_hold(Bytes size) const;
+
+  // Copies the entry for `key` into `sink`. Returns false on a miss.
+  virtual Result<bool> read_into(const ShardKey& key, ByteSink& sink) = 0;
+  // Stores the bytes readable from `source` under `key`. `digest` is their SHA-256, already verified.
+  virtual Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) = 0;
+  // Removes the entry; false when there was none.
+  virtual Result<bool> remove(const ShardKey& key) = 0;
+  virtual Result<TierUsage> usage() = 0;
+  // Every entry of every instance.
+  virtual Result<std::vector<EntryInfo>> list() = 0;
+
+  // This process's counters for this tier.
+  TierCounters& counters() { return counters_; }
+  const TierCounters& counters() const { return counters_; }
+
+  // The folder tier behind this tier, or nullptr when it is not one.
+  virtual ShardCacheTier* as_folder() { return nullptr; }
+
+ private:
+  TierCounters counters_;
+};
+
+}  // namespace datavo

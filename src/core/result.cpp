@@ -1,0 +1,46 @@
+#include "datavo/result.hpp"
+
+#include <errno.h>
+
+#include <cstring>
+
+namespace datavo {
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::config: return "config";
+    case ErrorCode::io: return "io";
+    case ErrorCode::permission_denied: return "permission_denied";
+    case ErrorCode::no_space: return "no_space";
+    case ErrorCode::not_found: return "not_found";
+    case ErrorCode::capacity: return "capacity";
+    case ErrorCode::integrity: return "integrity";
+    case ErrorCode::remote: return "remote";
+    case ErrorCode::timeout: return "timeout";
+    case ErrorCode::unsupported: return "unsupported";
+    case ErrorCode::internal: return "internal";
+  }
+  return "internal";
+}
+
+Error Error::from_errno(int err, std::string context) {
+  ErrorCode code = ErrorCode::io;
+  switch (err) {
+    case EACCES:
+    case EPERM:
+    case EROFS: code = ErrorCode::permission_denied; break;
+    case ENOSPC:
+    case EDQUOT: code = ErrorCode::no_space; break;
+    case ENOENT: code = ErrorCode::not_found; break;
+    case ENOSYS:
+    case ENOTSUP: code = ErrorCode::unsupported; break;
+    case ETIMEDOUT: code = ErrorCode::timeout; break;
+    default: break;
+  }
+  context += ": ";
+  context += std::strerror(err);
+  return Error{code, std::move(context), err};
+}
+
+}  // namespace datavo

@@ -1,0 +1,63 @@
+// Small POSIX file helpers shared by the tiers, the CLI and the tests. Project-agnostic.
+// Thread safety: all functions are reentrant.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo::util {
+
+// Owns a file descriptor; closes it on destruction. Movable only.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// mkdir -p with `mode` (subject to the umask). Existing directories are fine.
+Result<void> make_dirs(const std::string& path, mode_t mode);
+// Writes all of `data`, retrying on EINTR and short writes.
+Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
+// Reads exactly `size` bytes at `offset`; io error on a short read.
+Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const std::string& what);
+// Copies `size` bytes from offset 0 of `in` to the current offset of `out`, with copy_file_range where the
+// kernel allows it and read/write otherwise.
+Result<void> copy_fd(int in, int out, Bytes size, const std::string& what);
+// Reads a whole (small) file.
+Result<std::string> read_file(const std::string& path);
+// Writes `data` to `path` atomically: a temp file beside it, fsync, rename.
+Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode);
+
+// This machine's host name, sanitised to [A-Za-z0-9-] (cached).
+const std::string& host_name();
+// `bytes` random bytes from /dev/urandom (getrandom), hex-encoded.
+std::string random_hex(std::size_t bytes);
+// Whether process `pid` exists on this host.
+bool process_alive(pid_t pid);
+
+}  // namespace datavo::util

@@ -1,0 +1,82 @@
+#include "util/log.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+namespace datavo::log {
+namespace {
+
+Level initial_level() {
+  Level out = Level::warning;
+  if (const char* env = std::getenv("DATAVO_LOG_LEVEL")) parse_level(env, out);
+  return out;
+}
+
+std::atomic<int>& level_storage() {
+  static std::atomic<int> value{static_cast<int>(initial_level())};
+  return value;
+}
+
+const char* label(Level level) {
+  switch (level) {
+    case Level::error: return "ERROR";
+    case Level::warning: return "WARNING";
+    case Level::info: return "INFO";
+    case Level::debug: return "DEBUG";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Level level() { return static_cast<Level>(level_storage().load(std::memory_order_relaxed)); }
+void set_level(Level l) { level_storage().store(static_cast<int>(l), std::memory_order_relaxed); }
+bool enabled(Level l) { return static_cast<int>(l) <= level_storage().load(std::memory_order_relaxed); }
+
+bool parse_level(std::string_view text, Level& out) {
+  if (text == "error") out = Level::error;
+  else if (text == "warning" || text == "warn") out = Level::warning;
+  else if (text == "info") out = Level::info;
+  else if (text == "debug") out = Level::debug;
+  else return false;
+  return true;
+}
+
+void write(Level l, std::string_view message) {
+  std::string line = "datavo: ";
+  line += label(l);
+  line += ": ";
+  line += message;
+  line += '\n';
+  // One write(2) per line keeps lines from concurrent threads and processes whole.
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void warn_once(const std::string& once_key, std::string_view message) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  {
+    std::lock_guard lock(mu);
+    if (!seen.insert(once_key).second) return;
+  }
+  if (enabled(Level::warning)) write(Level::warning, message);
+}
+
+std::string redact_url(std::string_view url) {
+  std::string out(url);
+  if (auto q = out.find('?'); q != std::string::npos) out = out.substr(0, q) + "?<redacted>";
+  if (auto scheme = out.find("://"); scheme != std::string::npos) {
+    auto at = out.find('@', scheme + 3);
+    auto slash = out.find('/', scheme + 3);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash))
+      out = out.substr(0, scheme + 3) + "<redacted>@" + out.substr(at + 1);
+  }
+  return out;
+}
+
+}  // namespace datavo::log
