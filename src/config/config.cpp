@@ -1,0 +1,739 @@
+// shards.yaml: parsing, validation, file loading and the resolution order (config.hpp, docs/config.md).
+#include "datavo/config.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+// The spec's built-in default: one user-local folder tier with 50 GiB of LRU capacity.
+constexpr Bytes k_default_max_bytes = GiB(50);
+constexpr const char* k_default_tier_name = "default";
+constexpr const char* k_default_dir_under_home = "/.cache/altavo/datavo/shards";
+constexpr const char* k_user_config_under_home = "/.config/datavo/shards.yaml";
+// Real configurations are a few hundred bytes; the cap keeps `--config /dev/zero` from exhausting memory.
+constexpr std::size_t k_max_config_bytes = std::size_t{1} << 20;
+
+constexpr const char* k_folder = "folder";
+constexpr const char* k_s3 = "s3";
+constexpr const char* k_gcs = "gcs";
+constexpr const char* k_azure_blob = "azure_blob";
+
+const std::vector<std::string>& common_fields() {
+  static const std::vector<std::string> fields = {"type", "name", "max_bytes", "max_age", "read_only"};
+  return fields;
+}
+
+// The fields of each tier type beyond the common ones; also the list of known types, in the order shown to users.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& type_fields() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {k_folder, {"path"}},
+      {k_s3, {"bucket", "region", "prefix"}},
+      {k_gcs, {"bucket", "project", "prefix"}},
+      {k_azure_blob, {"container_url", "sas_token", "prefix", "managed_identity_client_id"}},
+  };
+  return table;
+}
+
+const std::vector<std::string>* fields_of_type(const std::string& type) {
+  for (const auto& [name, fields] : type_fields()) {
+    if (name == type) return &fields;
+  }
+  return nullptr;
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+std::string article(const std::string& type) {
+  return (type == k_s3 || type == k_azure_blob) ? "an " + type : "a " + type;
+}
+
+std::string kind_of(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Scalar: return "a scalar";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Undefined: return "nothing";
+  }
+  return "nothing";
+}
+
+bool has_control_char(const std::string& text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// An environment without a getenv function reads the process environment, as config.hpp promises.
+std::optional<std::string> lookup_env(const ConfigEnvironment& env, const std::string& name) {
+  if (env.getenv) return env.getenv(name);
+  const char* value = ::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+bool looks_like_ipv4(const std::string& text) {
+  int dots = 0;
+  for (char c : text) {
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
+  }
+  return dots == 3;
+}
+
+// Roughly AWS's bucket naming rules; an empty string means valid.
+std::string s3_bucket_problem(const std::string& bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63) return "must be 3 to 63 characters";
+  for (char c : bucket) {
+    if (!is_lower_alnum(c) && c != '.' && c != '-') return "may contain only a-z, 0-9, '.' and '-'";
+  }
+  if (!is_lower_alnum(bucket.front()) || !is_lower_alnum(bucket.back())) {
+    return "must start and end with a letter or digit";
+  }
+  if (bucket.find("..") != std::string::npos || bucket.find(".-") != std::string::npos ||
+      bucket.find("-.") != std::string::npos) {
+    return "must not contain \"..\", \".-\" or \"-.\"";
+  }
+  if (looks_like_ipv4(bucket)) return "must not look like an IP address";
+  return "";
+}
+
+// Roughly Google's bucket naming rules; an empty string means valid.
+std::string gcs_bucket_problem(const std::string& bucket) {
+  if (bucket.size() < 3 || bucket.size() > 222) return "must be 3 to 222 characters";
+  for (char c : bucket) {
+    if (!is_lower_alnum(c) && c != '.' && c != '-' && c != '_') return "may contain only a-z, 0-9, '.', '-' and '_'";
+  }
+  if (!is_lower_alnum(bucket.front()) || !is_lower_alnum(bucket.back())) {
+    return "must start and end with a letter or digit";
+  }
+  if (bucket.find("..") != std::string::npos) return "must not contain \"..\"";
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t dot = bucket.find('.', start);
+    std::size_t end = dot == std::string::npos ? bucket.size() : dot;
+    if (end - start > 63) return "each dot-separated part must be at most 63 characters";
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (bucket.rfind("goog", 0) == 0) return "must not start with \"goog\"";
+  if (looks_like_ipv4(bucket)) return "must not look like an IP address";
+  return "";
+}
+
+std::string prefix_problem(const std::string& prefix) {
+  if (prefix.front() == '/' || prefix.back() == '/') return "must not start or end with '/'";
+  if (prefix.find("..") != std::string::npos) return "must not contain \"..\"";
+  if (prefix.find("//") != std::string::npos) return "must not contain \"//\"";
+  return "";
+}
+
+// The URL up to its query string or fragment: what may appear in logs and in a default tier name.
+std::string without_query(const std::string& url) { return url.substr(0, url.find_first_of("?#")); }
+
+std::string container_url_problem(const std::string& url) {
+  std::string scheme_end = "://";
+  std::size_t scheme_length = url.find(scheme_end);
+  std::string scheme = scheme_length == std::string::npos ? "" : url.substr(0, scheme_length);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (scheme != "http" && scheme != "https") return "expected an http:// or https:// URL";
+  if (std::any_of(url.begin(), url.end(), [](unsigned char c) { return c <= 0x20 || c == 0x7f; })) {
+    return "must not contain spaces or control characters";
+  }
+  std::string rest = without_query(url.substr(scheme_length + scheme_end.size()));
+  std::size_t slash = rest.find('/');
+  if (slash == 0 || rest.empty()) return "has no host";
+  if (slash == std::string::npos || slash + 1 >= rest.size()) {
+    return "names no container (expected e.g. https://<account>.blob.core.windows.net/<container>)";
+  }
+  return "";
+}
+
+// One key of a mapping, with where it is and the dotted path shown in messages.
+struct Field {
+  std::string key;
+  std::string path;
+  YAML::Mark mark;
+  YAML::Node value;
+};
+
+class Parser {
+ public:
+  Parser(const std::string& file, const ConfigEnvironment& env) : file_(file), env_(env) {}
+
+  Result<CacheConfig> parse(std::string_view text) {
+    std::vector<YAML::Node> documents;
+    try {
+      documents = YAML::LoadAll(std::string(text));
+    } catch (const YAML::Exception& e) {
+      return fail(e.mark, "", "YAML syntax error: " + e.msg);
+    }
+    if (documents.empty() || documents[0].IsNull()) {
+      return fail(YAML::Mark(), "", "empty configuration (expected a mapping with a tiers list)");
+    }
+    if (documents.size() > 1) {
+      return fail(documents[1].Mark(), "", "a second YAML document; a configuration file holds exactly one");
+    }
+    const YAML::Node& root = documents[0];
+    if (!root.IsMap()) {
+      return fail(root.Mark(), "", "expected a mapping with a tiers list at the top level, got " + kind_of(root));
+    }
+    return parse_top(root);
+  }
+
+ private:
+  Error fail(const YAML::Mark& mark, const std::string& path, const std::string& message) const {
+    return Error{ErrorCode::config, where(mark, path) + message};
+  }
+
+  std::string where(const YAML::Mark& mark, const std::string& path) const {
+    std::string out = file_;
+    if (!mark.is_null()) out += ":" + std::to_string(mark.line + 1);
+    out += ": ";
+    if (!path.empty()) out += path + ": ";
+    return out;
+  }
+
+  // The keys of a mapping in file order; a non-scalar or repeated key is an error (yaml-cpp keeps both copies
+  // of a repeated key, and silently using one of them would hide a mistake).
+  Result<std::vector<Field>> fields(const YAML::Node& map, const std::string& path_prefix) const {
+    std::vector<Field> out;
+    std::map<std::string, int> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar()) {
+        return fail(key.Mark(), path_prefix.empty() ? "" : path_prefix,
+                    "keys must be plain names, got " + kind_of(key));
+      }
+      std::string path = path_prefix.empty() ? key.Scalar() : path_prefix + "." + key.Scalar();
+      auto [previous, inserted] = seen.emplace(key.Scalar(), key.Mark().line + 1);
+      if (!inserted) {
+        return fail(key.Mark(), path, "duplicate key (first given on line " + std::to_string(previous->second) + ")");
+      }
+      out.push_back(Field{key.Scalar(), std::move(path), key.Mark(), it->second});
+    }
+    return out;
+  }
+
+  Result<std::string> string_value(const Field& field) const {
+    if (!field.value.IsScalar()) return fail(field.mark, field.path, "expected a string, got " + kind_of(field.value));
+    const std::string& text = field.value.Scalar();
+    if (text.empty()) return fail(field.mark, field.path, "must not be empty");
+    if (has_control_char(text)) return fail(field.mark, field.path, "must not contain control characters");
+    return text;
+  }
+
+  Result<bool> bool_value(const Field& field) const {
+    if (!field.value.IsScalar()) {
+      return fail(field.mark, field.path, "expected true or false, got " + kind_of(field.value));
+    }
+    const std::string& text = field.value.Scalar();
+    // A quoted "true" is a string in YAML; accepting it would blur the line the schema draws.
+    bool quoted = field.value.Tag() == "!";
+    if (!quoted && (text == "true" || text == "True" || text == "TRUE")) return true;
+    if (!quoted && (text == "false" || text == "False" || text == "FALSE")) return false;
+    return fail(field.mark, field.path,
+                "expected true or false, got " + std::string(quoted ? "the string " : "") + "\"" + text + "\"");
+  }
+
+  Result<CacheConfig> parse_top(const YAML::Node& root) {
+    auto top = fields(root, "");
+    if (!top) return top.error();
+    CacheConfig config;
+    config.path = file_;
+    const Field* tiers = nullptr;
+    for (const Field& field : *top) {
+      if (field.key == "tiers") {
+        tiers = &field;
+      } else if (field.key == "root") {
+        std::string warning = where(field.mark, field.path) +
+                              "ignored: the legacy root field is no longer used (the server is the source of "
+                              "truth); remove it";
+        LOG_WARNING(warning);
+        config.warnings.push_back(std::move(warning));
+      } else {
+        return fail(field.mark, field.path, "unknown key (the top level takes tiers, and the legacy root)");
+      }
+    }
+    if (tiers == nullptr) {
+      return fail(root.Mark(), "tiers", "missing; a configuration needs a non-empty list of tiers");
+    }
+    if (!tiers->value.IsSequence()) {
+      return fail(tiers->mark, "tiers", "expected a non-empty list of tiers, got " + kind_of(tiers->value));
+    }
+    if (tiers->value.size() == 0) {
+      return fail(tiers->mark, "tiers", "empty list; at least one folder tier is required");
+    }
+    for (std::size_t i = 0; i < tiers->value.size(); ++i) {
+      auto tier = parse_tier(tiers->value[i], "tiers[" + std::to_string(i) + "]");
+      if (!tier) return tier.error();
+      config.tiers.push_back(std::move(*tier));
+    }
+    if (std::none_of(config.tiers.begin(), config.tiers.end(),
+                     [](const TierConfig& tier) { return tier.type == k_folder; })) {
+      return fail(tiers->mark, "tiers",
+                  "no folder tier; at least one is required, as the local landing zone of remote hits");
+    }
+    for (std::size_t i = 0; i < config.tiers.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (config.tiers[i].name != config.tiers[j].name) continue;
+        const auto& [mark, is_default] = name_marks_[i];
+        return fail(mark, "tiers[" + std::to_string(i) + "].name",
+                    "duplicate tier name \"" + config.tiers[i].name + "\"" +
+                        (is_default ? " (the default name, from the tier's location)" : "") + ", also used by tiers[" +
+                        std::to_string(j) + "] on line " + std::to_string(config.tiers[j].line) +
+                        "; give each tier a distinct name");
+      }
+    }
+    return config;
+  }
+
+  Result<TierConfig> parse_tier(const YAML::Node& node, const std::string& path) {
+    if (!node.IsMap()) return fail(node.Mark(), path, "expected a mapping of tier fields, got " + kind_of(node));
+    auto all = fields(node, path);
+    if (!all) return all.error();
+
+    TierConfig tier;
+    tier.line = node.Mark().line + 1;
+    tier.type = k_folder;
+    const std::vector<std::string>* specific = fields_of_type(k_folder);
+    for (const Field& field : *all) {
+      if (field.key != "type") continue;
+      auto type = string_value(field);
+      if (!type) return type.error();
+      specific = fields_of_type(*type);
+      if (specific == nullptr) {
+        std::vector<std::string> known;
+        for (const auto& entry : type_fields()) known.push_back(entry.first);
+        return fail(field.mark, field.path, "unknown tier type \"" + *type + "\" (expected " + join(known, ", ") + ")");
+      }
+      tier.type = *type;
+    }
+
+    std::map<std::string, const Field*> by_key;
+    for (const Field& field : *all) {
+      if (field.key == "max_age" && tier.type != k_folder) {
+        return fail(field.mark, field.path,
+                    "max_age applies to folder tiers only; expire objects of " + article(tier.type) +
+                        " tier with the bucket's (or container's) lifecycle rules");
+      }
+      if (!contains(common_fields(), field.key) && !contains(*specific, field.key)) {
+        return fail(field.mark, field.path, unknown_tier_key(field.key, tier.type, *specific));
+      }
+      by_key[field.key] = &field;
+    }
+    auto find = [&by_key](const std::string& key) -> const Field* {
+      auto it = by_key.find(key);
+      return it == by_key.end() ? nullptr : it->second;
+    };
+
+    YAML::Mark name_mark = node.Mark();
+    bool name_is_default = true;
+    if (const Field* field = find("name")) {
+      auto name = string_value(*field);
+      if (!name) return name.error();
+      tier.name = *name;
+      name_mark = field->mark;
+      name_is_default = false;
+    }
+    name_marks_.emplace_back(name_mark, name_is_default);
+
+    if (const Field* field = find("max_bytes")) {
+      if (!field->value.IsScalar()) {
+        return fail(field->mark, field->path, "expected a size such as 50GB, got " + kind_of(field->value));
+      }
+      auto size = parse_byte_size(field->value.Scalar());
+      if (!size) return fail(field->mark, field->path, size.error().message);
+      // The schema's "0 means unbounded".
+      if (size->count() > 0) tier.max_bytes = *size;
+    }
+    if (const Field* field = find("max_age")) {
+      if (!field->value.IsScalar()) {
+        return fail(field->mark, field->path, "expected a duration such as 30d, got " + kind_of(field->value));
+      }
+      auto age = parse_duration(field->value.Scalar());
+      if (!age) return fail(field->mark, field->path, age.error().message);
+      // Unlike max_bytes, zero is not "unbounded": it would read as "expire everything", so neither is guessed.
+      if (age->count() == 0) return fail(field->mark, field->path, "must be positive; omit max_age for no age limit");
+      tier.max_age = *age;
+    }
+    if (const Field* field = find("read_only")) {
+      auto read_only = bool_value(*field);
+      if (!read_only) return read_only.error();
+      tier.access = *read_only ? Access::read_only : Access::read_write;
+    }
+
+    auto required = [&](const std::string& key) -> Result<std::string> {
+      const Field* field = find(key);
+      if (field == nullptr)
+        return fail(node.Mark(), path + "." + key, "missing; " + article(tier.type) + " tier needs a " + key);
+      return string_value(*field);
+    };
+    auto optional = [&](const std::string& key) -> Result<std::optional<std::string>> {
+      const Field* field = find(key);
+      if (field == nullptr) return std::optional<std::string>();
+      auto value = string_value(*field);
+      if (!value) return value.error();
+      return std::optional<std::string>(std::move(*value));
+    };
+    auto checked_prefix = [&]() -> Result<std::optional<std::string>> {
+      auto prefix = optional("prefix");
+      if (!prefix || !*prefix) return prefix;
+      std::string problem = prefix_problem(**prefix);
+      if (!problem.empty()) {
+        return fail(find("prefix")->mark, path + ".prefix", "invalid prefix \"" + **prefix + "\": " + problem);
+      }
+      return prefix;
+    };
+
+    std::string default_name;
+    if (tier.type == k_folder) {
+      auto raw = required("path");
+      if (!raw) return raw.error();
+      auto expanded = expand_path(*raw, env_);
+      if (!expanded) return fail(find("path")->mark, path + ".path", expanded.error().message);
+      if (expanded->empty() || expanded->front() != '/') {
+        // A relative path would depend on the working directory of whichever process reads the file.
+        return fail(find("path")->mark, path + ".path", "\"" + *expanded + "\" is not an absolute path");
+      }
+      default_name = *expanded;
+      tier.backend = FolderTierConfig{std::move(*expanded)};
+    } else if (tier.type == k_s3 || tier.type == k_gcs) {
+      auto bucket = required("bucket");
+      if (!bucket) return bucket.error();
+      std::string problem = tier.type == k_s3 ? s3_bucket_problem(*bucket) : gcs_bucket_problem(*bucket);
+      if (!problem.empty()) {
+        return fail(find("bucket")->mark, path + ".bucket",
+                    "invalid " + std::string(tier.type == k_s3 ? "S3" : "GCS") + " bucket name \"" + *bucket +
+                        "\": " + problem);
+      }
+      auto prefix = checked_prefix();
+      if (!prefix) return prefix.error();
+      default_name = *bucket;
+      if (tier.type == k_s3) {
+        auto region = optional("region");
+        if (!region) return region.error();
+        if (*region &&
+            !std::all_of((*region)->begin(), (*region)->end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) {
+          return fail(find("region")->mark, path + ".region",
+                      "invalid region \"" + **region + "\" (expected e.g. us-east-1)");
+        }
+        tier.backend = S3TierConfig{std::move(*bucket), std::move(*region), std::move(*prefix)};
+      } else {
+        auto project = optional("project");
+        if (!project) return project.error();
+        if (*project && !std::all_of((*project)->begin(), (*project)->end(),
+                                     [](char c) { return is_lower_alnum(c) || c == '-' || c == '.' || c == ':'; })) {
+          return fail(find("project")->mark, path + ".project",
+                      "invalid project id \"" + **project + "\" (expected e.g. datavo-prod)");
+        }
+        tier.backend = GcsTierConfig{std::move(*bucket), std::move(*project), std::move(*prefix)};
+      }
+    } else {
+      auto url = required("container_url");
+      if (!url) return url.error();
+      std::string problem = container_url_problem(*url);
+      if (!problem.empty()) {
+        return fail(find("container_url")->mark, path + ".container_url",
+                    "invalid container_url \"" + log::redact_url(*url) + "\": " + problem);
+      }
+      auto sas_token = optional("sas_token");
+      if (!sas_token) return sas_token.error();
+      auto prefix = checked_prefix();
+      if (!prefix) return prefix.error();
+      auto client_id = optional("managed_identity_client_id");
+      if (!client_id) return client_id.error();
+      if (*client_id && std::any_of((*client_id)->begin(), (*client_id)->end(),
+                                    [](unsigned char c) { return std::isspace(c) != 0; })) {
+        return fail(find("managed_identity_client_id")->mark, path + ".managed_identity_client_id",
+                    "must not contain spaces");
+      }
+      default_name = without_query(*url);
+      tier.backend =
+          AzureBlobTierConfig{std::move(*url), std::move(*sas_token), std::move(*prefix), std::move(*client_id)};
+    }
+    if (tier.name.empty()) tier.name = std::move(default_name);
+    return tier;
+  }
+
+  static std::string unknown_tier_key(const std::string& key, const std::string& type,
+                                      const std::vector<std::string>& specific) {
+    std::vector<std::string> allowed = common_fields();
+    allowed.insert(allowed.end(), specific.begin(), specific.end());
+    std::string message = "unknown key for " + article(type) + " tier";
+    std::vector<std::string> owners;
+    for (const auto& [other, fields] : type_fields()) {
+      if (contains(fields, key)) owners.push_back(other);
+    }
+    if (!owners.empty()) message += " (" + key + " belongs to " + join(owners, " and ") + " tiers)";
+    return message + "; " + article(type) + " tier takes " + join(allowed, ", ");
+  }
+
+  const std::string& file_;
+  const ConfigEnvironment& env_;
+  // Per tier: where its name is (the name key, or the tier when the name is a default) and whether it is one.
+  std::vector<std::pair<YAML::Mark, bool>> name_marks_;
+};
+
+Error unreadable(const std::string& path, int err) {
+  return Error{ErrorCode::config, path + ": cannot read configuration file: " + std::strerror(err), err};
+}
+
+Result<std::string> read_config_text(const std::string& path) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return unreadable(path, errno);
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) return unreadable(path, errno);
+  if (S_ISDIR(info.st_mode)) return unreadable(path, EISDIR);
+  std::string text;
+  char buffer[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return unreadable(path, errno);
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > k_max_config_bytes) {
+      return Error{ErrorCode::config, path + ": cannot read configuration file: larger than 1 MiB"};
+    }
+  }
+  return text;
+}
+
+enum class Existence { exists, missing };
+
+Result<Existence> check_exists(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return Existence::exists;
+  if (errno == ENOENT || errno == ENOTDIR) return Existence::missing;
+  int err = errno;
+  return Error{ErrorCode::config, path + ": cannot check configuration file: " + std::strerror(err), err};
+}
+
+std::optional<std::string> non_empty_env(const ConfigEnvironment& env, const std::string& name) {
+  auto value = lookup_env(env, name);
+  if (!value || value->empty()) return std::nullopt;
+  return value;
+}
+
+Result<CacheConfig> builtin_default(const ConfigEnvironment& env, std::vector<SkippedCandidate> skipped) {
+  std::string dir;
+  auto home = non_empty_env(env, "HOME");
+  if (auto from_env = non_empty_env(env, "DATAVO_SHARD_CACHE_DIR")) {
+    dir = *from_env;
+    // A quoted "~/cache" reaches us unexpanded by the shell.
+    if (dir == "~" || dir.rfind("~/", 0) == 0) {
+      if (!home) {
+        return Error{ErrorCode::config, "DATAVO_SHARD_CACHE_DIR=" + dir + ": cannot expand ~: HOME is not set"};
+      }
+      dir = *home + dir.substr(1);
+    }
+    if (dir.front() != '/') {
+      return Error{ErrorCode::config, "DATAVO_SHARD_CACHE_DIR=" + dir + ": expected an absolute path"};
+    }
+  } else if (home) {
+    dir = *home + k_default_dir_under_home;
+    if (dir.front() != '/') return Error{ErrorCode::config, "HOME=" + *home + ": expected an absolute path"};
+  } else {
+    return Error{ErrorCode::config,
+                 "no configuration file found, and the built-in default cache needs DATAVO_SHARD_CACHE_DIR or HOME, "
+                 "neither of which is set"};
+  }
+  TierConfig tier;
+  tier.name = k_default_tier_name;
+  tier.type = k_folder;
+  tier.max_bytes = k_default_max_bytes;
+  tier.backend = FolderTierConfig{std::move(dir)};
+  CacheConfig config;
+  config.tiers.push_back(std::move(tier));
+  config.source = ConfigSource::builtin_default;
+  config.skipped = std::move(skipped);
+  return config;
+}
+
+}  // namespace
+
+const char* to_string(ConfigSource source) {
+  switch (source) {
+    case ConfigSource::argument: return "argument";
+    case ConfigSource::environment: return "environment";
+    case ConfigSource::system: return "system";
+    case ConfigSource::user: return "user";
+    case ConfigSource::builtin_default: return "builtin_default";
+  }
+  return "builtin_default";
+}
+
+ConfigEnvironment ConfigEnvironment::process() {
+  ConfigEnvironment env;
+  env.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* value = ::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+  return env;
+}
+
+Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env) {
+  auto lookup = [&env](const std::string& name) { return lookup_env(env, name); };
+  std::string out;
+  std::size_t i = 0;
+  if (!text.empty() && text.front() == '~') {
+    if (text.size() > 1 && text[1] != '/') {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": ~user is not supported; write the home directory out"};
+    }
+    auto home = lookup("HOME");
+    if (!home || home->empty()) {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": cannot expand ~: environment variable HOME is not set"};
+    }
+    out = *home;
+    i = 1;
+  }
+  while (i < text.size()) {
+    char c = text[i];
+    if (c != '$') {
+      out += c;
+      ++i;
+      continue;
+    }
+    std::string name;
+    if (i + 1 < text.size() && text[i + 1] == '{') {
+      std::size_t close = text.find('}', i + 2);
+      if (close == std::string_view::npos) {
+        return Error{ErrorCode::invalid_argument, "\"" + std::string(text) + "\": unterminated ${"};
+      }
+      name = std::string(text.substr(i + 2, close - i - 2));
+      bool valid = !name.empty() && is_name_start(name.front());
+      for (char n : name) valid = valid && is_name_char(n);
+      if (!valid) {
+        return Error{ErrorCode::invalid_argument,
+                     "\"" + std::string(text) + "\": invalid variable name \"" + name + "\" in ${...}"};
+      }
+      i = close + 1;
+    } else if (i + 1 < text.size() && is_name_start(text[i + 1])) {
+      std::size_t end = i + 1;
+      while (end < text.size() && is_name_char(text[end])) ++end;
+      name = std::string(text.substr(i + 1, end - i - 1));
+      i = end;
+    } else {
+      // As in the shell, a '$' that starts no variable name is a literal '$'.
+      out += c;
+      ++i;
+      continue;
+    }
+    auto value = lookup(name);
+    if (!value) {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": environment variable " + name + " is not set"};
+    }
+    out += *value;
+  }
+  return out;
+}
+
+Result<CacheConfig> parse_config(std::string_view yaml_text, const std::string& file_name,
+                                 const ConfigEnvironment& env) {
+  try {
+    return Parser(file_name, env).parse(yaml_text);
+  } catch (const std::exception& e) {
+    // yaml-cpp throws from accessors too; a configuration problem must never take the process down.
+    return Error{ErrorCode::config, file_name + ": cannot parse configuration: " + e.what()};
+  }
+}
+
+Result<CacheConfig> load_config_file(const std::string& path, const ConfigEnvironment& env) {
+  auto text = read_config_text(path);
+  if (!text) return text.error();
+  auto config = parse_config(*text, path, env);
+  if (config) config->source = ConfigSource::argument;
+  return config;
+}
+
+Result<CacheConfig> resolve_config(const std::optional<std::string>& explicit_path, const ConfigEnvironment& env) {
+  std::optional<std::string> chosen = explicit_path;
+  ConfigSource source = ConfigSource::argument;
+  const char* named_by = "the explicit configuration path";
+  if (!chosen) {
+    chosen = non_empty_env(env, "DATAVO_SHARD_CACHE_CONFIG");
+    source = ConfigSource::environment;
+    named_by = "$DATAVO_SHARD_CACHE_CONFIG";
+  }
+  if (chosen) {
+    if (chosen->empty()) return Error{ErrorCode::config, "the explicit configuration path is empty"};
+    // An explicit path is what the user asked for: falling back to another file would hide their mistake.
+    auto exists = check_exists(*chosen);
+    if (!exists) return exists.error();
+    if (*exists == Existence::missing) {
+      return Error{ErrorCode::config,
+                   *chosen + ": configuration file does not exist (named by " + std::string(named_by) + ")", ENOENT};
+    }
+    auto config = load_config_file(*chosen, env);
+    if (config) config->source = source;
+    return config;
+  }
+
+  std::vector<std::pair<std::string, ConfigSource>> candidates;
+  std::vector<SkippedCandidate> skipped;
+  candidates.emplace_back(env.system_path, ConfigSource::system);
+  if (auto home = non_empty_env(env, "HOME")) {
+    candidates.emplace_back(*home + k_user_config_under_home, ConfigSource::user);
+  }
+  for (const auto& [path, candidate_source] : candidates) {
+    auto exists = check_exists(path);
+    if (!exists) return exists.error();
+    if (*exists == Existence::missing) {
+      skipped.push_back(SkippedCandidate{path, "does not exist"});
+      continue;
+    }
+    auto config = load_config_file(path, env);
+    if (!config) return config;
+    config->source = candidate_source;
+    config->skipped = std::move(skipped);
+    return config;
+  }
+  if (!non_empty_env(env, "HOME")) {
+    skipped.push_back(SkippedCandidate{std::string("~") + k_user_config_under_home, "HOME is not set"});
+  }
+  return builtin_default(env, std::move(skipped));
+}
+
+}  // namespace datavo
