@@ -1,1 +1,67 @@
-int main() { return 0; }
+// Entry point of the `datavo` command: parses the command line and is the one place where Fatal is caught.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "util/log.hpp"
+
+namespace datavo::cli {
+
+int exit_code_for(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::config:
+    case ErrorCode::invalid_argument: return k_exit_usage;
+    default: return k_exit_failed;
+  }
+}
+
+void print_json(const nlohmann::json& value) { std::cout << value.dump() << std::endl; }
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[32];
+  if (unit == 0) std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+}  // namespace datavo::cli
+
+int main(int argc, char** argv) {
+  using namespace datavo::cli;
+  CLI::App app{"datavo: a content-addressed shard cache hierarchy for ML training data"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions global;
+  app.add_option("--config", global.config_path, "shards.yaml to use (overrides $DATAVO_SHARD_CACHE_CONFIG)");
+  app.add_option("--instance", global.instance, "server instance whose entries to use (default: from $DATAVO_SERVER)");
+  app.add_flag("--json", global.json, "print machine-readable JSON on stdout");
+  app.add_flag("-v,--verbose", global.verbosity, "log more (-v info, -vv debug); see also $DATAVO_LOG_LEVEL");
+  app.parse_complete_callback([&] {
+    if (global.verbosity >= 2) datavo::log::set_level(datavo::log::Level::debug);
+    else if (global.verbosity == 1) datavo::log::set_level(datavo::log::Level::info);
+  });
+
+  add_cache_commands(app, global);
+  add_content_hash_command(app, global);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? k_exit_ok : k_exit_usage;
+  } catch (const Fatal& fatal) {
+    datavo::log::write(datavo::log::Level::error, fatal.error.message);
+    return fatal.exit_code;
+  } catch (const std::exception& e) {
+    datavo::log::write(datavo::log::Level::error, std::string("internal error: ") + e.what());
+    return k_exit_failed;
+  }
+  return k_exit_ok;
+}

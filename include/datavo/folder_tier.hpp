@@ -32,6 +32,8 @@ namespace datavo {
 enum class Access { read_write, read_only };
 enum class DryRun { no, yes };
 enum class Repair { no, yes };
+// Whether a staged entry's data is flushed to stable storage before the rename that commits it.
+enum class Durability { fsync_before_commit, no_sync };
 
 struct FolderTierOptions {
   std::string path;                       // created on first write; ~ and $VAR already expanded
@@ -43,6 +45,8 @@ struct FolderTierOptions {
   double low_watermark = 0.9;
   // Staging files untouched for this long are swept even when their writer's pid cannot be checked.
   Seconds stale_staging_age = std::chrono::hours(6);
+  // fsync_before_commit: after a crash the final name holds the whole entry or nothing (docs/layout.md).
+  Durability durability = Durability::fsync_before_commit;
 };
 
 // A staging file in a folder tier's .staging/. Unlinked on destruction unless committed. Movable only.
@@ -67,6 +71,8 @@ class StagingFile final : public ByteSink {
  private:
   friend class ShardCacheTier;
   StagingFile(int fd, std::string path);
+  // After the rename: nothing is left to unlink.
+  void mark_committed();
   int fd_ = -1;
   std::string path_;
   Bytes written_;
@@ -120,6 +126,7 @@ class ShardCacheTier final : public Tier {
   Result<ShardHandle> commit(StagingFile staged, const ShardKey& key);
 
   // Tier interface.
+  Result<bool> contains(const ShardKey& key) override;
   Result<bool> read_into(const ShardKey& key, ByteSink& sink) override;
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override;
   Result<bool> remove(const ShardKey& key) override;
@@ -165,6 +172,10 @@ class ShardCacheTier final : public Tier {
 
  private:
   explicit ShardCacheTier(FolderTierOptions options);
+  // Evicts expired entries, then LRU entries down to the low watermark if over max_bytes; never `keep`.
+  Result<EvictionReport> evict(DryRun dry_run, const ShardKey* keep);
+  // evict() after an install, when a budget is set and no other process is evicting this tier.
+  void enforce_budget(const ShardKey* just_installed);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

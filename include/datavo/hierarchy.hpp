@@ -82,6 +82,8 @@ class ShardCacheHierarchy {
 
  private:
   explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
+  // flush_stats() at most every few seconds; cheap enough for the hit path.
+  void maybe_flush_stats();
   struct Impl;
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;

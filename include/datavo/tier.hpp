@@ -119,6 +119,8 @@ class Tier {
   // Whether a shard of `size` bytes could be installed here at all (writable and within max_bytes).
   bool can_hold(Bytes size) const;
 
+  // Whether the tier holds `key`, without reading it (a HEAD request for remote tiers).
+  virtual Result<bool> contains(const ShardKey& key) = 0;
   // Copies the entry for `key` into `sink`. Returns false on a miss.
   virtual Result<bool> read_into(const ShardKey& key, ByteSink& sink) = 0;
   // Stores the bytes readable from `source` under `key`. `digest` is their SHA-256, already verified.

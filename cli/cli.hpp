@@ -1,0 +1,52 @@
+// The `datavo` command line: shared options, exit codes and the registration function of each command file.
+// Exit codes: 0 success, 1 the work failed, 2 usage or configuration error. Errors go to stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "datavo/result.hpp"
+
+namespace datavo::cli {
+
+enum ExitCode : int { k_exit_ok = 0, k_exit_failed = 1, k_exit_usage = 2 };
+
+// Options every command takes (--config, --instance, --json, -v).
+struct GlobalOptions {
+  std::optional<std::string> config_path;
+  std::optional<std::string> instance;
+  bool json = false;
+  int verbosity = 0;
+};
+
+// Thrown by command code for a failure that ends the command; caught once in main.cpp.
+struct Fatal {
+  int exit_code;
+  Error error;
+};
+
+// Maps an Error to its exit code: config/invalid_argument -> 2, everything else -> 1.
+int exit_code_for(const Error& error);
+// Unwraps a Result or throws Fatal.
+template <typename T>
+T require(Result<T> result) {
+  if (!result) throw Fatal{exit_code_for(result.error()), std::move(result).error()};
+  return std::move(result).value();
+}
+inline void require(Result<void> result) {
+  if (!result) throw Fatal{exit_code_for(result.error()), std::move(result).error()};
+}
+// Prints `value` to stdout as one line of JSON.
+void print_json(const nlohmann::json& value);
+
+// Each command file registers its subcommands. The callbacks run after parsing, with `global` filled in.
+void add_cache_commands(CLI::App& app, GlobalOptions& global);    // cmd_cache.cpp
+void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
+
+// Formats a byte count for people: "512 B", "1.5 MiB".
+std::string human_bytes(std::uint64_t bytes);
+
+}  // namespace datavo::cli

@@ -1,0 +1,447 @@
+#include "datavo/hierarchy.hpp"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+// Persisting counters costs a lock and a small file write, so it is batched rather than paid on every hit.
+constexpr std::chrono::seconds k_stats_flush_interval{2};
+
+enum class CountMisses { yes, no };
+
+std::string describe(const Tier& tier) { return "tier '" + tier.name() + "' (" + std::string(tier.type()) + ")"; }
+
+void degrade(Tier& tier, const char* what, const Error& error) {
+  tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
+  LOG_WARNING(describe(tier) << ": " << what << " failed, skipping it: " << error.message);
+}
+
+void warn_capacity_skip(Tier& tier, Bytes size) {
+  tier.counters().capacity_skips.fetch_add(1, std::memory_order_relaxed);
+  LOG_WARNING(describe(tier) << " is too small for a shard of " << size.count() << " bytes (max_bytes "
+                             << tier.max_bytes().value_or(Bytes{}).count() << "); skipped");
+}
+
+// Whether `dir`'s filesystem has room for `size` more bytes. Unknown counts as room: the write will tell.
+bool has_room(const std::string& dir, Bytes size) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return true;
+  return std::uint64_t(vfs.f_bavail) * vfs.f_frsize >= size.count();
+}
+
+// Wraps the staging sink so that a local write failure (disk full) can be told apart from a fetch failure.
+class RecordingSink final : public ByteSink {
+ public:
+  explicit RecordingSink(ByteSink& inner) : inner_(inner) {}
+  Result<void> write(const void* data, std::size_t size) override {
+    auto written = inner_.write(data, size);
+    if (!written) local_error_ = written.error();
+    return written;
+  }
+  Bytes written() const override { return inner_.written(); }
+  Result<void> restart() override {
+    auto restarted = inner_.restart();
+    if (!restarted) local_error_ = restarted.error();
+    return restarted;
+  }
+  const std::optional<Error>& local_error() const { return local_error_; }
+
+ private:
+  ByteSink& inner_;
+  std::optional<Error> local_error_;
+};
+
+Result<ShardHandle> reopen_readonly(const std::string& path, Bytes size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(errno, "cannot reopen " + path);
+  return ShardHandle(fd, path, size);
+}
+
+}  // namespace
+
+const char* to_string(ServedFrom source) {
+  switch (source) {
+    case ServedFrom::hit: return "hit";
+    case ServedFrom::promoted: return "promoted";
+    case ServedFrom::fetched: return "fetched";
+  }
+  return "hit";
+}
+
+struct ShardCacheHierarchy::Impl {
+  std::mutex flush_mu;
+  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
+};
+
+Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::vector<std::shared_ptr<Tier>> tiers) {
+  if (tiers.empty()) return Error{ErrorCode::config, "a cache hierarchy needs at least one tier"};
+  bool has_folder = false;
+  for (const auto& tier : tiers) {
+    if (!tier) return Error{ErrorCode::invalid_argument, "a cache hierarchy tier is null"};
+    has_folder = has_folder || tier->supports_direct_read();
+  }
+  if (!has_folder) {
+    return Error{ErrorCode::config,
+                 "a cache hierarchy needs at least one folder tier: it is the local landing zone that remote hits "
+                 "are materialized into"};
+  }
+  return std::shared_ptr<ShardCacheHierarchy>(new ShardCacheHierarchy(std::move(tiers)));
+}
+
+ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers)
+    : tiers_(std::move(tiers)), impl_(new Impl) {}
+
+ShardCacheHierarchy::~ShardCacheHierarchy() { flush_stats(); }
+
+void ShardCacheHierarchy::flush_stats() {
+  for (const auto& tier : tiers_) {
+    if (auto* folder = tier->as_folder()) {
+      if (auto flushed = folder->flush_stats(); !flushed) {
+        LOG_DEBUG(describe(*tier) << ": cannot persist statistics: " << flushed.error().message);
+      }
+    }
+  }
+}
+
+namespace {
+
+// The walk and the installs, shared by get() and get_or_fetch(). Holds no state beyond one call.
+class Walk {
+ public:
+  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key) : tiers_(tiers), key_(key) {}
+
+  // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere.
+  Result<std::optional<FetchResult>> find(CountMisses count_misses) {
+    for (std::size_t i = 0; i < tiers_.size(); ++i) {
+      Tier& tier = *tiers_[i];
+      if (ShardCacheTier* folder = tier.as_folder()) {
+        auto opened = count_misses == CountMisses::yes ? folder->open(key_) : folder->peek(key_);
+        if (!opened) {
+          degrade(tier, "lookup", opened.error());
+          continue;
+        }
+        if (!*opened) continue;
+        if (count_misses == CountMisses::no) {
+          // The re-check after waiting for the lock: count the hit now, as open() would have.
+          tier.counters().hits.fetch_add(1, std::memory_order_relaxed);
+          tier.counters().bytes_served.fetch_add((*opened)->size().count(), std::memory_order_relaxed);
+        }
+        if (i == 0) return std::optional<FetchResult>{FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit}};
+        return promote_local(i, std::move(**opened));
+      }
+      auto found = tier.contains(key_);
+      if (!found) {
+        degrade(tier, "lookup", found.error());
+        continue;
+      }
+      if (!*found) {
+        if (count_misses == CountMisses::yes) tier.counters().misses.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      auto materialized = materialize_remote(i);
+      if (!materialized) return std::move(materialized).error();
+      if (*materialized) return materialized;
+      // The object vanished between contains() and the download: keep walking.
+    }
+    return std::optional<FetchResult>{};
+  }
+
+  // Installs the verified staged bytes into every tier that can hold them; returns the topmost copy.
+  // `how` is fetched for origin bytes and promoted for bytes materialized from a remote tier.
+  Result<FetchResult> install_fetched(ShardCacheTier& staging_tier, StagingFile staged, ServedFrom how) {
+    const Bytes size = staged.written();
+    const Sha256 digest = staged.digest();
+    std::optional<FetchResult> top;
+    std::optional<ShardHandle> source;  // a readable copy of the bytes, for the tiers installed by copy
+    const std::string staged_path = staged.path();
+
+    // The staging tier first: its install is a rename, not a copy, and then every other tier copies from it.
+    std::size_t staging_index = 0;
+    while (tiers_[staging_index].get() != &staging_tier) ++staging_index;
+    if (staging_tier.can_hold(size)) {
+      auto committed = staging_tier.commit(std::move(staged), key_);
+      if (committed) {
+        count_install(staging_tier, size, how);
+        // A second descriptor on the committed inode: immune to the entry being evicted right away.
+        if (int dup_fd = ::fcntl(committed->fd(), F_DUPFD_CLOEXEC, 0); dup_fd >= 0) {
+          source = ShardHandle(dup_fd, committed->path(), size);
+        }
+        top = FetchResult{std::move(*committed), staging_tier.name(), staging_index, how};
+      } else {
+        degrade(staging_tier, "install", committed.error());
+      }
+    } else if (!staging_tier.read_only()) {
+      warn_capacity_skip(staging_tier, size);
+    }
+    if (!source) {
+      auto reopened = reopen_readonly(staged_path, size);
+      if (!reopened) return std::move(reopened).error();
+      source = std::move(*reopened);
+    }
+
+    for (std::size_t i = 0; i < tiers_.size(); ++i) {
+      if (i == staging_index) continue;
+      Tier& tier = *tiers_[i];
+      if (tier.read_only()) continue;
+      if (!tier.can_hold(size)) {
+        warn_capacity_skip(tier, size);
+        continue;
+      }
+      auto installed = tier.install_copy(key_, *source, digest);
+      if (!installed) {
+        degrade(tier, "install", installed.error());
+        continue;
+      }
+      if (*installed == InstallOutcome::installed) count_install(tier, size, how);
+      if (tier.as_folder() && (!top || i < top->tier_index)) {
+        auto handle = tier.as_folder()->peek(key_);
+        if (handle && *handle) top = FetchResult{std::move(**handle), tier.name(), i, how};
+      }
+    }
+    if (!top) {
+      return Error{ErrorCode::capacity, "no folder tier accepted shard " + key_.hash.hex() + " (" +
+                                            std::to_string(size.count()) + " bytes); see the warnings above"};
+    }
+    return std::move(*top);
+  }
+
+ private:
+  void count_install(Tier& tier, Bytes size, ServedFrom how) {
+    auto& c = tier.counters();
+    (how == ServedFrom::promoted ? c.promotions : c.installs).fetch_add(1, std::memory_order_relaxed);
+    c.bytes_installed.fetch_add(size.count(), std::memory_order_relaxed);
+  }
+
+  // Copies a hit on folder tier `hit_index` into every faster tier that can hold it.
+  Result<std::optional<FetchResult>> promote_local(std::size_t hit_index, ShardHandle hit) {
+    Tier& hit_tier = *tiers_[hit_index];
+    auto digest = hit_tier.as_folder()->recorded_digest(key_);
+    Sha256 sha;
+    if (digest && *digest) {
+      sha = **digest;
+    } else {
+      auto computed = sha256_of_fd(hit.fd());
+      if (!computed) {
+        degrade(hit_tier, "read", computed.error());
+        return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
+      }
+      sha = *computed;
+    }
+    std::optional<FetchResult> top;
+    for (std::size_t i = 0; i < hit_index; ++i) {
+      Tier& tier = *tiers_[i];
+      if (tier.read_only()) continue;
+      if (!tier.can_hold(hit.size())) {
+        warn_capacity_skip(tier, hit.size());
+        continue;
+      }
+      auto installed = tier.install_copy(key_, hit, sha);
+      if (!installed) {
+        degrade(tier, "promotion", installed.error());
+        continue;
+      }
+      if (*installed == InstallOutcome::installed) count_install(tier, hit.size(), ServedFrom::promoted);
+      if (!top && tier.as_folder()) {
+        auto handle = tier.as_folder()->peek(key_);
+        if (handle && *handle) top = FetchResult{std::move(**handle), tier.name(), i, ServedFrom::promoted};
+      }
+    }
+    // Every faster tier refused: the slower folder hit still serves the read.
+    if (!top) return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
+    return top;
+  }
+
+  // Downloads a hit on remote tier `hit_index` through the staging area of the topmost writable folder tier
+  // above it, then installs it into the folder tiers above. nullopt when the object vanished.
+  Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index) {
+    Tier& remote = *tiers_[hit_index];
+    for (std::size_t landing = 0; landing < hit_index; ++landing) {
+      ShardCacheTier* folder = tiers_[landing]->as_folder();
+      if (!folder || folder->read_only()) continue;
+      auto staged = folder->begin_staging();
+      if (!staged) {
+        degrade(*folder, "staging", staged.error());
+        continue;
+      }
+      RecordingSink sink(*staged);
+      auto read = remote.read_into(key_, sink);
+      if (!read) {
+        if (sink.local_error()) {
+          degrade(*folder, "staging", *sink.local_error());
+          continue;  // this landing zone is full or broken: try the next one
+        }
+        degrade(remote, "download", read.error());
+        return std::optional<FetchResult>{};
+      }
+      if (!*read) return std::optional<FetchResult>{};
+      remote.counters().hits.fetch_add(1, std::memory_order_relaxed);
+      remote.counters().bytes_served.fetch_add(staged->written().count(), std::memory_order_relaxed);
+      // Install into the folder tiers above the hit: the landing tier by rename, the rest by copy.
+      std::vector<std::shared_ptr<Tier>> above(tiers_.begin(), tiers_.begin() + long(hit_index));
+      Walk upper(above, key_);
+      auto installed = upper.install_fetched(*folder, std::move(*staged), ServedFrom::promoted);
+      if (!installed) {
+        return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
+                                              " has no local landing zone: " + installed.error().message};
+      }
+      return std::optional<FetchResult>{std::move(*installed)};
+    }
+    return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
+                                          " has no local landing zone: no writable folder tier above it"};
+  }
+
+  const std::vector<std::shared_ptr<Tier>>& tiers_;
+  const ShardKey& key_;
+};
+
+}  // namespace
+
+Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key) {
+  auto found = Walk(tiers_, key).find(CountMisses::yes);
+  maybe_flush_stats();
+  return found;
+}
+
+Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const Fetcher& fetcher,
+                                                      const Expectation& expected) {
+  Walk walk(tiers_, key);
+  auto found = walk.find(CountMisses::yes);
+  if (!found) return std::move(found).error();
+  if (*found) {
+    maybe_flush_stats();
+    return std::move(**found);
+  }
+
+  // Writable folder tiers, fastest first: the candidates for staging.
+  std::vector<ShardCacheTier*> staging_candidates;
+  for (const auto& tier : tiers_) {
+    if (auto* folder = tier->as_folder(); folder && !folder->read_only()) staging_candidates.push_back(folder);
+  }
+  if (staging_candidates.empty()) {
+    return Error{ErrorCode::capacity, "shard " + key.hash.hex() + " is not cached and no folder tier is writable"};
+  }
+  if (expected.size) {
+    bool any = false;
+    for (const auto& tier : tiers_) any = any || tier->can_hold(*expected.size);
+    if (!any) {
+      return Error{ErrorCode::capacity, "no tier can hold shard " + key.hash.hex() + " of " +
+                                            std::to_string(expected.size->count()) + " bytes"};
+    }
+  }
+
+  // Single flight: one fetch per key across the threads and processes of this machine.
+  std::optional<ShardCacheTier::ShardLock> lock;
+  if (auto locked = staging_candidates.front()->lock_shard(key)) {
+    lock = std::move(*locked);
+  } else {
+    degrade(*staging_candidates.front(), "locking", locked.error());
+  }
+  auto rechecked = walk.find(CountMisses::no);
+  if (!rechecked) return std::move(rechecked).error();
+  if (*rechecked) {
+    maybe_flush_stats();
+    return std::move(**rechecked);
+  }
+
+  std::optional<Error> last_error;
+  for (ShardCacheTier* staging_tier : staging_candidates) {
+    if (expected.size && !has_room(staging_tier->location(), *expected.size)) {
+      staging_tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
+      LOG_WARNING(describe(*staging_tier) << " has no room on its filesystem for " << expected.size->count()
+                                          << " bytes; staging elsewhere");
+      continue;
+    }
+    auto staged = staging_tier->begin_staging();
+    if (!staged) {
+      degrade(*staging_tier, "staging", staged.error());
+      last_error = staged.error();
+      continue;
+    }
+    RecordingSink sink(*staged);
+    auto reported = fetcher(sink);
+    if (!reported) {
+      if (sink.local_error()) {
+        // The tier's disk, not the origin, failed: discard the partial file and stage in the next tier.
+        degrade(*staging_tier, "staging", *sink.local_error());
+        last_error = *sink.local_error();
+        continue;
+      }
+      return std::move(reported).error();
+    }
+    Expectation want = expected;
+    if (reported->size) {
+      if (want.size && *want.size != *reported->size) {
+        return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports " +
+                                               std::to_string(reported->size->count()) + " bytes but " +
+                                               std::to_string(want.size->count()) + " were expected"};
+      }
+      want.size = reported->size;
+    }
+    if (reported->sha256) {
+      if (want.sha256 && *want.sha256 != *reported->sha256) {
+        return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports SHA-256 " +
+                                               reported->sha256->hex() + " but " + want.sha256->hex() +
+                                               " was expected"};
+      }
+      want.sha256 = reported->sha256;
+    }
+    if (want.size && staged->written() != *want.size) {
+      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has " +
+                                             std::to_string(staged->written().count()) + " bytes, expected " +
+                                             std::to_string(want.size->count()) + "; discarded"};
+    }
+    if (want.sha256 && staged->digest() != *want.sha256) {
+      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " +
+                                             staged->digest().hex() + ", expected " + want.sha256->hex() +
+                                             "; discarded"};
+    }
+    auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
+    maybe_flush_stats();
+    return installed;
+  }
+  return Error{last_error ? last_error->code : ErrorCode::io,
+               "no folder tier could stage shard " + key.hash.hex() +
+                   (last_error ? ": " + last_error->message : std::string())};
+}
+
+std::vector<TierInfo> ShardCacheHierarchy::cache_info() {
+  std::vector<TierInfo> out;
+  for (const auto& tier : tiers_) {
+    TierInfo info;
+    info.name = tier->name();
+    info.type = std::string(tier->type());
+    info.location = tier->location();
+    info.max_bytes = tier->max_bytes();
+    info.read_only = tier->read_only();
+    if (auto usage = tier->usage()) info.usage = *usage;
+    if (auto* folder = tier->as_folder()) {
+      auto cumulative = folder->cumulative_stats();
+      info.stats = cumulative ? *cumulative : tier->counters().snapshot();
+    } else {
+      info.stats = tier->counters().snapshot();
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+void ShardCacheHierarchy::maybe_flush_stats() {
+  auto now = std::chrono::steady_clock::now();
+  {
+    std::unique_lock lock(impl_->flush_mu, std::try_to_lock);
+    if (!lock || now - impl_->last_flush < k_stats_flush_interval) return;
+    impl_->last_flush = now;
+  }
+  flush_stats();
+}
+
+}  // namespace datavo

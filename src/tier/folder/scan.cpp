@@ -1,0 +1,152 @@
+#include "tier/folder/scan.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "util/fs.hpp"
+
+namespace datavo::folder {
+namespace {
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+using DirPtr = std::unique_ptr<DIR, DirCloser>;
+
+std::chrono::system_clock::time_point to_time_point(const struct timespec& ts) {
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+}
+
+bool is_entry_name(const char* name, std::string& hash_hex) {
+  std::size_t len = std::strlen(name);
+  if (len != 68 || std::strcmp(name + 64, ".tar") != 0) return false;
+  for (std::size_t i = 0; i < 64; ++i) {
+    char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  hash_hex.assign(name, 64);
+  return true;
+}
+
+// Sums regular files in `dir` (one level); entries named <hash>.tar are collected when `entries` is non-null.
+Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& dir_path, const std::string& instance,
+                      ScanResult& out, std::vector<ScannedEntry>* entries) {
+  int fd = ::openat(parent_fd, dir_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    return Error::from_errno(errno, "cannot open directory " + dir_path);
+  }
+  DirPtr dir(::fdopendir(fd));
+  if (!dir) {
+    ::close(fd);
+    return Error::from_errno(errno, "cannot read directory " + dir_path);
+  }
+  std::string hash_hex;
+  while (struct dirent* d = ::readdir(dir.get())) {
+    if (d->d_name[0] == '.' && (d->d_name[1] == 0 || (d->d_name[1] == '.' && d->d_name[2] == 0))) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+    if (!S_ISREG(st.st_mode)) continue;
+    out.used += Bytes{std::uint64_t(st.st_size)};
+    if (!instance.empty() && is_entry_name(d->d_name, hash_hex)) {
+      ++out.entry_count;
+      if (entries) {
+        entries->push_back(ScannedEntry{instance, hash_hex, dir_path + "/" + d->d_name,
+                                        Bytes{std::uint64_t(st.st_size)}, to_time_point(st.st_mtim)});
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
+  ScanResult out;
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return out;
+    return Error::from_errno(errno, "cannot open tier directory " + root);
+  }
+  DirPtr dir(::fdopendir(fd));
+  if (!dir) {
+    ::close(fd);
+    return Error::from_errno(errno, "cannot read tier directory " + root);
+  }
+  std::vector<ScannedEntry>* entries = detail == ScanDetail::entries ? &out.entries : nullptr;
+  while (struct dirent* d = ::readdir(dir.get())) {
+    std::string name = d->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      out.used += Bytes{std::uint64_t(st.st_size)};
+    } else if (S_ISDIR(st.st_mode)) {
+      // Instance directories hold entries; dot-directories (.staging, .locks, .quarantine) only count.
+      std::string instance = name[0] == '.' ? std::string() : name;
+      DATAVO_TRY(scan_dir(::dirfd(dir.get()), d->d_name, root + "/" + name, instance, out, entries));
+    }
+  }
+  return out;
+}
+
+Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
+                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run) {
+  SweepResult result;
+  const auto now = std::chrono::system_clock::now();
+  const std::string my_host = util::host_name();
+
+  if (DirPtr dir{::opendir(staging_dir.c_str())}) {
+    while (struct dirent* d = ::readdir(dir.get())) {
+      std::string name = d->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st {};
+      if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      // Staging names are <host>.<pid>.<random>.tmp; the host has no dots (util::host_name()).
+      bool dead_writer = false;
+      if (auto dot = name.find('.'); dot != std::string::npos && name.compare(0, dot, my_host) == 0) {
+        char* end = nullptr;
+        long pid = std::strtol(name.c_str() + dot + 1, &end, 10);
+        dead_writer = end && *end == '.' && pid > 0 && !util::process_alive(static_cast<pid_t>(pid));
+      }
+      bool stale = now - to_time_point(st.st_mtim) > stale_staging_age;
+      if (!dead_writer && !stale) continue;
+      if (!dry_run && ::unlinkat(::dirfd(dir.get()), d->d_name, 0) != 0) continue;
+      ++result.staging_files;
+    }
+  } else if (errno != ENOENT) {
+    return Error::from_errno(errno, "cannot read " + staging_dir);
+  }
+
+  if (DirPtr dir{::opendir(locks_dir.c_str())}) {
+    while (struct dirent* d = ::readdir(dir.get())) {
+      std::string name = d->d_name;
+      if (name.size() < 6 || name.compare(name.size() - 5, 5, ".lock") != 0) continue;
+      if (name == "evict.lock" || name == ".stats.lock") continue;
+      std::string path = locks_dir + "/" + name;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0) continue;
+      if (now - to_time_point(st.st_mtim) <= orphan_lock_age) continue;
+      util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+      if (!fd.valid()) continue;
+      if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // held: not an orphan
+      // Unlinked while we hold it; lockers re-check the inode after locking (see ShardCacheTier::lock_shard).
+      if (!dry_run && ::unlink(path.c_str()) != 0) continue;
+      ++result.lock_files;
+    }
+  } else if (errno != ENOENT) {
+    return Error::from_errno(errno, "cannot read " + locks_dir);
+  }
+  return result;
+}
+
+}  // namespace datavo::folder

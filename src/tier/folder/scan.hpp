@@ -1,0 +1,45 @@
+// Directory scans of a folder tier: usage accounting, the entry list for LRU eviction, and the sweep of
+// leftovers (staging files of dead writers, orphaned lock files). Internal to the folder tier.
+// Thread safety: reentrant; concurrent changes by other processes are tolerated (vanished files are skipped).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo::folder {
+
+struct ScannedEntry {
+  std::string instance;
+  std::string hash_hex;
+  std::string path;
+  Bytes size;
+  std::chrono::system_clock::time_point mtime;
+};
+
+enum class ScanDetail { totals, entries };
+
+struct ScanResult {
+  Bytes used;                         // every regular file under the tier root, recursively one level deep
+  std::uint64_t entry_count = 0;      // committed entries
+  std::vector<ScannedEntry> entries;  // filled for ScanDetail::entries only
+};
+
+// Scans `root`. A root that does not exist yet is an empty tier.
+Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail);
+
+struct SweepResult {
+  std::uint64_t staging_files = 0;
+  std::uint64_t lock_files = 0;
+};
+
+// Removes staging files whose writer (host.pid in the name) is this host and dead, or that have not been
+// written for `stale_staging_age`; and lock files that no process holds and that are older than
+// `orphan_lock_age`. With dry_run nothing is removed, only counted.
+Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
+                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run);
+
+}  // namespace datavo::folder
