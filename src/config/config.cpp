@@ -234,8 +234,10 @@ class Parser {
   Result<std::vector<Field>> fields(const YAML::Node& map, const std::string& path_prefix) const {
     std::vector<Field> out;
     std::map<std::string, int> seen;
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node& key = it->first;
+    for (const auto& entry : map) {
+      // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it would dangle.
+      YAML::Node key = entry.first;
+      YAML::Node value = entry.second;
       if (!key.IsScalar()) {
         return fail(key.Mark(), path_prefix.empty() ? "" : path_prefix,
                     "keys must be plain names, got " + kind_of(key));
@@ -245,7 +247,7 @@ class Parser {
       if (!inserted) {
         return fail(key.Mark(), path, "duplicate key (first given on line " + std::to_string(previous->second) + ")");
       }
-      out.push_back(Field{key.Scalar(), std::move(path), key.Mark(), it->second});
+      out.push_back(Field{key.Scalar(), std::move(path), key.Mark(), value});
     }
     return out;
   }
@@ -255,6 +257,11 @@ class Parser {
     const std::string& text = field.value.Scalar();
     if (text.empty()) return fail(field.mark, field.path, "must not be empty");
     if (has_control_char(text)) return fail(field.mark, field.path, "must not contain control characters");
+    // Usually a stray quote or a pasted line break (yaml-cpp folds an unterminated quote at the end of the file).
+    if (std::isspace(static_cast<unsigned char>(text.front())) ||
+        std::isspace(static_cast<unsigned char>(text.back()))) {
+      return fail(field.mark, field.path, "must not start or end with whitespace");
+    }
     return text;
   }
 
