@@ -144,6 +144,18 @@ TEST_F(ConfigParse, SpecDeploymentExamplesParse) {
   EXPECT_EQ(workstation->tiers[1].max_bytes, TiB(5));
 }
 
+TEST_F(ConfigParse, DocsExtensionsExampleParses) {
+  auto env = fake_env(dir_.path(), {{"HOME", "/home/ada"}, {"TEAM_SCRATCH", "/shared"}});
+  auto config = load_config_file(fixture("datavo_extensions.yaml"), env);
+  ASSERT_TRUE(config) << config.error().message;
+  ASSERT_EQ(config->tiers.size(), 2u);
+  EXPECT_EQ(folder(config->tiers[0]).path, "/home/ada/.cache/altavo/datavo/shards");
+  EXPECT_EQ(config->tiers[0].max_bytes, GiB(100));
+  EXPECT_EQ(config->tiers[0].max_age, Seconds{14 * 86400});
+  EXPECT_EQ(folder(config->tiers[1]).path, "/shared/datavo/shards");
+  EXPECT_EQ(config->tiers[1].access, Access::read_only);
+}
+
 TEST_F(ConfigParse, EveryFieldOfEveryType) {
   auto config = load_config_file(fixture("every_field.yaml"), env_);
   ASSERT_TRUE(config) << config.error().message;
