@@ -1,0 +1,324 @@
+# Shared helpers of the end-to-end suites (tests/e2e/test_*.sh). Source it first thing:
+#
+#     . "$(dirname "$0")/lib.sh"
+#
+# What it gives a suite:
+#   - $E2E_TMP, a fresh temporary directory removed on exit; HOME points inside it, and every DATAVO_* variable
+#     that could reach outside the suite is unset, so nothing outside $E2E_TMP is read or written;
+#   - an EXIT trap that stops every process the suite registered (by PID: TERM, then KILL after a deadline, then
+#     wait), runs the suite's cleanup hooks (umount, ...) and removes $E2E_TMP;
+#   - the loopback fault server (tests/support/http_fault_server.py): start_server / stop_server / server_requests;
+#   - pass / fail counters ("ok - <what>" / "FAIL - <what>: <details>") and `finish`, which prints exactly
+#     "N passed, M failed" and exits non-zero when anything failed (or when nothing was asserted at all);
+#   - expect_stat TIER FIELD VALUE against `datavo cache stats --json`;
+#   - poll loops with deadlines (wait_until) instead of sleeps.
+#
+# Needs: bash >= 5, python3, coreutils. Env: DATAVO_BIN (the datavo binary) and DATAVO_SOURCE_DIR (the repo root),
+# set by ctest (tests/CMakeLists.txt); DATAVO_SOURCE_DIR defaults to the repo this file is in.
+
+set -u
+set -o pipefail
+
+E2E_NAME=$(basename "$0" .sh)
+E2E_PASSED=0
+E2E_FAILED=0
+E2E_PIDS=()           # processes to stop on exit
+E2E_HOOKS=()          # commands to run on exit, before $E2E_TMP is removed (e.g. umount)
+E2E_FINISHED=0
+
+# --- assertions -------------------------------------------------------------------------------------------------
+
+pass() {
+  E2E_PASSED=$((E2E_PASSED + 1))
+  echo "ok - $1"
+}
+
+# fail WHAT DETAILS
+fail() {
+  E2E_FAILED=$((E2E_FAILED + 1))
+  echo "FAIL - $1: ${2:-}"
+}
+
+# expect_eq WHAT EXPECTED ACTUAL
+expect_eq() {
+  if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi
+}
+
+# expect_ne WHAT UNEXPECTED ACTUAL
+expect_ne() {
+  if [[ "$2" != "$3" ]]; then pass "$1"; else fail "$1" "got '$3'"; fi
+}
+
+# expect_cmp WHAT ACTUAL OP EXPECTED  (numeric; OP is one of -eq -ne -lt -le -gt -ge)
+expect_cmp() {
+  local what=$1 actual=$2 op=$3 expected=$4
+  if [[ "$actual" =~ ^-?[0-9]+$ ]] && [ "$actual" "$op" "$expected" ]; then
+    pass "$what"
+  else
+    fail "$what" "expected $op $expected, got '$actual'"
+  fi
+}
+
+# expect_contains WHAT NEEDLE HAYSTACK  (fixed string)
+expect_contains() {
+  if [[ "$3" == *"$2"* ]]; then pass "$1"; else fail "$1" "'$2' not found in: $(e2e_abbrev "$3")"; fi
+}
+
+# expect_match WHAT ERE HAYSTACK  (extended regular expression, bash =~)
+expect_match() {
+  if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1" "/$2/ does not match: $(e2e_abbrev "$3")"; fi
+}
+
+# expect_file WHAT PATH / expect_no_file WHAT PATH
+expect_file() {
+  if [ -e "$2" ]; then pass "$1"; else fail "$1" "$2 does not exist"; fi
+}
+expect_no_file() {
+  if [ ! -e "$2" ]; then pass "$1"; else fail "$1" "$2 exists ($(stat -c '%s bytes' "$2" 2>/dev/null))"; fi
+}
+
+# expect_empty_dir WHAT DIR: DIR is missing or has no entries (dot-files included).
+expect_empty_dir() {
+  local left
+  left=$(e2e_list_dir "$2")
+  if [ -z "$left" ]; then pass "$1"; else fail "$1" "$2 holds: $(echo $left)"; fi
+}
+
+e2e_list_dir() { [ -d "$1" ] && find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort; return 0; }
+
+e2e_abbrev() {
+  local s=${1//$'\n'/ | }
+  if [ ${#s} -gt 600 ]; then s="${s:0:600}..."; fi
+  printf '%s' "$s"
+}
+
+# finish: prints the summary line and exits with the suite's status. Call it last.
+finish() {
+  E2E_FINISHED=1
+  if [ $((E2E_PASSED + E2E_FAILED)) -eq 0 ]; then
+    fail "$E2E_NAME" "no assertion ran"
+  fi
+  echo "$E2E_PASSED passed, $E2E_FAILED failed"
+  [ "$E2E_FAILED" -eq 0 ] && exit 0
+  exit 1
+}
+
+# die WHAT DETAILS: a fatal setup failure; counts it and ends the suite (the summary line is still printed).
+die() {
+  fail "$1" "${2:-}"
+  finish
+}
+
+# --- processes and cleanup --------------------------------------------------------------------------------------
+
+track_pid() { E2E_PIDS+=("$1"); }
+on_exit() { E2E_HOOKS+=("$1"); }
+
+# stop_pid PID [SIGNAL]: signals PID (default TERM), waits for it up to 5 s, then KILLs it; always reaps it.
+stop_pid() {
+  local pid=$1 sig=${2:-TERM} deadline
+  [ -n "$pid" ] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null
+    deadline=$(($(date +%s) + 5))
+    while kill -0 "$pid" 2>/dev/null && ! e2e_is_zombie "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do
+      sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null && ! e2e_is_zombie "$pid"; then kill -KILL "$pid" 2>/dev/null; fi
+  fi
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
+e2e_is_zombie() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+
+e2e_cleanup() {
+  local status=$? pid hook
+  trap - EXIT INT TERM
+  for pid in "${E2E_PIDS[@]}"; do stop_pid "$pid"; done
+  for hook in "${E2E_HOOKS[@]}"; do eval "$hook" || echo "# cleanup: '$hook' failed" >&2; done
+  if [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ]; then
+    rm -rf "$E2E_TMP" 2>/dev/null || { chmod -R u+rwx "$E2E_TMP" 2>/dev/null; rm -rf "$E2E_TMP"; }
+  fi
+  if [ "$E2E_FINISHED" -eq 0 ]; then
+    # Ended early (set -e in a subshell, a signal, a bug in the suite): never report success.
+    echo "FAIL - $E2E_NAME: the suite ended before finish (status $status)"
+    echo "$E2E_PASSED passed, $((E2E_FAILED + 1)) failed"
+    [ "$status" -ne 0 ] && exit "$status"
+    exit 1
+  fi
+  exit "$status"
+}
+
+trap e2e_cleanup EXIT
+trap 'echo "# interrupted" >&2; exit 130' INT TERM
+
+# --- environment ------------------------------------------------------------------------------------------------
+
+: "${DATAVO_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${DATAVO_BIN:=$DATAVO_SOURCE_DIR/build/cli/datavo}"
+export DATAVO_SOURCE_DIR DATAVO_BIN
+E2E_SERVER_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/http_fault_server.py"
+
+E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/datavo-e2e.$E2E_NAME.XXXXXX") || { echo "cannot create a temp dir" >&2; exit 1; }
+export HOME="$E2E_TMP/home"
+mkdir -p "$HOME"
+unset DATAVO_SHARD_CACHE_CONFIG DATAVO_SHARD_CACHE_DIR DATAVO_SERVER DATAVO_TOKEN DATAVO_LOG_LEVEL
+umask 022
+
+if [ ! -x "$DATAVO_BIN" ]; then die "setup" "DATAVO_BIN=$DATAVO_BIN is not an executable"; fi
+if ! command -v python3 >/dev/null; then die "setup" "python3 is required"; fi
+
+# --- running datavo ---------------------------------------------------------------------------------------------
+
+# The per-command deadline: a hung datavo fails its assertion instead of hanging the suite.
+E2E_CMD_TIMEOUT=${E2E_CMD_TIMEOUT:-60}
+
+# dv ARGS...: runs datavo (with --config $E2E_CONFIG when write_config was called), bounded in time.
+dv() {
+  if [ -n "${E2E_CONFIG:-}" ]; then
+    timeout -k 5 "$E2E_CMD_TIMEOUT" "$DATAVO_BIN" --config "$E2E_CONFIG" "$@"
+  else
+    timeout -k 5 "$E2E_CMD_TIMEOUT" "$DATAVO_BIN" "$@"
+  fi
+}
+
+# run ARGS...: runs `dv ARGS...`, capturing OUT, ERR and RC (never fails the shell).
+run() {
+  local out_file="$E2E_TMP/.run.out" err_file="$E2E_TMP/.run.err"
+  RC=0
+  dv "$@" >"$out_file" 2>"$err_file" || RC=$?
+  OUT=$(cat "$out_file")
+  ERR=$(cat "$err_file")
+}
+
+# write_config [FILE] < YAML: writes a shards.yaml (default $E2E_TMP/shards.yaml) and makes dv use it. Also exports
+# DATAVO_SHARD_CACHE_CONFIG, for processes that call $DATAVO_BIN directly.
+write_config() {
+  E2E_CONFIG=${1:-$E2E_TMP/shards.yaml}
+  cat >"$E2E_CONFIG"
+  export DATAVO_SHARD_CACHE_CONFIG="$E2E_CONFIG"
+}
+
+# --- data -------------------------------------------------------------------------------------------------------
+
+# make_shard FILE BYTES: random bytes; prints their SHA-256.
+make_shard() {
+  head -c "$2" /dev/urandom >"$1"
+  sha256_of "$1"
+}
+
+sha256_of() { sha256sum "$1" | cut -c1-64; }
+
+# hash_for NAME: a valid content hash (64 lowercase hex), distinct per NAME and per suite run.
+hash_for() { printf '%s/%s' "$E2E_TMP" "$1" | sha256sum | cut -c1-64; }
+
+file_size() { stat -c %s "$1"; }
+
+# json EXPR: evaluates the Python expression EXPR with j = the JSON document on stdin; prints a scalar as is,
+# anything else as JSON. Exit 1 (and prints nothing) when stdin is not JSON or EXPR fails.
+json() {
+  python3 -c '
+import json, sys
+try:
+    j = json.load(sys.stdin)
+    v = eval(sys.argv[1], {"j": j, "len": len, "sorted": sorted, "any": any, "all": all})
+except Exception as e:
+    sys.stderr.write("json: %s\n" % e)
+    sys.exit(1)
+print(v if isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)) else json.dumps(v))
+' "$1"
+}
+
+# --- polling ----------------------------------------------------------------------------------------------------
+
+# wait_until SECONDS CMD...: polls CMD every 50 ms until it succeeds (0) or the deadline passes (1).
+wait_until() {
+  local limit=$1
+  shift
+  local deadline=$(($(date +%s%N) + limit * 1000000000))
+  while ! "$@"; do
+    [ "$(date +%s%N)" -ge "$deadline" ] && return 1
+    sleep 0.05
+  done
+  return 0
+}
+
+# --- the fault server -------------------------------------------------------------------------------------------
+
+# start_server ROOT [SERVER OPTIONS...]: starts tests/support/http_fault_server.py on loopback; sets SERVER_PID,
+# SERVER_PORT and SERVER_URL (http://127.0.0.1:PORT). Dies when it does not come up within 15 s.
+start_server() {
+  local root=$1
+  shift
+  local port_file="$E2E_TMP/.server.port.$RANDOM"
+  [ -f "$E2E_SERVER_SCRIPT" ] || die "start the fault server" "$E2E_SERVER_SCRIPT is missing"
+  python3 "$E2E_SERVER_SCRIPT" --root "$root" --port-file "$port_file" "$@" \
+    >"$E2E_TMP/.server.log" 2>&1 &
+  SERVER_PID=$!
+  track_pid "$SERVER_PID"
+  if ! wait_until 15 e2e_server_up "$port_file"; then
+    die "start the fault server" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.server.log")")"
+  fi
+  SERVER_PORT=$(cat "$port_file")
+  SERVER_URL="http://127.0.0.1:$SERVER_PORT"
+}
+
+e2e_server_up() { [ -s "$1" ] || { kill -0 "$SERVER_PID" 2>/dev/null || return 2; return 1; }; }
+
+stop_server() {
+  [ -n "${SERVER_PID:-}" ] && stop_pid "$SERVER_PID" TERM
+  SERVER_PID=
+}
+
+# server_stats: the server's /_stats JSON.
+server_stats() {
+  python3 -c '
+import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1] + "/_stats", timeout=10).read().decode())
+' "$SERVER_URL"
+}
+
+# server_requests URL_PATH: how many requests the server got for URL_PATH (e.g. /a.bin); 0 when none.
+server_requests() {
+  server_stats | json "j['paths'].get('$1', {}).get('requests', 0)"
+}
+
+# --- cache state ------------------------------------------------------------------------------------------------
+
+# stat_of TIER FIELD: one counter of `datavo cache stats --json` (empty when the tier or field is missing).
+stat_of() {
+  dv --json cache stats 2>/dev/null | json "[r['stats']['$2'] for r in j if r['tier'] == '$1'][0]" 2>/dev/null
+}
+
+# expect_stat TIER FIELD VALUE: VALUE is a number (equality) or ">=N", "<=N", ">N", "<N".
+expect_stat() {
+  local tier=$1 field=$2 want=$3 got op
+  got=$(stat_of "$tier" "$field")
+  case "$want" in
+    ">="*) op=-ge want=${want#>=} ;;
+    "<="*) op=-le want=${want#<=} ;;
+    ">"*) op=-gt want=${want#>} ;;
+    "<"*) op=-lt want=${want#<} ;;
+    *) op=-eq ;;
+  esac
+  expect_cmp "stats: tier $tier $field $op $want" "$got" "$op" "$want"
+}
+
+# info_of TIER FIELD: a field of the tier in `datavo cache info --json` (used_bytes, entries, ...).
+info_of() {
+  dv --json cache info 2>/dev/null | json "[t['$2'] for t in j['tiers'] if t['name'] == '$1'][0]" 2>/dev/null
+}
+
+# staging_files TIER_PATH: the names in TIER_PATH/.staging/, one a line.
+staging_files() { e2e_list_dir "$1/.staging"; }
+
+# shard_locks TIER_PATH: the per-shard lock files in TIER_PATH/.locks/ (not evict.lock or .stats.lock).
+shard_locks() { e2e_list_dir "$1/.locks" | grep -v -e '^evict\.lock$' -e '^\.stats\.lock$' || true; }
+
+# need_root WHAT: fails the suite (never skips silently) unless running as root.
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    die "$1" "this suite must run as root (it mounts a tmpfs); CI runs it as root. Re-run with sudo."
+  fi
+}
