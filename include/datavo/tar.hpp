@@ -59,16 +59,16 @@ struct TarReaderOptions {
 
 // Why the last call failed: a closed set to branch on, next to the human-readable Error.
 enum class TarFault {
-  none,                // no failure
-  truncated,           // a header, payload or padding runs past the end of the buffer (a size that lies)
-  bad_checksum,        // a header's checksum does not match its bytes
-  bad_number,          // a numeric header field has bad octal digits, a negative or an overflowing value
-  bad_pax_record,      // a pax record is malformed or its length runs past its extended header
-  bad_extended_header, // an extended header ('x', 'L', 'K') is not followed by a member header
-  unsafe_name,         // absolute path, `..` component, empty name or NUL byte in a member name
-  missing_end_marker,  // EndMarker::required and the archive stops without two zero blocks
-  duplicate_key,       // SampleIterator only: one sample has the same key twice
-  unsupported,         // a GNU sparse member (ErrorCode::unsupported)
+  none,                 // no failure
+  truncated,            // a header, payload or padding runs past the end of the buffer (a size that lies)
+  bad_checksum,         // a header's checksum does not match its bytes
+  bad_number,           // a numeric header field has bad octal digits, a negative or an overflowing value
+  bad_pax_record,       // a pax record is malformed or its length runs past its extended header
+  bad_extended_header,  // an extended header ('x', 'L', 'K') is not followed by a member header
+  unsafe_name,          // absolute path, `..` component, empty name or NUL byte in a member name
+  missing_end_marker,   // EndMarker::required and the archive stops without two zero blocks
+  duplicate_key,        // SampleIterator only: one sample has the same key twice
+  unsupported,          // a GNU sparse member (ErrorCode::unsupported)
 };
 
 // A regular-file member of an archive.
@@ -107,22 +107,22 @@ class TarReader {
   bool done_ = false;
   TarFault fault_ = TarFault::none;
   std::optional<Error> error_;
-  std::string name_scratch_;         // ustar prefix + "/" + name, at most 256 bytes
-  std::string_view global_path_;     // from the latest pax 'g' header, a view into archive_
+  std::string name_scratch_;      // ustar prefix + "/" + name, at most 256 bytes
+  std::string_view global_path_;  // from the latest pax 'g' header, a view into archive_
   std::optional<std::uint64_t> global_size_;
 };
 
 // One field of a sample: the member `<id>.<key>`.
 struct SampleField {
-  std::string_view key;              // e.g. "audio.wav"; valid until the next SampleIterator::next()
-  std::span<const std::byte> data;   // view into the archive buffer
-  std::uint64_t header_offset = 0;   // as TarMember::header_offset
+  std::string_view key;             // e.g. "audio.wav"; valid until the next SampleIterator::next()
+  std::span<const std::byte> data;  // view into the archive buffer
+  std::uint64_t header_offset = 0;  // as TarMember::header_offset
 };
 
 // A group of consecutive members sharing a sample id.
 struct Sample {
-  std::string_view id;               // e.g. "train/utt_0001"; valid until the next SampleIterator::next()
-  std::vector<SampleField> fields;   // archive order; never empty
+  std::string_view id;              // e.g. "train/utt_0001"; valid until the next SampleIterator::next()
+  std::vector<SampleField> fields;  // archive order; never empty
 };
 
 // Groups the members of an archive into samples by the WebDataset convention above.
