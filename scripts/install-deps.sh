@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package Datavo needs to build, test and benchmark, skipping those already present.
+# Runs apt-get as root (directly, or through sudo when not root). Idempotent.
+set -euo pipefail
+
+packages=(
+  build-essential cmake g++ pkg-config git
+  libyaml-cpp-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev            # libFuzzer target of the tar reader
+  python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
