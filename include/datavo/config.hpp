@@ -64,6 +64,7 @@ struct TierConfig {
 };
 
 enum class ConfigSource { argument, environment, system, user, builtin_default };
+// "argument", "environment", "system", "user", "builtin_default".
 const char* to_string(ConfigSource source);
 
 struct SkippedCandidate {
@@ -81,7 +82,7 @@ struct CacheConfig {
 
 // Where configuration comes from; tests substitute every field.
 struct ConfigEnvironment {
-  std::function<std::optional<std::string>(const std::string&)> getenv;  // defaults to ::getenv
+  std::function<std::optional<std::string>(const std::string&)> getenv;  // empty: ::getenv
   std::string system_path = "/etc/datavo/shards.yaml";
   // The process environment.
   static ConfigEnvironment process();
@@ -95,13 +96,18 @@ Result<Seconds> parse_duration(std::string_view text);
 // Expands a leading ~ and $VAR / ${VAR}; an unset variable is invalid_argument naming it.
 Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env);
 
-// Parses and validates YAML text; `file_name` is used in error messages.
+// Parses and validates YAML text; `file_name` is used in error messages and as CacheConfig::path. Every failure is
+// ErrorCode::config with a message "<file_name>:<line>: <field>: <problem>" (line 1-based; field like
+// "tiers[1].max_bytes"), stopping at the first problem. A legacy `root` is logged and added to `warnings`.
 Result<CacheConfig> parse_config(std::string_view yaml_text, const std::string& file_name,
                                  const ConfigEnvironment& env = ConfigEnvironment::process());
-// Reads and parses one file.
+// Reads and parses one file (at most 1 MiB). A file that cannot be read (missing, a directory, no permission) is
+// ErrorCode::config naming it, with sys_errno set. The result's source is `argument`.
 Result<CacheConfig> load_config_file(const std::string& path,
                                      const ConfigEnvironment& env = ConfigEnvironment::process());
-// Applies the resolution order above. `explicit_path` is the argument (it beats the environment variable).
+// Applies the resolution order above. `explicit_path` is the argument (it beats the environment variable; an empty
+// $DATAVO_SHARD_CACHE_CONFIG counts as unset). Candidates that do not exist are listed in `skipped`; every error
+// is ErrorCode::config.
 Result<CacheConfig> resolve_config(const std::optional<std::string>& explicit_path,
                                    const ConfigEnvironment& env = ConfigEnvironment::process());
 

@@ -875,6 +875,9 @@ TEST(ConfigEnvironmentProcess, ReadsTheProcessEnvironment) {
   EXPECT_EQ(env.getenv("DATAVO_CONFIG_TEST_VARIABLE"), "set-by-test");
   EXPECT_EQ(env.getenv("DATAVO_CONFIG_TEST_VARIABLE_UNSET"), std::nullopt);
   EXPECT_EQ(env.system_path, "/etc/datavo/shards.yaml");
+  ConfigEnvironment without_getenv;
+  EXPECT_EQ(expand_path("/x/$DATAVO_CONFIG_TEST_VARIABLE", without_getenv).value(), "/x/set-by-test")
+      << "an empty getenv reads the process environment";
   ::unsetenv("DATAVO_CONFIG_TEST_VARIABLE");
 }
 
