@@ -1,0 +1,740 @@
+#include "net/http_client.hpp"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "util/log.hpp"
+
+namespace datavo::net {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// An error body is only read for its message (S3 / GCS XML errors are a few hundred bytes); the bound keeps a
+// misbehaving server from filling memory.
+constexpr std::size_t k_max_error_body = 64 * 1024;
+// How much of an error body goes into an Error message: enough for an S3 <Code> and <Message>.
+constexpr std::size_t k_error_excerpt = 200;
+constexpr long k_max_redirects = 5;
+// Idle handles kept for connection reuse; beyond this, handles of a burst of threads are freed.
+constexpr std::size_t k_max_idle_handles = 16;
+constexpr const char* k_user_agent = "datavo";
+// CURLOPT_LOW_SPEED_LIMIT: "under 1 byte/s over stall_timeout" counts as a stall.
+constexpr long k_low_speed_bytes_per_second = 1;
+
+class RealClock final : public Clock {
+ public:
+  SteadyClock::time_point now() override { return SteadyClock::now(); }
+  std::chrono::system_clock::time_point wall_now() override { return std::chrono::system_clock::now(); }
+  void sleep_for(Milliseconds duration) override {
+    if (duration.count() > 0) std::this_thread::sleep_for(duration);
+  }
+};
+
+struct EasyDeleter {
+  void operator()(CURL* handle) const noexcept { curl_easy_cleanup(handle); }
+};
+using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const noexcept { curl_slist_free_all(list); }
+};
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+
+CURLcode global_init() {
+  static std::once_flag once;
+  static CURLcode result = CURLE_OK;
+  std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return result;
+}
+
+char lower_char(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+std::string to_lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), lower_char);
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower_char(x) == lower_char(y); });
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' || text.back() == '\n'))
+    text.remove_suffix(1);
+  return text;
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view text) {
+  text = trim(text);
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+struct ContentRange {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  std::optional<std::uint64_t> total;  // nullopt for "*"
+};
+
+// "bytes <first>-<last>/<total or *>"
+std::optional<ContentRange> parse_content_range(std::string_view value) {
+  value = trim(value);
+  if (value.size() < 6 || !iequals(value.substr(0, 6), "bytes ")) return std::nullopt;
+  value = trim(value.substr(6));
+  const auto slash = value.find('/');
+  const auto dash = value.find('-');
+  if (slash == std::string_view::npos || dash == std::string_view::npos || dash > slash) return std::nullopt;
+  auto first = parse_u64(value.substr(0, dash));
+  auto last = parse_u64(value.substr(dash + 1, slash - dash - 1));
+  if (!first || !last || *last < *first) return std::nullopt;
+  ContentRange out{*first, *last, std::nullopt};
+  if (auto total_text = trim(value.substr(slash + 1)); total_text != "*") {
+    out.total = parse_u64(total_text);
+    if (!out.total) return std::nullopt;
+  }
+  return out;
+}
+
+bool is_success(long status) { return status >= 200 && status < 300; }
+
+bool has_token(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    if (iequals(trim(list.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+double random_unit() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+}
+
+// Printable excerpt of an error body for an Error message.
+std::string excerpt(std::string_view body) {
+  std::string out;
+  for (char c : body.substr(0, k_error_excerpt)) {
+    const bool printable = static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    if (printable)
+      out += c;
+    else if (!out.empty() && out.back() != ' ')
+      out += ' ';
+  }
+  out = std::string(trim(out));
+  if (body.size() > k_error_excerpt && !out.empty()) out += "...";
+  return out;
+}
+
+// The state of one attempt, shared with the curl callbacks.
+struct Attempt {
+  Attempt(const HttpRequest& req, Seconds stall) : request(req), stall_timeout(stall) {}
+
+  const HttpRequest& request;
+  const Seconds stall_timeout;
+  bool sent_range = false;
+
+  // The final response (reset by every status line: 1xx and redirects come first).
+  long status = 0;
+  std::string reason;
+  HttpHeaders headers;
+  std::string body;
+  std::uint64_t received = 0;
+  bool body_started = false;
+
+  std::optional<Error> local_error;  // from the sink or the upload source: ends perform() as it is
+  bool range_mismatch = false;
+  bool stalled = false;
+
+  std::uint64_t upload_offset = 0;
+  SteadyClock::time_point last_progress = SteadyClock::now();
+  curl_off_t last_download = 0;
+  curl_off_t last_upload = 0;
+
+  // Called before the first body byte of a 2xx reaches the sink, and after the transfer when there was none.
+  bool begin_sink_body() {
+    body_started = true;
+    ByteSink& sink = *request.sink;
+    if (sent_range && status == 206) {
+      auto range = find_header(headers, "Content-Range");
+      auto parsed = range ? parse_content_range(*range) : std::nullopt;
+      if (!parsed || parsed->first != sink.written().count()) {
+        range_mismatch = true;
+        return false;
+      }
+      return true;
+    }
+    if (sink.written().count() > 0) {
+      // The whole entity is coming (a 200 to our Range, e.g. because If-Range did not match): start over.
+      if (auto restarted = sink.restart(); !restarted) {
+        local_error = restarted.error();
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto& attempt = *static_cast<Attempt*>(user);
+  const size_t length = size * count;
+  attempt.last_progress = SteadyClock::now();
+  std::string_view line = trim(std::string_view(data, length));
+  if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
+    attempt.status = 0;
+    attempt.reason.clear();
+    attempt.headers.clear();
+    attempt.body.clear();
+    attempt.received = 0;
+    const auto space = line.find(' ');
+    if (space != std::string_view::npos) {
+      std::string_view rest = line.substr(space + 1);
+      const auto reason_at = rest.find(' ');
+      if (auto code = parse_u64(rest.substr(0, reason_at)); code && *code < 1000) attempt.status = long(*code);
+      if (reason_at != std::string_view::npos) attempt.reason = std::string(trim(rest.substr(reason_at + 1)));
+    }
+  } else if (const auto colon = line.find(':'); colon != std::string_view::npos && colon > 0) {
+    attempt.headers.push_back({std::string(trim(line.substr(0, colon))), std::string(trim(line.substr(colon + 1)))});
+  }
+  return length;
+}
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto& attempt = *static_cast<Attempt*>(user);
+  const size_t length = size * count;
+  ByteSink* sink = attempt.request.sink;
+  if (sink != nullptr && is_success(attempt.status)) {
+    if (!attempt.body_started && !attempt.begin_sink_body()) return 0;  // 0 aborts with CURLE_WRITE_ERROR
+    if (auto written = sink->write(data, length); !written) {
+      attempt.local_error = written.error();
+      return 0;
+    }
+  } else if (sink == nullptr && attempt.status < 400) {
+    attempt.body.append(data, length);
+  } else if (attempt.body.size() < k_max_error_body) {
+    attempt.body.append(data, std::min(length, k_max_error_body - attempt.body.size()));
+  }
+  attempt.received += length;
+  return length;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t download_now, curl_off_t, curl_off_t upload_now) {
+  // curl's own low-speed check averages over a window of several seconds, so a burst followed by silence is seen
+  // late; this one fires once no byte has moved for stall_timeout.
+  auto& attempt = *static_cast<Attempt*>(user);
+  const auto now = SteadyClock::now();
+  if (download_now != attempt.last_download || upload_now != attempt.last_upload) {
+    attempt.last_download = download_now;
+    attempt.last_upload = upload_now;
+    attempt.last_progress = now;
+    return 0;
+  }
+  if (now - attempt.last_progress >= attempt.stall_timeout) {
+    attempt.stalled = true;
+    return 1;
+  }
+  return 0;
+}
+
+size_t on_read(char* buffer, size_t size, size_t count, void* user) {
+  auto& attempt = *static_cast<Attempt*>(user);
+  const size_t room = size * count;
+  if (const auto* text = std::get_if<std::string>(&attempt.request.body)) {
+    const size_t n = std::min<std::uint64_t>(room, text->size() - attempt.upload_offset);
+    std::memcpy(buffer, text->data() + attempt.upload_offset, n);
+    attempt.upload_offset += n;
+    return n;
+  }
+  const auto* file = std::get_if<FileBody>(&attempt.request.body);
+  if (file == nullptr) return 0;
+  const std::uint64_t remaining = file->size.count() - attempt.upload_offset;
+  if (remaining == 0) return 0;
+  const size_t want = std::min<std::uint64_t>(room, remaining);
+  ssize_t got;
+  do {
+    got = ::pread(file->fd, buffer, want, off_t(attempt.upload_offset));
+  } while (got < 0 && errno == EINTR);
+  if (got <= 0) {
+    attempt.local_error =
+        got < 0 ? Error::from_errno(errno, "read upload body")
+                : Error{ErrorCode::io, "upload body ended at byte " + std::to_string(attempt.upload_offset) + " of " +
+                                           std::to_string(file->size.count())};
+    return CURL_READFUNC_ABORT;
+  }
+  attempt.upload_offset += std::uint64_t(got);
+  return size_t(got);
+}
+
+// curl rewinds the upload this way on a redirect or an auth round trip.
+int on_seek(void* user, curl_off_t offset, int origin) {
+  auto& attempt = *static_cast<Attempt*>(user);
+  std::uint64_t size = 0;
+  if (const auto* text = std::get_if<std::string>(&attempt.request.body)) size = text->size();
+  if (const auto* file = std::get_if<FileBody>(&attempt.request.body)) size = file->size.count();
+  if (origin != SEEK_SET || offset < 0 || std::uint64_t(offset) > size) return CURL_SEEKFUNC_FAIL;
+  attempt.upload_offset = std::uint64_t(offset);
+  return CURL_SEEKFUNC_OK;
+}
+
+// Error messages start with "<context>: "; a log line that already names the request drops it.
+std::string without_context(const std::string& message, const std::string& context) {
+  return message.starts_with(context + ": ") ? message.substr(context.size() + 2) : message;
+}
+
+bool valid_header_text(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
+
+struct Outcome {
+  enum class Kind { done, retry, fail };
+  Kind kind = Kind::done;
+  Error error;
+  std::optional<Milliseconds> retry_after;
+  bool immediate = false;  // retry at once: nothing is wrong with the server's health
+
+  static Outcome done() { return {}; }
+  static Outcome fail(Error e) { return {Kind::fail, std::move(e), std::nullopt, false}; }
+  static Outcome retry(Error e) { return {Kind::retry, std::move(e), std::nullopt, false}; }
+};
+
+std::uint64_t body_size(const RequestBody& body) {
+  if (const auto* text = std::get_if<std::string>(&body)) return text->size();
+  if (const auto* file = std::get_if<FileBody>(&body)) return file->size.count();
+  return 0;
+}
+
+}  // namespace
+
+std::shared_ptr<Clock> system_clock() {
+  static const std::shared_ptr<Clock> clock = std::make_shared<RealClock>();
+  return clock;
+}
+
+const char* to_string(HttpMethod method) {
+  switch (method) {
+    case HttpMethod::get: return "GET";
+    case HttpMethod::head: return "HEAD";
+    case HttpMethod::put: return "PUT";
+    case HttpMethod::post: return "POST";
+    case HttpMethod::delete_: return "DELETE";
+  }
+  return "GET";
+}
+
+std::optional<std::string_view> find_header(const HttpHeaders& headers, std::string_view name) {
+  for (const auto& header : headers)
+    if (iequals(header.name, name)) return std::string_view(header.value);
+  return std::nullopt;
+}
+
+bool is_transient_status(long status) {
+  return status == 408 || status == 429 || (status >= 500 && status <= 599 && status != 501 && status != 505);
+}
+
+Error error_for_status(long status, std::string_view context) {
+  ErrorCode code = ErrorCode::remote;
+  switch (status) {
+    case 400: code = ErrorCode::invalid_argument; break;
+    case 401:
+    case 403: code = ErrorCode::permission_denied; break;
+    case 404: code = ErrorCode::not_found; break;
+    case 408: code = ErrorCode::timeout; break;
+    default: break;
+  }
+  return Error{code, std::string(context) + ": HTTP " + std::to_string(status)};
+}
+
+std::optional<Milliseconds> parse_retry_after(std::string_view value, std::chrono::system_clock::time_point now) {
+  value = trim(value);
+  if (value.empty()) return std::nullopt;
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    auto seconds = parse_u64(value);
+    // Anything past a day is as good as "too long"; the bound keeps the multiplication from overflowing.
+    constexpr std::uint64_t k_day = 24 * 3600;
+    if (!seconds) return Milliseconds{k_day * 1000};
+    return Milliseconds{std::min(*seconds, k_day) * 1000};
+  }
+  const time_t when = curl_getdate(std::string(value).c_str(), nullptr);
+  if (when == -1) return std::nullopt;
+  const auto delta = std::chrono::system_clock::from_time_t(when) - now;
+  return std::max(Milliseconds{0}, std::chrono::duration_cast<Milliseconds>(delta));
+}
+
+Milliseconds full_jitter_backoff(int retry, Milliseconds initial, Milliseconds max_backoff, double unit) {
+  double cap = double(std::max<Milliseconds::rep>(initial.count(), 0));
+  const double limit = double(std::max<Milliseconds::rep>(max_backoff.count(), 0));
+  for (int i = 1; i < retry && cap < limit; ++i) cap *= 2;
+  cap = std::min(cap, limit);
+  unit = std::clamp(unit, 0.0, 1.0);
+  return Milliseconds{Milliseconds::rep(cap * unit)};
+}
+
+std::string describe_for_log(HttpMethod method, std::string_view url) {
+  return std::string(to_string(method)) + " " + log::redact_url(url);
+}
+
+std::string headers_for_log(const HttpHeaders& headers) {
+  static constexpr std::string_view k_secret_words[] = {"authorization", "cookie",     "token",    "secret",
+                                                        "signature",     "credential", "password", "key"};
+  std::string out;
+  for (const auto& header : headers) {
+    const std::string name = to_lower(header.name);
+    const bool secret = std::any_of(std::begin(k_secret_words), std::end(k_secret_words),
+                                    [&](std::string_view word) { return name.find(word) != std::string::npos; });
+    if (!out.empty()) out += ", ";
+    out += header.name;
+    out += ": ";
+    out += secret ? std::string("<redacted>") : header.value;
+  }
+  return out;
+}
+
+struct HttpClient::Impl {
+  TransportOptions options;
+  std::shared_ptr<Clock> clock;
+  std::mutex mutex;
+  std::vector<EasyHandle> idle;  // guarded by mutex
+
+  // Lends a curl handle for one perform() and returns it to the pool afterwards.
+  class Lease {
+   public:
+    explicit Lease(Impl& impl) : impl_(impl), handle_(impl.take()) {}
+    ~Lease() {
+      if (handle_) impl_.give(std::move(handle_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    CURL* get() const { return handle_.get(); }
+
+   private:
+    Impl& impl_;
+    EasyHandle handle_;
+  };
+
+  EasyHandle take() {
+    EasyHandle handle;
+    {
+      std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        handle = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    // curl_easy_reset forgets the options of the previous request but keeps its connection and DNS caches.
+    if (handle)
+      curl_easy_reset(handle.get());
+    else
+      handle.reset(curl_easy_init());
+    return handle;
+  }
+
+  void give(EasyHandle handle) {
+    std::lock_guard lock(mutex);
+    if (idle.size() < k_max_idle_handles) idle.push_back(std::move(handle));
+  }
+
+  Result<Slist> build_headers(const HttpRequest& request, const Attempt& attempt,
+                              const std::optional<std::string>& validator, const std::string& context) const;
+  Result<void> configure(CURL* handle, const HttpRequest& request, Attempt& attempt, curl_slist* headers,
+                         char* error_buffer) const;
+  Outcome classify(CURLcode code, const Attempt& attempt, bool idempotent, const std::string& context,
+                   const char* error_buffer) const;
+  Result<HttpResponse> perform(const HttpRequest& request);
+};
+
+Result<Slist> HttpClient::Impl::build_headers(const HttpRequest& request, const Attempt& attempt,
+                                              const std::optional<std::string>& validator,
+                                              const std::string& context) const {
+  Slist list;
+  auto append = [&list](const std::string& line) {
+    curl_slist* head = curl_slist_append(list.get(), line.c_str());
+    if (head == nullptr) return false;
+    (void)list.release();  // curl_slist_append returned the same list, now one longer
+    list.reset(head);
+    return true;
+  };
+  bool appended = true;
+  for (const auto& header : request.headers) {
+    if (header.name.empty() || !valid_header_text(header.name) || !valid_header_text(header.value) ||
+        header.name.find(':') != std::string::npos)
+      return Error{ErrorCode::invalid_argument, context + ": malformed request header \"" + header.name + "\""};
+    // curl drops "Name:" (that is how it removes its own headers); "Name;" sends an empty value.
+    appended = appended && append(header.value.empty() ? header.name + ";" : header.name + ": " + header.value);
+  }
+  if (options.bearer_token && !find_header(request.headers, "Authorization")) {
+    if (!valid_header_text(*options.bearer_token))
+      return Error{ErrorCode::invalid_argument, context + ": the bearer token contains a line break"};
+    appended = appended && append("Authorization: Bearer " + *options.bearer_token);
+  }
+  // "Expect: 100-continue" would cost a round trip (or a 1 s wait) on every upload.
+  if (!find_header(request.headers, "Expect")) appended = appended && append("Expect:");
+  // Without this curl labels a POST body as a form.
+  if (request.method == HttpMethod::post && !find_header(request.headers, "Content-Type"))
+    appended = appended && append("Content-Type:");
+  if (attempt.sent_range) {
+    appended = appended && append("Range: bytes=" + std::to_string(request.sink->written().count()) + "-");
+    if (validator) appended = appended && append("If-Range: " + *validator);
+  }
+  if (!appended) return Error{ErrorCode::internal, context + ": out of memory building the request headers"};
+  return list;
+}
+
+Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& request, Attempt& attempt,
+                                         curl_slist* headers, char* error_buffer) const {
+  bool all_set = true;
+  auto set = [&all_set](CURLcode code) { all_set = all_set && code == CURLE_OK; };
+  set(curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str()));
+  set(curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer));
+  // Signals are not thread-safe; without this curl uses SIGALRM for DNS timeouts.
+  set(curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L));
+  // file://, ftp:// etc. are never wanted here, not even through a redirect.
+  set(curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https"));
+  set(curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"));
+  set(curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L));
+  set(curl_easy_setopt(handle, CURLOPT_MAXREDIRS, k_max_redirects));
+  set(curl_easy_setopt(handle, CURLOPT_USERAGENT, k_user_agent));
+  set(curl_easy_setopt(handle, CURLOPT_TCP_KEEPALIVE, 1L));
+  set(curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, long(options.connect_timeout.count())));
+  set(curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, k_low_speed_bytes_per_second));
+  set(curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, long(std::max<Seconds::rep>(1, options.stall_timeout.count()))));
+  set(curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers));
+  set(curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header));
+  set(curl_easy_setopt(handle, CURLOPT_HEADERDATA, &attempt));
+  set(curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, on_body));
+  set(curl_easy_setopt(handle, CURLOPT_WRITEDATA, &attempt));
+  set(curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L));
+  set(curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, on_progress));
+  set(curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &attempt));
+  // Also set for requests without a body, so that curl never falls back to reading stdin.
+  set(curl_easy_setopt(handle, CURLOPT_READFUNCTION, on_read));
+  set(curl_easy_setopt(handle, CURLOPT_READDATA, &attempt));
+  set(curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, on_seek));
+  set(curl_easy_setopt(handle, CURLOPT_SEEKDATA, &attempt));
+
+  const bool has_body = !std::holds_alternative<std::monostate>(request.body);
+  const auto size = curl_off_t(body_size(request.body));
+  switch (request.method) {
+    case HttpMethod::get: set(curl_easy_setopt(handle, CURLOPT_HTTPGET, 1L)); break;
+    case HttpMethod::head: set(curl_easy_setopt(handle, CURLOPT_NOBODY, 1L)); break;
+    case HttpMethod::put:
+      set(curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L));
+      set(curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE, size));
+      break;
+    case HttpMethod::post:
+      set(curl_easy_setopt(handle, CURLOPT_POST, 1L));
+      set(curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, size));
+      break;
+    case HttpMethod::delete_:
+      if (has_body) {
+        set(curl_easy_setopt(handle, CURLOPT_POST, 1L));
+        set(curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, size));
+      }
+      set(curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, "DELETE"));
+      break;
+  }
+  if (!all_set)
+    return Error{ErrorCode::internal, describe_for_log(request.method, request.url) + ": curl_easy_setopt failed"};
+  return datavo::ok();
+}
+
+Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool idempotent, const std::string& context,
+                                   const char* error_buffer) const {
+  if (attempt.local_error) return Outcome::fail(*attempt.local_error);
+  if (code == CURLE_OK) {
+    const bool has_entity_body = attempt.request.method != HttpMethod::head && attempt.status >= 200 &&
+                                 attempt.status != 204 && attempt.status != 304;
+    if (auto length = find_header(attempt.headers, "Content-Length"); has_entity_body && length) {
+      if (auto expected = parse_u64(*length); expected && attempt.received < *expected) {
+        Error short_body{ErrorCode::remote, context + ": short body: got " + std::to_string(attempt.received) + " of " +
+                                                std::to_string(*expected) + " bytes"};
+        return idempotent ? Outcome::retry(std::move(short_body)) : Outcome::fail(std::move(short_body));
+      }
+    }
+    if (attempt.status >= 100 && attempt.status < 400) return Outcome::done();
+    if (attempt.status == 416 && attempt.sent_range) {
+      // The entity changed under us (it is shorter than what we hold): fetch it again from its first byte.
+      Outcome outcome = Outcome::retry(Error{ErrorCode::remote, context + ": HTTP 416 to a resume request"});
+      outcome.immediate = true;
+      return outcome;
+    }
+    const auto& accepted = attempt.request.accepted_statuses;
+    if (std::find(accepted.begin(), accepted.end(), attempt.status) != accepted.end()) return Outcome::done();
+
+    Error error = attempt.status == 0 ? Error{ErrorCode::remote, context + ": no HTTP status in the response"}
+                                      : error_for_status(attempt.status, context);
+    if (!attempt.reason.empty()) error.message += " " + attempt.reason;
+    if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
+    // 429 and 503 say the server did not act on the request, so even a POST may be repeated.
+    const bool refused = attempt.status == 429 || attempt.status == 503;
+    if (!is_transient_status(attempt.status) || !(idempotent || refused)) return Outcome::fail(std::move(error));
+    Outcome outcome = Outcome::retry(std::move(error));
+    if (auto retry_after = find_header(attempt.headers, "Retry-After"); retry_after && refused)
+      outcome.retry_after = parse_retry_after(*retry_after, clock->wall_now());
+    return outcome;
+  }
+
+  if (code == CURLE_WRITE_ERROR && attempt.range_mismatch) {
+    Outcome outcome = Outcome::retry(Error{ErrorCode::remote, context + ": the Content-Range of the resumed "
+                                                                        "response does not start at the bytes "
+                                                                        "already received"});
+    outcome.immediate = true;
+    return outcome;
+  }
+  const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : curl_easy_strerror(code);
+  if (code == CURLE_ABORTED_BY_CALLBACK && attempt.stalled) {
+    Error error{ErrorCode::timeout,
+                context + ": stalled: no byte moved for " + std::to_string(options.stall_timeout.count()) + " s"};
+    return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
+  }
+  switch (code) {
+    // The request never reached a server: always safe to repeat.
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail});
+    case CURLE_OPERATION_TIMEDOUT: {
+      Error error{ErrorCode::timeout, context + ": " + detail};
+      return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
+    }
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_HTTP3:
+    case CURLE_QUIC_CONNECT_ERROR: {
+      Error error{ErrorCode::remote, context + ": " + detail};
+      return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
+    }
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL: return Outcome::fail(Error{ErrorCode::invalid_argument, context + ": " + detail});
+    default: return Outcome::fail(Error{ErrorCode::remote, context + ": " + detail});
+  }
+}
+
+Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
+  const std::string context = describe_for_log(request.method, request.url);
+  if (global_init() != CURLE_OK) return Error{ErrorCode::internal, context + ": curl_global_init failed"};
+  if (const auto* file = std::get_if<FileBody>(&request.body); file && file->fd < 0)
+    return Error{ErrorCode::invalid_argument, context + ": the upload body has no file descriptor"};
+
+  const auto started = clock->now();
+  const bool idempotent = request.idempotent.value_or(request.method != HttpMethod::post);
+  const bool may_resume = request.sink != nullptr && request.resume == Resume::if_supported &&
+                          request.method == HttpMethod::get && !find_header(request.headers, "Range");
+  const int max_attempts = std::max(1, options.max_attempts);
+  Lease lease(*this);
+  if (lease.get() == nullptr) return Error{ErrorCode::internal, context + ": curl_easy_init failed"};
+  if (request.sink != nullptr && request.sink->written().count() > 0) DATAVO_TRY(request.sink->restart());
+
+  // What the responses so far taught us about resuming.
+  bool ranges_supported = false;
+  bool ranges_broken = false;  // a 206 started at the wrong byte: never trust this server's ranges again
+  std::optional<std::string> validator;
+
+  for (int attempt_number = 1;; ++attempt_number) {
+    Attempt attempt(request, options.stall_timeout);
+    const std::uint64_t have = request.sink != nullptr ? request.sink->written().count() : 0;
+    if (have > 0) {
+      if (may_resume && ranges_supported && !ranges_broken)
+        attempt.sent_range = true;
+      else
+        DATAVO_TRY(request.sink->restart());
+    }
+    auto headers = build_headers(request, attempt, validator, context);
+    if (!headers) return std::move(headers).error();
+    char error_buffer[CURL_ERROR_SIZE] = {};
+    DATAVO_TRY(configure(lease.get(), request, attempt, headers->get(), error_buffer));
+    LOG_DEBUG(context << ": attempt " << attempt_number << " of " << max_attempts
+                      << (attempt.sent_range ? ", resuming at byte " + std::to_string(have) : std::string())
+                      << (request.headers.empty() ? std::string() : "; " + headers_for_log(request.headers)));
+
+    attempt.last_progress = SteadyClock::now();
+    const CURLcode code = curl_easy_perform(lease.get());
+    if (attempt.status == 0) curl_easy_getinfo(lease.get(), CURLINFO_RESPONSE_CODE, &attempt.status);
+    if (code == CURLE_OK && request.sink != nullptr && is_success(attempt.status) && !attempt.body_started)
+      attempt.begin_sink_body();  // an empty body: the sink must still end up holding exactly it
+
+    if (auto accept = find_header(attempt.headers, "Accept-Ranges")) {
+      if (has_token(*accept, "bytes"))
+        ranges_supported = true;
+      else if (has_token(*accept, "none"))
+        ranges_supported = false;
+    }
+    if (attempt.status == 206 && attempt.sent_range) ranges_supported = true;
+    if (attempt.range_mismatch || (attempt.sent_range && attempt.status == 416)) ranges_broken = true;
+    // If-Range needs a strong validator; a weak ETag could pair bytes of two versions.
+    if (auto etag = find_header(attempt.headers, "ETag"); etag && !etag->starts_with("W/")) validator = *etag;
+
+    const Outcome outcome = classify(code, attempt, idempotent, context, error_buffer);
+    LOG_DEBUG(context << ": attempt " << attempt_number << ": "
+                      << (attempt.status != 0 ? "HTTP " + std::to_string(attempt.status) : std::string("no status"))
+                      << ", " << attempt.received << " body bytes"
+                      << (outcome.kind == Outcome::Kind::done
+                              ? std::string()
+                              : "; " + without_context(outcome.error.message, context)));
+    if (outcome.kind == Outcome::Kind::fail) return outcome.error;
+    if (outcome.kind == Outcome::Kind::done) {
+      HttpResponse response;
+      response.status = attempt.status;
+      response.reason = std::move(attempt.reason);
+      response.headers = std::move(attempt.headers);
+      response.body = std::move(attempt.body);
+      if (response.status == 206) {
+        if (auto range = response.header("Content-Range"))
+          if (auto parsed = parse_content_range(*range)) response.entity_size = parsed->total;
+      } else if (is_success(response.status)) {
+        if (auto length = response.header("Content-Length")) response.entity_size = parse_u64(*length);
+      }
+      response.body_bytes = Bytes{request.sink != nullptr ? request.sink->written().count() : response.body.size()};
+      response.attempts = attempt_number;
+      response.elapsed = std::chrono::duration_cast<Milliseconds>(clock->now() - started);
+      curl_off_t first_byte_us = 0;
+      if (curl_easy_getinfo(lease.get(), CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us) == CURLE_OK)
+        response.first_byte = Milliseconds{first_byte_us / 1000};
+      return response;
+    }
+
+    if (attempt_number >= max_attempts) {
+      Error error = outcome.error;
+      error.message += " (gave up after " + std::to_string(attempt_number) + " attempts)";
+      return error;
+    }
+    Milliseconds delay{0};
+    if (outcome.retry_after)
+      delay = std::min(*outcome.retry_after, k_max_retry_after);
+    else if (!outcome.immediate)
+      delay = full_jitter_backoff(attempt_number, options.initial_backoff, options.max_backoff, random_unit());
+    LOG_INFO(outcome.error.message << "; retrying in " << delay.count() << " ms (attempt " << attempt_number + 1
+                                   << " of " << max_attempts << ")");
+    clock->sleep_for(delay);
+  }
+}
+
+HttpClient::HttpClient(TransportOptions options, std::shared_ptr<Clock> clock) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->clock = clock ? std::move(clock) : system_clock();
+}
+
+HttpClient::~HttpClient() = default;
+
+Result<HttpResponse> HttpClient::perform(const HttpRequest& request) { return impl_->perform(request); }
+
+const TransportOptions& HttpClient::options() const { return impl_->options; }
+
+}  // namespace datavo::net

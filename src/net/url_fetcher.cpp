@@ -1,0 +1,124 @@
+#include "datavo/url_fetcher.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <memory>
+#include <vector>
+
+#include "net/http_client.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+// Large enough that syscalls do not dominate a local copy, small enough to stay a modest heap buffer.
+constexpr std::size_t k_file_chunk = 1 << 20;
+
+std::string scheme_of(std::string_view url) {
+  const auto end = url.find("://");
+  if (end == std::string_view::npos) return {};
+  std::string scheme(url.substr(0, end));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// file:///abs/path or file://localhost/abs/path, percent-escapes decoded. Other hosts are refused: they would
+// silently mean "this machine" to open(2).
+Result<std::string> file_url_path(std::string_view url) {
+  std::string_view rest = url.substr(url.find("://") + 3);
+  if (rest.starts_with("localhost/")) rest.remove_prefix(std::string_view("localhost").size());
+  if (!rest.starts_with('/'))
+    return Error{ErrorCode::invalid_argument,
+                 "file URL needs an absolute path (file:///path): " + log::redact_url(url)};
+  rest = rest.substr(0, rest.find_first_of("?#"));
+  std::string path;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] != '%') {
+      path += rest[i];
+      continue;
+    }
+    const int high = i + 2 < rest.size() ? hex_value(rest[i + 1]) : -1;
+    const int low = i + 2 < rest.size() ? hex_value(rest[i + 2]) : -1;
+    if (high < 0 || low < 0 || (high == 0 && low == 0))
+      return Error{ErrorCode::invalid_argument, "bad percent-escape in file URL: " + log::redact_url(url)};
+    path += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return path;
+}
+
+Result<Expectation> fetch_file(const std::string& path, ByteSink& sink) {
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Error::from_errno(errno, "open " + path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(errno, "stat " + path);
+  if (!S_ISREG(st.st_mode)) return Error{ErrorCode::invalid_argument, path + " is not a regular file"};
+  if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
+
+  std::vector<char> buffer(k_file_chunk);
+  std::uint64_t total = 0;
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "read " + path);
+    }
+    if (got == 0) break;
+    DATAVO_TRY(sink.write(buffer.data(), std::size_t(got)));
+    total += std::uint64_t(got);
+  }
+  // A file that grows or shrinks under us would be reported with a size its bytes do not have.
+  if (total != std::uint64_t(st.st_size))
+    return Error{ErrorCode::io, path + " changed size while being read (" + std::to_string(st.st_size) + " -> " +
+                                    std::to_string(total) + " bytes)"};
+  Expectation expectation;
+  expectation.size = Bytes{total};
+  return expectation;
+}
+
+}  // namespace
+
+Fetcher make_url_fetcher(std::string url, TransportOptions options) {
+  const std::string scheme = scheme_of(url);
+  if (scheme == "file") {
+    return [url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
+      auto path = file_url_path(url);
+      if (!path) return std::move(path).error();
+      return fetch_file(*path, sink);
+    };
+  }
+  if (scheme == "http" || scheme == "https") {
+    // Shared by copies of the fetcher, so that retries of the hierarchy reuse the connection.
+    auto client = std::make_shared<net::HttpClient>(std::move(options));
+    return [client, url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
+      net::HttpRequest request;
+      request.url = url;
+      request.sink = &sink;
+      auto response = client->perform(request);
+      if (!response) return std::move(response).error();
+      LOG_DEBUG(net::describe_for_log(request.method, url)
+                << ": " << response->body_bytes.count() << " bytes in " << response->attempts << " attempt(s), "
+                << response->elapsed.count() << " ms");
+      Expectation expectation;
+      if (response->entity_size) expectation.size = Bytes{*response->entity_size};
+      return expectation;
+    };
+  }
+  return [url = std::move(url)](ByteSink&) -> Result<Expectation> {
+    return Error{ErrorCode::invalid_argument,
+                 "unsupported URL scheme (want http, https or file): " + log::redact_url(url)};
+  };
+}
+
+}  // namespace datavo
