@@ -187,7 +187,8 @@ struct TarEntryInfo {
 // payload is written in any number of pieces, so a server can stream a large shard with bounded memory.
 //
 // Determinism rules (the same (name, payload) sequence always gives the same bytes):
-//   - ustar headers: mode 0644, uid/gid 0, uname/gname empty, mtime 0, typeflag '0', devmajor/devminor 0.
+//   - ustar headers: mode 0644, uid/gid 0, uname/gname empty, mtime 0, typeflag '0', devmajor/devminor
+//     left NUL (as Python's tarfile writes them).
 //   - A name of at most 100 bytes goes in the name field; a longer one is split at the leftmost '/' that leaves
 //     at most 155 bytes of prefix and 100 of name (Python tarfile's rule). A name that cannot be split, or that
 //     has a byte >= 0x80, gets a pax 'x' header named "././@PaxHeader" with its `path` record; the ustar name

@@ -25,8 +25,6 @@ inline constexpr Field k_checksum{148, 8};
 inline constexpr std::size_t k_typeflag = 156;
 inline constexpr Field k_magic{257, 6};
 inline constexpr Field k_version{263, 2};
-inline constexpr Field k_devmajor{329, 8};
-inline constexpr Field k_devminor{337, 8};
 inline constexpr Field k_prefix{345, 155};
 
 // Sizes below this fit the 11 octal digits of a ustar size field.
