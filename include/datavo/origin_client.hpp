@@ -1,0 +1,178 @@
+// OriginClient: the client side of origin protocol v1 (docs/protocol.md): manifests through a local manifest
+// cache, stream tickets, and the Fetcher that downloads one key group of one shard into the cache hierarchy.
+//
+// The manifest cache (docs/sample-stream.md, "Manifest cache"):
+//   <dir>/<instance>/<dataset>/<split>/<revision>.json   the manifest of one revision, as the server sent it
+//   <dir>/<instance>/<dataset>/<split>/latest            {"revision": R, "etag": "..."}: the last unpinned answer
+// where <dir> is OriginClientOptions::manifest_cache_dir, else $DATAVO_MANIFEST_CACHE_DIR, else
+// ~/.cache/altavo/datavo/manifests. Every file is written atomically (a temp file beside it, then rename), so
+// concurrent processes never see a torn manifest. A revision's manifest never changes, so a cached one is used
+// without asking the server:
+//   - pinned revision, cached:          0 requests;
+//   - offline (DATAVO_OFFLINE=1):       0 requests, from the cache only (a pinned revision, else `latest`);
+//                                       nothing cached is ErrorCode::not_found, naming the directory looked in;
+//   - no pin, `latest` cached:          1 conditional GET (If-None-Match); a 304 reuses the cached revision;
+//   - otherwise:                        1 GET, whose answer is validated and cached.
+// A cached file that cannot be parsed is ignored with a WARNING (and refetched when online).
+//
+// Shard identity: a shard's cache key is known from the manifest alone (ShardKey{instance, content_hash}), so
+// callers look it up in the hierarchy first and only a miss calls the fetcher, which is the first point at which
+// a ticket is requested. The fetcher
+//   1. POSTs /v1/stream-tickets and refuses (ErrorCode::integrity) a ticket whose content_hash differs from the
+//      one computed from the manifest;
+//   2. GETs the ticket URL into the hierarchy's sink (HttpClient retries transient failures and resumes with
+//      Range requests);
+//   3. on 410 (the ticket expired mid-download) asks for a new ticket once, then gives up;
+//   4. returns Expectation{size, sha256} from the ticket, so that the hierarchy discards any other bytes.
+// Permanent failures (4xx) end the fetch at once with the server's error message. Offline, the fetcher fails with
+// ErrorCode::not_found without any request.
+//
+// Thread safety: an OriginClient may be shared by any number of threads (its HTTP transport is thread-safe and
+// its counters are atomic). Fetchers it returns may be called from any thread, also after the client is gone.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "datavo/content_hash.hpp"
+#include "datavo/hierarchy.hpp"
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+#include "datavo/url_fetcher.hpp"
+
+namespace datavo {
+
+// Whether the client may talk to the server.
+enum class Offline { no, yes };
+
+// "<dataset>/<split>", each part [A-Za-z0-9][A-Za-z0-9._-]{0,127} and not "..".
+struct DatasetName {
+  std::string dataset;
+  std::string split;
+  // invalid_argument, naming the part at fault, unless `text` is a valid "<dataset>/<split>".
+  static Result<DatasetName> parse(std::string_view text);
+  std::string full() const { return dataset + "/" + split; }
+};
+
+struct ManifestShard {
+  std::uint64_t index = 0;
+  std::vector<std::string> samples;  // sample ids, shard order
+};
+
+// The state of a dataset at one revision (docs/protocol.md).
+struct Manifest {
+  DatasetName name;
+  std::string manifest_ref;
+  std::uint64_t revision = 0;
+  std::vector<std::string> keys;  // sorted bytewise
+  std::vector<ManifestShard> shards;
+
+  // Parses and validates a manifest body. integrity (naming the field) for anything malformed.
+  static Result<Manifest> parse(std::string_view json_text);
+  // REQUIRES: `keys` sorted and de-duplicated (see normalize_keys()) and every key in `this->keys`.
+  ShardIdentity identity(std::size_t position, const std::vector<std::string>& keys) const;
+  // Sorts and de-duplicates `keys`; invalid_argument when it is empty or names a key this manifest lacks (the
+  // message lists the available keys).
+  Result<std::vector<std::string>> normalize_keys(std::vector<std::string> keys) const;
+};
+
+// Where a manifest came from; see the table at the top of this file.
+enum class ManifestSource { cache, revalidated, fetched };
+const char* to_string(ManifestSource source);
+
+struct ResolvedManifest {
+  Manifest manifest;
+  ManifestSource source = ManifestSource::cache;
+};
+
+// A stream ticket (POST /v1/stream-tickets).
+struct StreamTicket {
+  ContentHash content_hash;
+  Bytes size;
+  Sha256 sha256;
+  std::string url;  // absolute (relative URLs are resolved against the server)
+  std::int64_t expires_at = 0;
+};
+
+// Requests this client made, by protocol route (for tests and `datavo demo`).
+struct OriginRequestCounts {
+  std::uint64_t manifest = 0;   // GET manifest, 304s included
+  std::uint64_t not_modified = 0;  // of which answered 304
+  std::uint64_t ticket = 0;
+  std::uint64_t shard = 0;      // GETs of ticket URLs (each perform(), retries inside it not counted)
+  Bytes shard_bytes;            // bytes of completed shard downloads
+  std::uint64_t total() const { return manifest + ticket + shard; }
+};
+
+// The server's /v1/metrics: datavo_requests_total by (route, status).
+struct OriginMetrics {
+  std::map<std::pair<std::string, std::string>, std::uint64_t> requests;  // (route, status) -> count
+  // The sum over statuses for `route` ("manifest", "ticket", "shard", ...).
+  std::uint64_t requests_for(std::string_view route) const;
+  std::uint64_t requests_for(std::string_view route, std::string_view status) const;
+  // Parses the Prometheus text format; lines other than datavo_requests_total are ignored.
+  static Result<OriginMetrics> parse(std::string_view text);
+};
+
+struct OriginClientOptions {
+  // The server's base URL, e.g. "http://127.0.0.1:8080". Empty: $DATAVO_SERVER.
+  std::string server;
+  // The bearer token. nullopt: $DATAVO_TOKEN (unset or empty means none).
+  std::optional<std::string> token;
+  // nullopt: $DATAVO_MANIFEST_CACHE_DIR, else ~/.cache/altavo/datavo/manifests.
+  std::optional<std::string> manifest_cache_dir;
+  // nullopt: Offline::yes when $DATAVO_OFFLINE is 1, true, yes or on.
+  std::optional<Offline> offline;
+  // The cache instance. nullopt: Instance::from_server(server). Needed offline when there is no server.
+  std::optional<std::string> instance;
+  // Retries, timeouts and backoff of every request. bearer_token is overwritten by `token`.
+  TransportOptions transport;
+};
+
+class OriginClient {
+ public:
+  // Resolves the options against the environment. Does no network I/O. invalid_argument when there is no server
+  // (and, offline, no instance either), the server URL has no host, or $DATAVO_OFFLINE is not a boolean.
+  static Result<std::shared_ptr<OriginClient>> create(OriginClientOptions options);
+  ~OriginClient();
+  OriginClient(const OriginClient&) = delete;
+  OriginClient& operator=(const OriginClient&) = delete;
+
+  const Instance& instance() const;
+  const std::string& server() const;  // empty when offline without a server
+  Offline offline() const;
+  const std::string& manifest_cache_dir() const;
+
+  // The manifest of `name` at `revision` (latest when nullopt), through the manifest cache (see the top).
+  Result<ResolvedManifest> manifest(const DatasetName& name, std::optional<std::uint64_t> revision);
+
+  // The cache key of the key group `keys` of the shard at `position` of `manifest`. No I/O.
+  // REQUIRES: `keys` normalized (Manifest::normalize_keys) and position < manifest.shards.size().
+  ShardKey shard_key(const Manifest& manifest, std::size_t position, const std::vector<std::string>& keys) const;
+
+  // POST /v1/stream-tickets for that key group. Does not check the content hash (the fetcher does).
+  Result<StreamTicket> request_ticket(const Manifest& manifest, std::size_t position,
+                                      const std::vector<std::string>& keys);
+
+  // The fetcher described at the top of this file. It keeps what it needs (the client included) alive.
+  Fetcher shard_fetcher(const Manifest& manifest, std::size_t position, std::vector<std::string> keys);
+
+  // GET /v1/metrics (no token needed).
+  Result<OriginMetrics> metrics();
+
+  // Requests made through this client so far.
+  OriginRequestCounts requests() const;
+
+ private:
+  OriginClient();
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace datavo

@@ -1,0 +1,172 @@
+// SampleStream: iterate the samples of one key group of a dataset, shard by shard, through the cache hierarchy.
+//
+//   auto stream = datavo::SampleStream::from_dataset("voice_demo_v1/train", {.keys = {"audio.wav"}});
+//   if (!stream) return stream.error();
+//   while (true) {
+//     auto sample = stream->next();
+//     if (!sample) return sample.error();     // names the shard, the member and the byte offset
+//     if (!*sample) break;                    // the end
+//     std::span<const std::byte> wav = (*sample)->field("audio.wav");   // zero-copy: points into the shard mmap
+//   }
+//
+// What it does:
+//   - Resolves the manifest through OriginClient (origin_client.hpp): a pinned revision or DATAVO_OFFLINE=1 with a
+//     warm manifest cache makes no request; otherwise one (conditional) manifest request.
+//   - Orders the shards: manifest order, or a Fisher-Yates shuffle seeded by (shuffle_seed, epoch), the same on
+//     every machine and standard library. Then keeps position p of that order iff
+//     p % (world_size * num_workers) == rank * num_workers + worker, so that the consumers of one (seed, epoch)
+//     partition the shards exactly.
+//   - Gets each shard with ShardCacheHierarchy::get_or_fetch: a hit is read in place with no request at all; a
+//     miss calls OriginClient::shard_fetcher (ticket, verified download, install). Single flight across the
+//     processes of a machine comes from the hierarchy.
+//   - A background prefetcher thread fetches and maps the next shards while the current one is read: at most
+//     `prefetch_shards` shards beyond the one being read are fetched or held ready (0: no thread, each shard is
+//     fetched when the reader reaches it).
+//   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
+//     sample is checked against the manifest: its id, its position and exactly the requested keys.
+//
+// Errors: from_dataset() fails for bad options, an unknown dataset or key, an unreachable server (after the
+// transport's retries) and offline without a cached manifest. next() returns the first failure of the shard it
+// reached (a fetch, the mapping or the tar reader, whose messages name the shard, member and byte offset); the
+// failure is sticky. No exception escapes.
+//
+// Thread safety: one thread at a time calls next() and stats() of a SampleStream (it is movable, not copyable).
+// A SampleView is an independent value: it may be moved to and read from any thread, and it keeps its shard's
+// mapping alive after the stream and the cache entry are gone (an evicted entry stays readable through the map).
+// Destroying a stream stops the prefetcher (a download in progress is cancelled at its next chunk) and joins it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datavo/hierarchy.hpp"
+#include "datavo/origin_client.hpp"
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+// A shard file mapped read-only into memory. Unmapped when the last shared_ptr goes. Immutable; thread-safe.
+class ShardMapping {
+ public:
+  // Maps the whole file open as `handle`. `name` is used in error messages (e.g. "3 (1d8d….tar)"). An empty
+  // file maps to an empty span. io error when mmap fails.
+  static Result<std::shared_ptr<const ShardMapping>> map(const ShardHandle& handle, std::string name);
+  ~ShardMapping();
+  ShardMapping(const ShardMapping&) = delete;
+  ShardMapping& operator=(const ShardMapping&) = delete;
+
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
+  const std::string& name() const { return name_; }
+
+ private:
+  ShardMapping(void* data, std::size_t size, std::string name) : data_(data), size_(size), name_(std::move(name)) {}
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::string name_;
+};
+
+// One field of a sample: the member "<id>.<key>" of the shard.
+struct SampleFieldView {
+  std::string key;                  // e.g. "audio.wav"
+  std::span<const std::byte> data;  // into SampleView::mapping: valid as long as the SampleView (or a copy) lives
+};
+
+// One sample. Holds its shard's mapping, so `fields[i].data` stays valid while this value (or a copy) exists.
+struct SampleView {
+  std::string id;
+  std::vector<SampleFieldView> fields;  // the requested keys, sorted bytewise
+  std::uint64_t shard_index = 0;        // the manifest's shard index
+  std::shared_ptr<const ShardMapping> mapping;
+
+  // The data of `key`; an empty span when the sample has no such field.
+  std::span<const std::byte> field(std::string_view key) const;
+};
+
+// Order of the shards before they are split among consumers.
+enum class ShardOrder { manifest, shuffled };
+
+struct SampleStreamOptions {
+  std::vector<std::string> keys;  // required: the key group to read (any order; de-duplicated)
+  std::optional<std::uint64_t> revision;  // nullopt: the latest revision
+
+  // The cache: `cache` when set, else the hierarchy of `cache_config_path` (resolution order of config.hpp).
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  std::optional<std::string> cache_config_path;
+
+  // The origin: server, token, manifest cache directory, offline mode, instance and transport (see
+  // OriginClientOptions; empty fields come from the environment). Ignored when `client` is set.
+  OriginClientOptions origin;
+  std::shared_ptr<OriginClient> client;
+
+  // Data-parallel split: this consumer reads the shards at positions p with
+  // p % (world_size * num_workers) == rank * num_workers + worker. REQUIRES: rank < world_size,
+  // worker < num_workers (invalid_argument otherwise).
+  std::size_t rank = 0;
+  std::size_t world_size = 1;
+  std::size_t worker = 0;
+  std::size_t num_workers = 1;
+
+  ShardOrder order = ShardOrder::manifest;
+  std::uint64_t shuffle_seed = 0;
+  std::uint64_t epoch = 0;
+
+  // Shards fetched ahead of the one being read. 0: no prefetcher thread.
+  std::size_t prefetch_shards = 2;
+};
+
+// How the shards of one tier were served, as seen by this stream.
+struct TierReadStats {
+  std::string tier;
+  std::uint64_t hits = 0;        // shards this tier held when asked
+  std::uint64_t misses = 0;      // shards it did not hold (served by a slower tier or the origin)
+  std::uint64_t promotions = 0;  // shards copied into it from a slower tier and read from it (the topmost copy)
+};
+
+struct SampleStreamStats {
+  std::uint64_t samples = 0;
+  std::uint64_t shards = 0;        // shards opened by next() so far
+  Bytes field_bytes;               // payload bytes of the fields yielded
+  std::uint64_t origin_fetches = 0;  // shards this stream fetched from the origin
+  Bytes origin_bytes;
+  std::vector<TierReadStats> tiers;  // fastest first
+  std::size_t max_prefetched = 0;    // peak count of shards fetched ahead (never above prefetch_shards)
+};
+
+class SampleStream {
+ public:
+  // See the top of this file. `dataset` is "<dataset>/<split>".
+  static Result<SampleStream> from_dataset(std::string_view dataset, SampleStreamOptions options);
+
+  SampleStream(SampleStream&&) noexcept;
+  SampleStream& operator=(SampleStream&&) noexcept;
+  ~SampleStream();
+
+  // The next sample; std::nullopt after the last one of this consumer's shards. REQUIRES (for every method): the
+  // stream was not moved from.
+  Result<std::optional<SampleView>> next();
+
+  const Manifest& manifest() const;
+  // The normalized key group.
+  const std::vector<std::string>& keys() const;
+  // This consumer's shards: manifest shard indices, in reading order.
+  const std::vector<std::uint64_t>& shard_indices() const;
+  SampleStreamStats stats() const;
+
+ private:
+  struct Impl;
+  explicit SampleStream(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The positions (into manifest.shards) that consumer (rank, worker) reads, in order; see SampleStreamOptions.
+// invalid_argument for an out-of-range rank or worker or a zero world_size / num_workers.
+Result<std::vector<std::size_t>> assign_shards(std::size_t shard_count, const SampleStreamOptions& options);
+
+}  // namespace datavo

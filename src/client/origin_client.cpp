@@ -1,0 +1,494 @@
+#include "datavo/origin_client.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "client/manifest_cache.hpp"
+#include "net/http_client.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+constexpr std::size_t k_max_name_size = 128;
+
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127}: the rule of docs/protocol.md for dataset, split and key names.
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > k_max_name_size) return false;
+  if (!std::isalnum(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+Error malformed(std::string_view what) {
+  return Error{ErrorCode::integrity, "malformed manifest: " + std::string(what)};
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+Result<Offline> offline_from_env() {
+  const char* value = std::getenv("DATAVO_OFFLINE");
+  if (value == nullptr) return Offline::no;
+  std::string text(value);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text.empty() || text == "0" || text == "false" || text == "no" || text == "off") return Offline::no;
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return Offline::yes;
+  return Error{ErrorCode::invalid_argument,
+               "DATAVO_OFFLINE=" + std::string(value) + ": expected 1, 0, true, false, yes, no, on or off"};
+}
+
+bool is_absolute_url(std::string_view url) { return url.starts_with("http://") || url.starts_with("https://"); }
+
+// Prefixes an Error's message with what was being done, keeping its code.
+Error in_context(Error error, const std::string& context) {
+  error.message = context + ": " + error.message;
+  return error;
+}
+
+}  // namespace
+
+// --- names, manifests, metrics ----------------------------------------------------------------------------------
+
+Result<DatasetName> DatasetName::parse(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    return Error{ErrorCode::invalid_argument,
+                 "dataset '" + std::string(text) + "': expected <dataset>/<split>, e.g. voice_demo_v1/train"};
+  }
+  DatasetName name{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+  if (!valid_name(name.dataset)) {
+    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the dataset part '" +
+                                                  name.dataset + "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
+  }
+  if (!valid_name(name.split)) {
+    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the split part '" + name.split +
+                                                  "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
+  }
+  return name;
+}
+
+Result<Manifest> Manifest::parse(std::string_view json_text) {
+  const auto json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return malformed("not JSON");
+  if (!json.is_object()) return malformed("not a JSON object");
+  auto string_field = [&](const char* field) -> Result<std::string> {
+    if (!json.contains(field) || !json[field].is_string()) return malformed(std::string(field) + " is not a string");
+    return json[field].get<std::string>();
+  };
+  Manifest manifest;
+  auto dataset = string_field("dataset");
+  if (!dataset) return std::move(dataset).error();
+  auto split = string_field("split");
+  if (!split) return std::move(split).error();
+  if (!valid_name(*dataset) || !valid_name(*split)) return malformed("invalid dataset or split name");
+  manifest.name = DatasetName{std::move(*dataset), std::move(*split)};
+  auto ref = string_field("manifest_ref");
+  if (!ref) return std::move(ref).error();
+  if (ref->empty()) return malformed("manifest_ref is empty");
+  manifest.manifest_ref = std::move(*ref);
+  if (!json.contains("revision") || !json["revision"].is_number_unsigned() || json["revision"].get<std::uint64_t>() == 0)
+    return malformed("revision is not a positive integer");
+  manifest.revision = json["revision"].get<std::uint64_t>();
+
+  if (!json.contains("keys") || !json["keys"].is_array()) return malformed("keys is not an array");
+  for (const auto& key : json["keys"]) {
+    if (!key.is_string() || !valid_name(key.get<std::string>())) return malformed("keys holds an invalid key");
+    manifest.keys.push_back(key.get<std::string>());
+  }
+  if (!std::is_sorted(manifest.keys.begin(), manifest.keys.end()) ||
+      std::adjacent_find(manifest.keys.begin(), manifest.keys.end()) != manifest.keys.end())
+    return malformed("keys are not sorted and unique");
+
+  if (!json.contains("shards") || !json["shards"].is_array()) return malformed("shards is not an array");
+  std::set<std::uint64_t> seen;
+  for (const auto& shard : json["shards"]) {
+    const std::string where = "shards[" + std::to_string(manifest.shards.size()) + "]";
+    if (!shard.is_object() || !shard.contains("index") || !shard["index"].is_number_unsigned())
+      return malformed(where + ".index is not a non-negative integer");
+    ManifestShard entry;
+    entry.index = shard["index"].get<std::uint64_t>();
+    if (!seen.insert(entry.index).second) return malformed(where + ".index " + std::to_string(entry.index) + " repeats");
+    if (!shard.contains("samples") || !shard["samples"].is_array()) return malformed(where + ".samples is not an array");
+    for (const auto& id : shard["samples"]) {
+      if (!id.is_string() || id.get<std::string>().empty()) return malformed(where + ".samples holds a non-string id");
+      entry.samples.push_back(id.get<std::string>());
+    }
+    manifest.shards.push_back(std::move(entry));
+  }
+  return manifest;
+}
+
+ShardIdentity Manifest::identity(std::size_t position, const std::vector<std::string>& group) const {
+  const ManifestShard& shard = shards.at(position);
+  return ShardIdentity{manifest_ref, std::to_string(revision), shard.index, group, shard.samples};
+}
+
+Result<std::vector<std::string>> Manifest::normalize_keys(std::vector<std::string> group) const {
+  if (group.empty()) return Error{ErrorCode::invalid_argument, "no key given: name at least one (e.g. --key audio.wav)"};
+  std::sort(group.begin(), group.end());
+  group.erase(std::unique(group.begin(), group.end()), group.end());
+  for (const auto& key : group) {
+    if (!std::binary_search(keys.begin(), keys.end(), key)) {
+      return Error{ErrorCode::invalid_argument, "key '" + key + "' is not in " + name.full() + " revision " +
+                                                    std::to_string(revision) + " (its keys: " + join(keys, ", ") +
+                                                    ")"};
+    }
+  }
+  return group;
+}
+
+const char* to_string(ManifestSource source) {
+  switch (source) {
+    case ManifestSource::cache: return "cache";
+    case ManifestSource::revalidated: return "revalidated";
+    case ManifestSource::fetched: return "fetched";
+  }
+  return "?";
+}
+
+std::uint64_t OriginMetrics::requests_for(std::string_view route) const {
+  std::uint64_t total = 0;
+  for (const auto& [labels, count] : requests)
+    if (labels.first == route) total += count;
+  return total;
+}
+
+std::uint64_t OriginMetrics::requests_for(std::string_view route, std::string_view status) const {
+  auto it = requests.find({std::string(route), std::string(status)});
+  return it == requests.end() ? 0 : it->second;
+}
+
+Result<OriginMetrics> OriginMetrics::parse(std::string_view text) {
+  OriginMetrics metrics;
+  constexpr std::string_view k_metric = "datavo_requests_total{";
+  std::size_t line_number = 0;
+  while (!text.empty()) {
+    ++line_number;
+    const auto end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (!line.starts_with(k_metric)) continue;
+    const auto close = line.find('}');
+    if (close == std::string_view::npos)
+      return Error{ErrorCode::remote, "metrics line " + std::to_string(line_number) + ": no closing brace"};
+    std::string_view labels = line.substr(k_metric.size(), close - k_metric.size());
+    std::string route, status;
+    while (!labels.empty()) {
+      const auto eq = labels.find("=\"");
+      if (eq == std::string_view::npos) break;
+      const auto quote = labels.find('"', eq + 2);
+      if (quote == std::string_view::npos) break;
+      const std::string_view label = labels.substr(0, eq);
+      const std::string_view value = labels.substr(eq + 2, quote - eq - 2);
+      if (label == "route") route = value;
+      if (label == "status") status = value;
+      labels.remove_prefix(quote + 1);
+      if (labels.starts_with(',')) labels.remove_prefix(1);
+    }
+    std::string_view number = line.substr(close + 1);
+    while (!number.empty() && number.front() == ' ') number.remove_prefix(1);
+    number = number.substr(0, number.find(' '));
+    // Prometheus counters may be written as floats ("12" or "12.0" or "1.2e+01").
+    char* parsed_end = nullptr;
+    const std::string number_text(number);
+    const double value = std::strtod(number_text.c_str(), &parsed_end);
+    if (number_text.empty() || parsed_end != number_text.c_str() + number_text.size() || value < 0)
+      return Error{ErrorCode::remote, "metrics line " + std::to_string(line_number) + ": bad value '" + number_text + "'"};
+    metrics.requests[{route, status}] += static_cast<std::uint64_t>(value);
+  }
+  return metrics;
+}
+
+// --- the client -------------------------------------------------------------------------------------------------
+
+struct OriginClient::Impl {
+  std::string server;
+  Instance instance = Instance::local();
+  Offline offline = Offline::no;
+  std::string manifest_dir;
+  std::unique_ptr<client::ManifestCache> cache;
+  std::unique_ptr<net::HttpClient> http;
+
+  std::atomic<std::uint64_t> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0},
+      shard_bytes{0};
+
+  std::string url(std::string_view path) const { return server + std::string(path); }
+
+  Result<void> require_online(const std::string& what) const {
+    if (offline == Offline::no) return ok();
+    return Error{ErrorCode::not_found, what + ": not available offline (DATAVO_OFFLINE=1), and not cached"};
+  }
+
+  Result<ResolvedManifest> manifest(const DatasetName& name, std::optional<std::uint64_t> revision);
+  Result<net::HttpResponse> get_manifest(const DatasetName& name, std::optional<std::uint64_t> revision,
+                                         const std::string* etag);
+  Result<StreamTicket> request_ticket(const DatasetName& name, std::uint64_t revision, std::uint64_t shard_index,
+                                     const std::vector<std::string>& keys);
+};
+
+Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& name,
+                                                           std::optional<std::uint64_t> revision,
+                                                           const std::string* etag) {
+  net::HttpRequest request;
+  request.url = url("/v1/datasets/" + name.dataset + "/" + name.split + "/manifest");
+  if (revision) request.url += "?revision=" + std::to_string(*revision);
+  if (etag != nullptr) request.headers.push_back({"If-None-Match", *etag});
+  manifest_requests.fetch_add(1, std::memory_order_relaxed);
+  auto response = http->perform(request);
+  if (!response) return in_context(std::move(response).error(), "manifest of " + name.full());
+  if (response->status == 304) not_modified.fetch_add(1, std::memory_order_relaxed);
+  return response;
+}
+
+Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name,
+                                                      std::optional<std::uint64_t> revision) {
+  if (revision) {
+    if (auto cached = cache->load(name, *revision)) return ResolvedManifest{std::move(*cached), ManifestSource::cache};
+  }
+  std::optional<client::LatestRecord> latest;
+  std::optional<Manifest> latest_manifest;
+  if (!revision) {
+    latest = cache->load_latest(name);
+    if (latest) latest_manifest = cache->load(name, latest->revision);
+    if (!latest_manifest) latest.reset();
+  }
+  if (offline == Offline::yes) {
+    if (latest_manifest) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::cache};
+    return Error{ErrorCode::not_found,
+                 "offline (DATAVO_OFFLINE=1) and no cached manifest of " + name.full() +
+                     (revision ? " revision " + std::to_string(*revision) : std::string()) + " for instance " +
+                     instance.name() + " under " + cache->directory(name) +
+                     ": read it once online first (or unset DATAVO_OFFLINE)"};
+  }
+
+  const bool conditional = latest && !latest->etag.empty();
+  auto response = get_manifest(name, revision, conditional ? &latest->etag : nullptr);
+  if (!response) return std::move(response).error();
+  if (response->status == 304) {
+    if (conditional) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::revalidated};
+    return Error{ErrorCode::remote, "manifest of " + name.full() + ": HTTP 304 to an unconditional request"};
+  }
+  if (response->status != 200) {
+    return Error{ErrorCode::remote,
+                 "manifest of " + name.full() + ": unexpected HTTP " + std::to_string(response->status)};
+  }
+  auto parsed = Manifest::parse(response->body);
+  if (!parsed) return in_context(std::move(parsed).error(), "manifest of " + name.full() + " from " + server);
+  if (parsed->name.dataset != name.dataset || parsed->name.split != name.split) {
+    return Error{ErrorCode::integrity, "manifest of " + name.full() + " from " + server + " describes " +
+                                           parsed->name.full()};
+  }
+  if (revision && parsed->revision != *revision) {
+    return Error{ErrorCode::integrity, "manifest of " + name.full() + " revision " + std::to_string(*revision) +
+                                           " from " + server + " has revision " + std::to_string(parsed->revision)};
+  }
+  // A cache that cannot be written (read-only home, full disk) costs requests later, never this read.
+  if (auto stored = cache->store(name, parsed->revision, response->body); !stored) {
+    LOG_WARNING("cannot cache the manifest of " << name.full() << ": " << stored.error().message);
+  } else if (!revision) {
+    const auto etag = response->header("ETag");
+    client::LatestRecord record{parsed->revision, etag ? std::string(*etag) : std::string()};
+    if (auto stored_latest = cache->store_latest(name, record); !stored_latest)
+      LOG_WARNING("cannot cache the latest revision of " << name.full() << ": " << stored_latest.error().message);
+  }
+  return ResolvedManifest{std::move(*parsed), ManifestSource::fetched};
+}
+
+Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name, std::uint64_t revision,
+                                                        std::uint64_t shard_index,
+                                                        const std::vector<std::string>& keys) {
+  const std::string context =
+      "ticket for shard " + std::to_string(shard_index) + " of " + name.full() + " revision " + std::to_string(revision);
+  DATAVO_TRY(require_online(context));
+  const nlohmann::json body = {{"dataset", name.dataset},   {"split", name.split},       {"revision", revision},
+                               {"shard_index", shard_index}, {"keys", keys}};
+  net::HttpRequest request;
+  request.method = net::HttpMethod::post;
+  request.url = url("/v1/stream-tickets");
+  request.headers.push_back({"Content-Type", "application/json"});
+  request.body = body.dump();
+  // Issuing a ticket changes nothing on the server that a second identical request could double.
+  request.idempotent = true;
+  ticket_requests.fetch_add(1, std::memory_order_relaxed);
+  auto response = http->perform(request);
+  if (!response) return in_context(std::move(response).error(), context);
+  if (response->status != 200)
+    return Error{ErrorCode::remote, context + ": unexpected HTTP " + std::to_string(response->status)};
+
+  const auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](std::string_view what) {
+    return Error{ErrorCode::remote, context + ": malformed ticket: " + std::string(what)};
+  };
+  if (!json.is_object()) return bad("not a JSON object");
+  for (const char* field : {"content_hash", "sha256", "url"})
+    if (!json.contains(field) || !json[field].is_string()) return bad(std::string(field) + " is not a string");
+  if (!json.contains("size") || !json["size"].is_number_unsigned()) return bad("size is not a non-negative integer");
+  if (!json.contains("expires_at") || !json["expires_at"].is_number_integer()) return bad("expires_at is not an integer");
+  auto hash = ContentHash::parse(json["content_hash"].get<std::string>());
+  if (!hash) return bad("content_hash: " + hash.error().message);
+  auto sha = Sha256::parse(json["sha256"].get<std::string>());
+  if (!sha) return bad("sha256: " + sha.error().message);
+  std::string ticket_url = json["url"].get<std::string>();
+  if (ticket_url.empty()) return bad("url is empty");
+  if (!is_absolute_url(ticket_url)) ticket_url = ticket_url.front() == '/' ? url(ticket_url) : url("/" + ticket_url);
+  return StreamTicket{std::move(*hash), Bytes{json["size"].get<std::uint64_t>()}, *sha, std::move(ticket_url),
+                      json["expires_at"].get<std::int64_t>()};
+}
+
+OriginClient::OriginClient() : impl_(std::make_shared<Impl>()) {}
+OriginClient::~OriginClient() = default;
+
+Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions options) {
+  std::shared_ptr<OriginClient> client(new OriginClient());
+  Impl& impl = *client->impl_;
+  impl.server = options.server;
+  if (impl.server.empty()) {
+    if (const char* env = std::getenv("DATAVO_SERVER"); env != nullptr) impl.server = env;
+  }
+  while (impl.server.ends_with('/')) impl.server.pop_back();
+  if (options.offline) {
+    impl.offline = *options.offline;
+  } else {
+    auto offline = offline_from_env();
+    if (!offline) return std::move(offline).error();
+    impl.offline = *offline;
+  }
+  if (!impl.server.empty() && !is_absolute_url(impl.server)) {
+    return Error{ErrorCode::invalid_argument,
+                 "server '" + log::redact_url(impl.server) + "': expected an http:// or https:// URL"};
+  }
+  if (options.instance && !options.instance->empty()) {
+    auto instance = Instance::parse(*options.instance);
+    if (!instance) return std::move(instance).error();
+    impl.instance = std::move(*instance);
+  } else if (!impl.server.empty()) {
+    auto instance = Instance::from_server(impl.server);
+    if (!instance) return std::move(instance).error();
+    impl.instance = std::move(*instance);
+  } else if (impl.offline == Offline::yes) {
+    return Error{ErrorCode::invalid_argument,
+                 "offline without a server: set DATAVO_SERVER (or --server, or --instance) so that the cache of the "
+                 "right instance is read"};
+  } else {
+    return Error{ErrorCode::invalid_argument, "no origin server: pass --server URL or set DATAVO_SERVER"};
+  }
+
+  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
+    impl.manifest_dir = *options.manifest_cache_dir;
+  } else {
+    auto dir = client::default_manifest_cache_dir();
+    if (!dir) return std::move(dir).error();
+    impl.manifest_dir = std::move(*dir);
+  }
+  impl.cache = std::make_unique<client::ManifestCache>(impl.manifest_dir, impl.instance);
+
+  TransportOptions transport = std::move(options.transport);
+  if (options.token) {
+    transport.bearer_token = options.token->empty() ? std::nullopt : options.token;
+  } else if (const char* token = std::getenv("DATAVO_TOKEN"); token != nullptr && *token != '\0') {
+    transport.bearer_token = token;
+  } else {
+    transport.bearer_token.reset();
+  }
+  impl.http = std::make_unique<net::HttpClient>(std::move(transport));
+  return client;
+}
+
+const Instance& OriginClient::instance() const { return impl_->instance; }
+const std::string& OriginClient::server() const { return impl_->server; }
+Offline OriginClient::offline() const { return impl_->offline; }
+const std::string& OriginClient::manifest_cache_dir() const { return impl_->manifest_dir; }
+
+Result<ResolvedManifest> OriginClient::manifest(const DatasetName& name, std::optional<std::uint64_t> revision) {
+  return impl_->manifest(name, revision);
+}
+
+ShardKey OriginClient::shard_key(const Manifest& manifest, std::size_t position,
+                                 const std::vector<std::string>& keys) const {
+  return ShardKey{impl_->instance, compute_content_hash(manifest.identity(position, keys))};
+}
+
+Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,
+                                                  const std::vector<std::string>& keys) {
+  return impl_->request_ticket(manifest.name, manifest.revision, manifest.shards.at(position).index, keys);
+}
+
+Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t position, std::vector<std::string> keys) {
+  struct Job {
+    std::shared_ptr<Impl> impl;
+    DatasetName name;
+    std::uint64_t revision;
+    std::uint64_t shard_index;
+    std::vector<std::string> keys;
+    ContentHash expected;
+  };
+  auto job = std::make_shared<Job>(Job{impl_, manifest.name, manifest.revision, manifest.shards.at(position).index,
+                                       keys, compute_content_hash(manifest.identity(position, keys))});
+  return [job](ByteSink& sink) -> Result<Expectation> {
+    Impl& impl = *job->impl;
+    const std::string what = "shard " + std::to_string(job->shard_index) + " of " + job->name.full() + " revision " +
+                             std::to_string(job->revision);
+    // A second expiry in a row means the clocks or the TTL are wrong: more tickets would not help.
+    constexpr int k_ticket_rounds = 2;
+    for (int round = 1;; ++round) {
+      auto ticket = impl.request_ticket(job->name, job->revision, job->shard_index, job->keys);
+      if (!ticket) return std::move(ticket).error();
+      if (ticket->content_hash != job->expected) {
+        return Error{ErrorCode::integrity, what + ": the origin's ticket names content hash " +
+                                               ticket->content_hash.hex() + " but the manifest gives " +
+                                               job->expected.hex() + "; refusing to download it"};
+      }
+      net::HttpRequest request;
+      request.url = ticket->url;
+      request.sink = &sink;
+      request.accepted_statuses = {410};
+      impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
+      auto response = impl.http->perform(request);
+      if (!response) return in_context(std::move(response).error(), what);
+      if (response->status == 410) {
+        if (round < k_ticket_rounds) {
+          LOG_INFO(what << ": the ticket expired during the download; asking for a new one");
+          continue;
+        }
+        return Error{ErrorCode::remote, what + ": the ticket expired again (HTTP 410) right after being issued"};
+      }
+      if (response->status != 200 && response->status != 206)
+        return Error{ErrorCode::remote, what + ": unexpected HTTP " + std::to_string(response->status)};
+      impl.shard_bytes.fetch_add(sink.written().count(), std::memory_order_relaxed);
+      return Expectation{ticket->size, ticket->sha256};
+    }
+  };
+}
+
+Result<OriginMetrics> OriginClient::metrics() {
+  DATAVO_TRY(impl_->require_online("origin metrics"));
+  net::HttpRequest request;
+  request.url = impl_->url("/v1/metrics");
+  auto response = impl_->http->perform(request);
+  if (!response) return in_context(std::move(response).error(), "origin metrics");
+  return OriginMetrics::parse(response->body);
+}
+
+OriginRequestCounts OriginClient::requests() const {
+  OriginRequestCounts counts;
+  counts.manifest = impl_->manifest_requests.load(std::memory_order_relaxed);
+  counts.not_modified = impl_->not_modified.load(std::memory_order_relaxed);
+  counts.ticket = impl_->ticket_requests.load(std::memory_order_relaxed);
+  counts.shard = impl_->shard_requests.load(std::memory_order_relaxed);
+  counts.shard_bytes = Bytes{impl_->shard_bytes.load(std::memory_order_relaxed)};
+  return counts;
+}
+
+}  // namespace datavo

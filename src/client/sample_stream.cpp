@@ -1,0 +1,246 @@
+#include "datavo/sample_stream.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "client/prefetcher.hpp"
+#include "datavo/config.hpp"
+#include "datavo/tar.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+// Passes bytes through to the hierarchy's sink until the stream is destroyed, so that its destructor does not
+// wait for a whole download nobody will read.
+class CancellableSink final : public ByteSink {
+ public:
+  CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled) : inner_(inner), cancelled_(cancelled) {}
+  Result<void> write(const void* data, std::size_t size) override {
+    if (cancelled_.load(std::memory_order_relaxed))
+      return Error{ErrorCode::io, "download cancelled: the SampleStream was destroyed"};
+    return inner_.write(data, size);
+  }
+  Bytes written() const override { return inner_.written(); }
+  Result<void> restart() override { return inner_.restart(); }
+
+ private:
+  ByteSink& inner_;
+  const std::atomic<bool>& cancelled_;
+};
+
+struct LoadedShard {
+  std::size_t position = 0;
+  std::shared_ptr<const ShardMapping> mapping;
+};
+
+}  // namespace
+
+struct SampleStream::Impl {
+  std::shared_ptr<OriginClient> client;
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  Manifest manifest;
+  std::vector<std::string> keys;
+  std::vector<std::size_t> positions;
+  std::vector<std::uint64_t> shard_indices;
+
+  mutable std::mutex stats_mu;  // the prefetcher thread records how shards were served
+  SampleStreamStats stats;      // guarded by stats_mu
+
+  // Consumer state.
+  std::optional<LoadedShard> current;
+  std::optional<SampleIterator> samples;  // over current->mapping
+  std::size_t sample_in_shard = 0;
+  std::optional<Error> error;
+
+  // Last: destroyed (cancelled and joined) before anything its loader uses.
+  std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
+
+  Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
+  void record(const ShardKey& key, const FetchResult& result);
+  Result<std::optional<SampleView>> next();
+  Error fail(Error e) {
+    error = e;
+    return e;
+  }
+  std::string shard_name(std::size_t position, const ShardKey& key) const {
+    return std::to_string(manifest.shards[position].index) + " (" + key.hash.hex() + ".tar)";
+  }
+};
+
+Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
+  const std::size_t position = positions[ordinal];
+  const ShardKey key = client->shard_key(manifest, position, keys);
+  Fetcher origin = client->shard_fetcher(manifest, position, keys);
+  Fetcher fetcher = [&origin, &cancelled](ByteSink& sink) -> Result<Expectation> {
+    CancellableSink guarded(sink, cancelled);
+    return origin(guarded);
+  };
+  // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
+  auto result = cache->get_or_fetch(key, fetcher);
+  if (!result) {
+    Error e = std::move(result).error();
+    e.message = "shard " + std::to_string(manifest.shards[position].index) + " of " + manifest.name.full() + ": " +
+                e.message;
+    return e;
+  }
+  record(key, *result);
+  auto mapping = ShardMapping::map(result->handle, shard_name(position, key));
+  if (!mapping) return std::move(mapping).error();
+  return LoadedShard{position, std::move(*mapping)};
+}
+
+void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
+  const auto& tiers = cache->tiers();
+  // Which tier held the shard. A promotion reports the tier it was copied into, so look below it for the source.
+  std::optional<std::size_t> hit_tier;
+  if (result.source == ServedFrom::hit) hit_tier = result.tier_index;
+  if (result.source == ServedFrom::promoted) {
+    for (std::size_t i = result.tier_index + 1; i < tiers.size() && !hit_tier; ++i)
+      if (auto held = tiers[i]->contains(key); held && *held) hit_tier = i;
+  }
+  std::lock_guard lock(stats_mu);
+  const std::size_t missed_until = hit_tier ? *hit_tier : tiers.size();
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    if (i < missed_until) ++stats.tiers[i].misses;
+    if (hit_tier && i == *hit_tier) ++stats.tiers[i].hits;
+  }
+  if (result.source == ServedFrom::promoted) ++stats.tiers[result.tier_index].promotions;
+  if (result.source == ServedFrom::fetched) {
+    ++stats.origin_fetches;
+    stats.origin_bytes += result.handle.size();
+  }
+}
+
+Result<std::optional<SampleView>> SampleStream::Impl::next() {
+  if (error) return *error;
+  for (;;) {
+    if (!current) {
+      auto shard = prefetcher->next();
+      if (!shard) return fail(std::move(shard).error());
+      if (!*shard) return std::optional<SampleView>{};
+      current = std::move(**shard);
+      samples.emplace(current->mapping->bytes(), current->mapping->name());
+      sample_in_shard = 0;
+      std::lock_guard lock(stats_mu);
+      ++stats.shards;
+    }
+    const ManifestShard& expected = manifest.shards[current->position];
+    const std::string& name = current->mapping->name();
+    auto sample = samples->next();
+    // The tar reader's message already names the shard, the member and the byte offset.
+    if (!sample) return fail(std::move(sample).error());
+    if (*sample == nullptr) {
+      if (sample_in_shard != expected.samples.size()) {
+        return fail(Error{ErrorCode::integrity, "shard " + name + ": the tar holds " + std::to_string(sample_in_shard) +
+                                                    " samples, the manifest lists " +
+                                                    std::to_string(expected.samples.size())});
+      }
+      samples.reset();
+      current.reset();
+      continue;
+    }
+    const Sample& s = **sample;
+    if (sample_in_shard >= expected.samples.size() || s.id != expected.samples[sample_in_shard]) {
+      return fail(Error{ErrorCode::integrity,
+                        "shard " + name + ": sample " + std::to_string(sample_in_shard) + " is '" + std::string(s.id) +
+                            "', the manifest lists " +
+                            (sample_in_shard < expected.samples.size() ? "'" + expected.samples[sample_in_shard] + "'"
+                                                                       : std::string("no more samples"))});
+    }
+    SampleView view;
+    view.id = std::string(s.id);
+    view.shard_index = expected.index;
+    view.mapping = current->mapping;
+    view.fields.reserve(s.fields.size());
+    Bytes bytes;
+    for (const auto& f : s.fields) {
+      view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
+      bytes += Bytes{f.data.size()};
+    }
+    std::sort(view.fields.begin(), view.fields.end(),
+              [](const SampleFieldView& a, const SampleFieldView& b) { return a.key < b.key; });
+    const bool same_keys = std::equal(view.fields.begin(), view.fields.end(), keys.begin(), keys.end(),
+                                      [](const SampleFieldView& f, const std::string& k) { return f.key == k; });
+    if (!same_keys) {
+      std::string got;
+      for (const auto& f : view.fields) got += (got.empty() ? "" : ", ") + f.key;
+      std::string want;
+      for (const auto& k : keys) want += (want.empty() ? "" : ", ") + k;
+      return fail(Error{ErrorCode::integrity, "shard " + name + ": sample '" + view.id + "' has keys [" + got +
+                                                  "], expected [" + want + "]"});
+    }
+    ++sample_in_shard;
+    std::lock_guard lock(stats_mu);
+    ++stats.samples;
+    stats.field_bytes += bytes;
+    return std::optional<SampleView>{std::move(view)};
+  }
+}
+
+Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, SampleStreamOptions options) {
+  auto name = DatasetName::parse(dataset);
+  if (!name) return std::move(name).error();
+  if (options.keys.empty())
+    return Error{ErrorCode::invalid_argument, "SampleStream of " + name->full() + ": no key given"};
+  // Bad consumer options fail before any I/O.
+  DATAVO_TRY(assign_shards(0, options));
+
+  auto impl = std::make_unique<Impl>();
+  if (options.client) {
+    impl->client = std::move(options.client);
+  } else {
+    auto client = OriginClient::create(std::move(options.origin));
+    if (!client) return std::move(client).error();
+    impl->client = std::move(*client);
+  }
+  if (options.cache) {
+    impl->cache = std::move(options.cache);
+  } else {
+    auto cache = get_default_shard_cache(options.cache_config_path);
+    if (!cache) return std::move(cache).error();
+    impl->cache = std::move(*cache);
+  }
+  auto resolved = impl->client->manifest(*name, options.revision);
+  if (!resolved) return std::move(resolved).error();
+  impl->manifest = std::move(resolved->manifest);
+  auto keys = impl->manifest.normalize_keys(std::move(options.keys));
+  if (!keys) return std::move(keys).error();
+  impl->keys = std::move(*keys);
+  auto positions = assign_shards(impl->manifest.shards.size(), options);
+  if (!positions) return std::move(positions).error();
+  impl->positions = std::move(*positions);
+  for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
+  for (const auto& tier : impl->cache->tiers()) impl->stats.tiers.push_back(TierReadStats{tier->name(), 0, 0, 0});
+  LOG_INFO("reading " << impl->manifest.name.full() << " revision " << impl->manifest.revision << " (manifest "
+                      << to_string(resolved->source) << "): " << impl->positions.size() << " of "
+                      << impl->manifest.shards.size() << " shards, prefetching " << options.prefetch_shards);
+
+  Impl* raw = impl.get();
+  impl->prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
+      impl->positions.size(), options.prefetch_shards,
+      [raw](std::size_t ordinal, const std::atomic<bool>& cancelled) { return raw->load(ordinal, cancelled); });
+  return SampleStream(std::move(impl));
+}
+
+SampleStream::SampleStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SampleStream::SampleStream(SampleStream&&) noexcept = default;
+SampleStream& SampleStream::operator=(SampleStream&&) noexcept = default;
+SampleStream::~SampleStream() = default;
+
+Result<std::optional<SampleView>> SampleStream::next() { return impl_->next(); }
+const Manifest& SampleStream::manifest() const { return impl_->manifest; }
+const std::vector<std::string>& SampleStream::keys() const { return impl_->keys; }
+const std::vector<std::uint64_t>& SampleStream::shard_indices() const { return impl_->shard_indices; }
+
+SampleStreamStats SampleStream::stats() const {
+  SampleStreamStats copy;
+  {
+    std::lock_guard lock(impl_->stats_mu);
+    copy = impl_->stats;
+  }
+  copy.max_prefetched = impl_->prefetcher->max_ahead();
+  return copy;
+}
+
+}  // namespace datavo
