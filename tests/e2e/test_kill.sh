@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# A fetch killed with SIGKILL leaves nothing under a final name: the rename from .staging/ is the only commit point.
+#
+#   A. mid-download: the server trickles the body (rate=512 KiB/s, a 4 MiB shard takes 8 s); the fetch is killed
+#      as soon as its staging file has bytes. Then: no entry, the staging file and the lock file are left behind,
+#      the next fetch succeeds with the right bytes, and `cache gc` sweeps the dead writer's staging file.
+#   B. just before the rename: the fetch runs under gdb (batch mode) with a breakpoint on renameat2, the commit
+#      point (ShardCacheTier::Impl::commit_staged). While it is stopped there (alive, holding the shard lock) gc
+#      must sweep neither its staging file nor its lock; then the inferior gets SIGKILL (kill -KILL from this
+#      script, while gdb holds it stopped at the breakpoint). Then: no entry, gc sweeps the dead writer's staging
+#      file and the orphaned lock (aged past the 60 s guard with touch -d), the next fetch succeeds.
+#      gdb is used, not the SIGSTOP fallback: the breakpoint stops the process exactly before the rename, where
+#      polling the staging file's size could not (the last write, fdatasync and rename are microseconds apart).
+. "$(dirname "$0")/lib.sh"
+
+www="$E2E_TMP/www"
+mkdir -p "$www"
+big_size=$((4 * 1024 * 1024))
+sha_big=$(make_shard "$www/big.bin" "$big_size")
+mid_size=$((1024 * 1024))
+sha_mid=$(make_shard "$www/mid.bin" "$mid_size")
+start_server "$www"
+
+t1="$E2E_TMP/t1"
+t2="$E2E_TMP/t2"
+write_config <<EOF
+tiers:
+  - name: t1
+    path: $t1
+  - name: t2
+    path: $t2
+EOF
+
+staging_with_bytes() {
+  local f
+  for f in "$t1"/.staging/*.tmp; do [ -s "$f" ] && return 0; done
+  return 1
+}
+pid_of_staging() { basename "$1" | awk -F. '{print $2}'; }
+gc_field() { json "[r['$2'] for r in j if r['tier'] == '$1'][0]"; }
+
+# --- A. SIGKILL mid-download ------------------------------------------------------------------------------------
+
+ha=$(hash_for killed_mid_download)
+"$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$ha" --url "$SERVER_URL/big.bin?rate=524288" \
+  >"$E2E_TMP/a.out" 2>"$E2E_TMP/a.err" &
+fetch_pid=$!
+track_pid "$fetch_pid"
+if wait_until 30 staging_with_bytes; then
+  pass "A: the download started (staging file has bytes)"
+else
+  fail "A: the download started" "no staging file with bytes in 30 s; stderr: $(cat "$E2E_TMP/a.err")"
+fi
+kill -KILL "$fetch_pid"
+rc=0
+wait "$fetch_pid" 2>/dev/null || rc=$?
+expect_eq "A: the fetch died of SIGKILL (exit 137)" 137 "$rc"
+
+staged=$(find "$t1/.staging" -name '*.tmp' -type f)
+expect_eq "A: exactly one staging file left behind" 1 "$(grep -c . <<<"$staged")"
+expect_eq "A: the staging file is the killed writer's (<host>.<pid>.<random>.tmp)" "$fetch_pid" \
+  "$(pid_of_staging "$staged")"
+staged_size=$(file_size "$staged")
+expect_cmp "A: the staging file is partial ($staged_size of $big_size bytes)" "$staged_size" -lt "$big_size"
+expect_no_file "A: nothing under the final name in t1" "$t1/local/$ha.tar"
+expect_no_file "A: nothing under the final name in t2" "$t2/local/$ha.tar"
+expect_eq "A: cache ls shows no entry" "[]" "$(dv --json cache ls)"
+expect_file "A: the killed writer's lock file is left behind" "$t1/.locks/local.$ha.lock"
+
+# A dry run sees the dead writer's staging file, but not the lock: it is younger than the 60 s orphan guard.
+OUT=$(dv --json cache gc --dry-run)
+expect_eq "A: gc --dry-run would sweep the dead writer's staging file" 1 "$(gc_field t1 staging_swept <<<"$OUT")"
+expect_eq "A: gc --dry-run would not sweep a lock younger than 60 s" 0 "$(gc_field t1 locks_swept <<<"$OUT")"
+expect_file "A: gc --dry-run removed nothing" "$staged"
+
+run --json cache fetch "$ha" --url "$SERVER_URL/big.bin" --sha256 "$sha_big"
+expect_eq "A: the next fetch exits 0" 0 "$RC"
+expect_eq "A: the next fetch downloads it" '["fetched", "t1"]' "$(json "[j['source'], j['tier']]" <<<"$OUT")"
+expect_eq "A: the next fetch installs the right bytes" "$sha_big" "$(sha256_of "$t1/local/$ha.tar" 2>&1)"
+expect_eq "A: t2 has the right bytes too" "$sha_big" "$(sha256_of "$t2/local/$ha.tar" 2>&1)"
+expect_file "A: the dead writer's staging file is still there before gc" "$staged"
+expect_no_file "A: the next fetch took over and released the lock file" "$t1/.locks/local.$ha.lock"
+
+run --json cache gc
+expect_eq "A: gc exits 0" 0 "$RC"
+expect_cmp "A: gc --json reports staging_swept >= 1" "$(gc_field t1 staging_swept <<<"$OUT")" -ge 1
+expect_no_file "A: gc swept the dead writer's staging file" "$staged"
+expect_empty_dir "A: t1/.staging is empty" "$t1/.staging"
+expect_file "A: gc kept the entry" "$t1/local/$ha.tar"
+
+# --- B. SIGKILL just before the rename (gdb breakpoint on renameat2) --------------------------------------------
+
+if ! command -v gdb >/dev/null; then
+  fail "B: gdb" "gdb is required for the just-before-rename case and is not installed"
+  stop_server
+  finish
+fi
+
+hb=$(hash_for killed_before_rename)
+gdb_dir="$E2E_TMP/gdb"
+mkdir -p "$gdb_dir"
+# gdb stops the fetch at renameat2, prints the rename's arguments (x86-64: rsi = old path, rcx = new path), creates
+# at_break, then waits (bounded) for this script to create `go` before it quits.
+gdb_wait="i=0; while [ ! -e $gdb_dir/go ] && [ \$i -lt 900 ]; do sleep 0.1; i=\$((i+1)); done"
+timeout -k 5 120 gdb -q -batch -nx --readnever \
+  -ex 'set breakpoint pending on' -ex 'set disable-randomization off' -ex 'set confirm off' \
+  -ex 'break renameat2' -ex run \
+  -ex 'x/s $rsi' -ex 'x/s $rcx' \
+  -ex "shell touch $gdb_dir/at_break" -ex "shell $gdb_wait" \
+  -ex kill -ex quit \
+  --args "$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$hb" --url "$SERVER_URL/mid.bin" \
+  >"$gdb_dir/log" 2>&1 &
+gdb_pid=$!
+track_pid "$gdb_pid"
+on_exit "touch '$gdb_dir/go'"
+
+if ! wait_until 60 test -e "$gdb_dir/at_break"; then
+  fail "B: gdb stopped the fetch at renameat2" "no breakpoint within 60 s; gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
+  stop_server
+  finish
+fi
+if grep -q 'Breakpoint 1,.*renameat2' "$gdb_dir/log"; then
+  pass "B: gdb stopped the fetch at renameat2"
+else
+  fail "B: gdb stopped the fetch at renameat2" "gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
+fi
+if [ "$(uname -m)" = x86_64 ]; then
+  expect_contains "B: the stopped rename is the commit of our entry (target $hb.tar)" "\"$t1/local/$hb.tar\"" \
+    "$(cat "$gdb_dir/log")"
+fi
+staged=$(find "$t1/.staging" -name '*.tmp' -type f)
+expect_eq "B: one staging file" 1 "$(grep -c . <<<"$staged")"
+inferior=$(pid_of_staging "$staged")
+expect_eq "B: the fetch is alive and stopped by the debugger" t "$(awk '{print $3}' "/proc/$inferior/stat" 2>&1)"
+expect_eq "B: the staging file is complete at the rename" "$mid_size" "$(file_size "$staged")"
+expect_eq "B: the staging file holds the right bytes" "$sha_mid" "$(sha256_of "$staged")"
+expect_no_file "B: nothing under the final name before the rename" "$t1/local/$hb.tar"
+expect_file "B: the writer holds its lock file" "$t1/.locks/local.$hb.lock"
+
+# A live writer's staging file and a held lock are never swept, even with the lock aged past the guard.
+touch -d '2 minutes ago' "$t1/.locks/local.$hb.lock"
+run --json cache gc
+expect_eq "B: gc with a live writer: exit 0" 0 "$RC"
+expect_eq "B: gc does not sweep a live writer's staging file" 0 "$(gc_field t1 staging_swept <<<"$OUT")"
+expect_eq "B: gc does not sweep a held lock (even 2 minutes old)" 0 "$(gc_field t1 locks_swept <<<"$OUT")"
+expect_file "B: the live writer's staging file is still there" "$staged"
+expect_file "B: the held lock file is still there" "$t1/.locks/local.$hb.lock"
+
+kill -KILL "$inferior"
+touch "$gdb_dir/go"
+rc=0
+wait "$gdb_pid" || rc=$?
+expect_eq "B: gdb finished" 0 "$rc"
+if kill -0 "$inferior" 2>/dev/null; then
+  fail "B: the fetch is dead" "pid $inferior is still there: $(cat "/proc/$inferior/stat" 2>&1)"
+else
+  pass "B: the fetch is dead"
+fi
+
+expect_no_file "B: nothing under the final name in t1" "$t1/local/$hb.tar"
+expect_no_file "B: nothing under the final name in t2" "$t2/local/$hb.tar"
+expect_file "B: the complete staging file is left behind" "$staged"
+expect_file "B: the orphaned lock file is left behind" "$t1/.locks/local.$hb.lock"
+
+touch -d '2 minutes ago' "$t1/.locks/local.$hb.lock"
+run --json cache gc
+expect_eq "B: gc exits 0" 0 "$RC"
+expect_cmp "B: gc --json reports staging_swept >= 1" "$(gc_field t1 staging_swept <<<"$OUT")" -ge 1
+expect_cmp "B: gc --json reports locks_swept >= 1" "$(gc_field t1 locks_swept <<<"$OUT")" -ge 1
+expect_no_file "B: gc swept the dead writer's staging file" "$staged"
+expect_no_file "B: gc swept the orphaned lock" "$t1/.locks/local.$hb.lock"
+
+before=$(server_requests /mid.bin)
+run --json cache fetch "$hb" --url "$SERVER_URL/mid.bin"
+expect_eq "B: the next fetch exits 0" 0 "$RC"
+expect_eq "B: the next fetch downloads it again" fetched "$(json "j['source']" <<<"$OUT")"
+expect_eq "B: one more request" $((before + 1)) "$(server_requests /mid.bin)"
+expect_eq "B: the next fetch installs the right bytes" "$sha_mid" "$(sha256_of "$t1/local/$hb.tar" 2>&1)"
+run --json cache gc
+expect_eq "B: a final gc has nothing left to sweep" '[0, 0]' \
+  "$(json "[sum(r['staging_swept'] for r in j), sum(r['locks_swept'] for r in j)]" <<<"$OUT")"
+expect_empty_dir "B: t1/.staging is empty" "$t1/.staging"
+expect_empty_dir "B: t2/.staging is empty" "$t2/.staging"
+expect_eq "no per-shard lock files left" "" "$(shard_locks "$t1")"
+run cache verify
+expect_eq "verify: every entry matches its digest" 0 "$RC"
+
+stop_server
+finish
