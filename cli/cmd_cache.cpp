@@ -84,7 +84,8 @@ void cmd_info(const GlobalOptions& global) {
     print_json({{"config",
                  {{"path", s.config.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.config.path)},
                   {"source", to_string(s.config.source)},
-                  {"skipped", skipped}}},
+                  {"skipped", skipped},
+                  {"warnings", s.config.warnings}}},
                 {"instance", s.instance.name()},
                 {"tiers", tiers}});
     return;
@@ -92,6 +93,7 @@ void cmd_info(const GlobalOptions& global) {
   if (s.config.path.empty()) std::cout << "config: built-in default\n";
   else std::cout << "config: " << s.config.path << " (" << to_string(s.config.source) << ")\n";
   for (const auto& c : s.config.skipped) std::cout << "  skipped " << c.path << ": " << c.reason << "\n";
+  for (const auto& w : s.config.warnings) std::cout << "  warning: " << w << "\n";
   std::cout << "instance: " << s.instance.name() << "\n";
   std::cout << "tiers, fastest first:\n";
   int n = 1;

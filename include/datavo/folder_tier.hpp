@@ -12,8 +12,8 @@
 //   - The rename from .staging/ to the final name is the only commit point; nothing partial is ever visible
 //     under a final name. Correctness never depends on flock: where it is a no-op or fails (ENOLCK, ENOSYS on
 //     Lustre and some NFS), the tier logs once and relies on the rename alone.
-//   - Entries are written 0644 and directories 02775 modulo the umask, so that a tier shared by a Unix group
-//     is readable by every member (docs/layout.md, "Sharing").
+//   - Entries are written 0664 (never less than 0440) and directories 02775 modulo the umask, so that a tier
+//     shared by a Unix group is readable by every member (docs/layout.md, "Sharing").
 //   - Eviction is LRU by mtime, down to the low watermark; it never touches .staging/, and readers holding a
 //     ShardHandle keep reading after their entry is evicted.
 //
@@ -122,8 +122,9 @@ class ShardCacheTier final : public Tier {
   Result<StagingFile> begin_staging();
   // Attaches `digest` to the staged file and renames it to the entry for `key`. When an entry is already there
   // the staged copy is discarded. Either way, returns a handle on the committed entry. Evicts afterwards if the
-  // tier is over budget (never the entry just committed).
-  Result<ShardHandle> commit(StagingFile staged, const ShardKey& key);
+  // tier is over budget (never the entry just committed). On an Error `staged` is left as it was (still owned
+  // by the caller, still on disk), so that its bytes can be installed elsewhere.
+  Result<ShardHandle> commit(StagingFile&& staged, const ShardKey& key);
 
   // Tier interface.
   Result<bool> contains(const ShardKey& key) override;

@@ -121,6 +121,7 @@ class Walk {
 
   // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere.
   Result<std::optional<FetchResult>> find(CountMisses count_misses) {
+    std::optional<Error> no_landing_zone;
     for (std::size_t i = 0; i < tiers_.size(); ++i) {
       Tier& tier = *tiers_[i];
       if (ShardCacheTier* folder = tier.as_folder()) {
@@ -148,12 +149,21 @@ class Walk {
         continue;
       }
       auto materialized = materialize_remote(i);
-      if (!materialized) return std::move(materialized).error();
+      if (!materialized) {
+        // No landing zone above this remote hit: a slower folder tier may still hold the shard locally.
+        if (materialized.error().code != ErrorCode::capacity) return std::move(materialized).error();
+        if (!no_landing_zone) no_landing_zone = std::move(materialized).error();
+        continue;
+      }
       if (*materialized) return materialized;
       // The object vanished between contains() and the download: keep walking.
     }
+    if (no_landing_zone) return std::move(*no_landing_zone);
     return std::optional<FetchResult>{};
   }
+
+  // Called once the caller holds the per-shard lock, so that a remote hit does not take it a second time.
+  void set_lock_held() { lock_held_ = true; }
 
   // Installs the verified staged bytes into every tier that can hold them; returns the topmost copy.
   // `how` is fetched for origin bytes and promoted for bytes materialized from a remote tier.
@@ -264,6 +274,29 @@ class Walk {
   // above it, then installs it into the folder tiers above. nullopt when the object vanished.
   Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index) {
     Tier& remote = *tiers_[hit_index];
+    // Single flight for remote hits too: the blob's network cost is paid once per shard per machine. The lock
+    // lives in the topmost writable folder tier, as for origin fetches; a waiter finds the materialized copy.
+    std::optional<ShardCacheTier::ShardLock> lock;
+    for (std::size_t landing = 0; landing < hit_index && !lock_held_; ++landing) {
+      ShardCacheTier* folder = tiers_[landing]->as_folder();
+      if (!folder || folder->read_only()) continue;
+      if (auto locked = folder->lock_shard(key_)) {
+        lock = std::move(*locked);
+      } else {
+        degrade(*folder, "locking", locked.error());
+      }
+      for (std::size_t j = 0; j < hit_index; ++j) {
+        ShardCacheTier* above = tiers_[j]->as_folder();
+        if (!above) continue;
+        auto handle = above->peek(key_);
+        if (handle && *handle) {
+          above->counters().hits.fetch_add(1, std::memory_order_relaxed);
+          above->counters().bytes_served.fetch_add((*handle)->size().count(), std::memory_order_relaxed);
+          return std::optional<FetchResult>{FetchResult{std::move(**handle), above->name(), j, ServedFrom::hit}};
+        }
+      }
+      break;
+    }
     for (std::size_t landing = 0; landing < hit_index; ++landing) {
       ShardCacheTier* folder = tiers_[landing]->as_folder();
       if (!folder || folder->read_only()) continue;
@@ -301,6 +334,7 @@ class Walk {
 
   const std::vector<std::shared_ptr<Tier>>& tiers_;
   const ShardKey& key_;
+  bool lock_held_ = false;
 };
 
 }  // namespace
@@ -345,6 +379,7 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   } else {
     degrade(*staging_candidates.front(), "locking", locked.error());
   }
+  walk.set_lock_held();
   auto rechecked = walk.find(CountMisses::no);
   if (!rechecked) return std::move(rechecked).error();
   if (*rechecked) {

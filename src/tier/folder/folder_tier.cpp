@@ -349,7 +349,7 @@ Result<ShardCacheTier::Impl::CommitOutcome> ShardCacheTier::Impl::commit_staged(
   return CommitOutcome{ShardHandle(reader.release(), final_path, staged.written()), InstallOutcome::installed};
 }
 
-Result<ShardHandle> ShardCacheTier::commit(StagingFile staged, const ShardKey& key) {
+Result<ShardHandle> ShardCacheTier::commit(StagingFile&& staged, const ShardKey& key) {
   if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
   auto outcome = impl_->commit_staged(*this, staged, key);
   if (!outcome) return std::move(outcome).error();
@@ -480,6 +480,7 @@ Result<EvictionReport> ShardCacheTier::evict(DryRun dry_run, const ShardKey* kee
   if (options_.max_age) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
       if (now - entries[i].mtime <= *options_.max_age) break;  // sorted oldest first
+      if (keep && entries[i].hash_hex == keep_name && entries[i].instance == keep_instance) continue;
       drop(entries[i], true);
       gone[i] = true;
     }
