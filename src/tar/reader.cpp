@@ -219,13 +219,16 @@ Result<std::optional<TarMember>> TarReader::next() {
     if (!stored.error.empty()) {
       return fail(TarFault::bad_checksum, offset_, shown_name, "bad checksum field: " + stored.error);
     }
-    std::uint64_t unsigned_sum = 0;
-    std::int64_t signed_sum = 0;
+    // Sum the whole block in one vectorisable pass, then count the checksum field as spaces.
+    std::uint32_t unsigned_sum = 0;
+    std::int32_t signed_sum = 0;
     for (std::size_t i = 0; i < k_block; ++i) {
-      const bool in_checksum = i >= k_checksum.offset && i < k_checksum.offset + k_checksum.size;
-      const auto byte = in_checksum ? std::byte{' '} : header[i];
-      unsigned_sum += static_cast<unsigned char>(byte);
-      signed_sum += static_cast<signed char>(byte);
+      unsigned_sum += static_cast<unsigned char>(header[i]);
+      signed_sum += static_cast<signed char>(header[i]);
+    }
+    for (std::size_t i = k_checksum.offset; i < k_checksum.offset + k_checksum.size; ++i) {
+      unsigned_sum += ' ' - static_cast<unsigned char>(header[i]);
+      signed_sum += ' ' - static_cast<signed char>(header[i]);
     }
     // GNU tar accepts both sums: some old tars summed the header as signed chars.
     if (stored.value != unsigned_sum && static_cast<std::int64_t>(stored.value) != signed_sum) {
