@@ -24,6 +24,7 @@ E2E_PASSED=0
 E2E_FAILED=0
 E2E_PIDS=()           # processes to stop on exit
 E2E_HOOKS=()          # commands to run on exit, before $E2E_TMP is removed (e.g. umount)
+E2E_FIRST_HOOKS=()    # commands to run on exit before the processes are stopped (e.g. release a debugger)
 E2E_FINISHED=0
 
 # --- assertions -------------------------------------------------------------------------------------------------
@@ -112,7 +113,9 @@ die() {
 # --- processes and cleanup --------------------------------------------------------------------------------------
 
 track_pid() { E2E_PIDS+=("$1"); }
+# on_exit CMD: run CMD on exit after every tracked process is stopped; on_exit_first CMD: before that.
 on_exit() { E2E_HOOKS+=("$1"); }
+on_exit_first() { E2E_FIRST_HOOKS+=("$1"); }
 
 # stop_pid PID [SIGNAL]: signals PID (default TERM), waits for it up to 5 s, then KILLs it; always reaps it.
 stop_pid() {
@@ -135,6 +138,7 @@ e2e_is_zombie() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 e2e_cleanup() {
   local status=$? pid hook
   trap - EXIT INT TERM
+  for hook in "${E2E_FIRST_HOOKS[@]}"; do eval "$hook" || echo "# cleanup: '$hook' failed" >&2; done
   for pid in "${E2E_PIDS[@]}"; do stop_pid "$pid"; done
   for hook in "${E2E_HOOKS[@]}"; do eval "$hook" || echo "# cleanup: '$hook' failed" >&2; done
   if [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ]; then

@@ -4,6 +4,8 @@
 #   A. mid-download: the server trickles the body (rate=512 KiB/s, a 4 MiB shard takes 8 s); the fetch is killed
 #      as soon as its staging file has bytes. Then: no entry, the staging file and the lock file are left behind,
 #      the next fetch succeeds with the right bytes, and `cache gc` sweeps the dead writer's staging file.
+#   C. the lock holder is killed while a second fetch of the same hash waits on its shard lock: the kernel releases
+#      the flock, the waiter takes over, downloads and installs the right bytes.
 #   B. just before the rename: the fetch runs under gdb (batch mode) with a breakpoint on renameat2, the commit
 #      point (ShardCacheTier::Impl::commit_staged). While it is stopped there (alive, holding the shard lock) gc
 #      must sweep neither its staging file nor its lock; then the inferior gets SIGKILL (kill -KILL from this
@@ -88,6 +90,37 @@ expect_no_file "A: gc swept the dead writer's staging file" "$staged"
 expect_empty_dir "A: t1/.staging is empty" "$t1/.staging"
 expect_file "A: gc kept the entry" "$t1/local/$ha.tar"
 
+# --- C. the lock holder is killed: a waiter takes over (include/datavo/hierarchy.hpp, "Single flight") ----------
+
+hc=$(hash_for killed_holder)
+"$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$hc" --url "$SERVER_URL/big.bin?rate=524288" \
+  >"$E2E_TMP/c_holder.out" 2>"$E2E_TMP/c_holder.err" &
+holder_pid=$!
+track_pid "$holder_pid"
+wait_until 30 staging_with_bytes || fail "C: the holder's download started" "no staging bytes in 30 s"
+"$DATAVO_BIN" --config "$E2E_CONFIG" --json cache fetch "$hc" --url "$SERVER_URL/big.bin" \
+  >"$E2E_TMP/c_waiter.out" 2>"$E2E_TMP/c_waiter.err" &
+waiter_pid=$!
+track_pid "$waiter_pid"
+# /proc/locks lists a blocked flock request as "N: -> FLOCK ADVISORY WRITE <pid> ...".
+waiter_blocked() { grep -qE "^[0-9]+: -> FLOCK +ADVISORY +WRITE +$waiter_pid " /proc/locks; }
+if wait_until 30 waiter_blocked; then
+  pass "C: the second fetch waits on the holder's shard lock"
+else
+  fail "C: the second fetch waits on the holder's shard lock" "not blocked in 30 s: $(grep FLOCK /proc/locks)"
+fi
+kill -KILL "$holder_pid"
+wait "$holder_pid" 2>/dev/null
+rc=0
+wait "$waiter_pid" || rc=$?
+expect_eq "C: after the holder is killed, the waiter takes over and exits 0" 0 "$rc"
+expect_eq "C: the waiter downloads it itself" '["fetched", "t1"]' \
+  "$(json "[j['source'], j['tier']]" <"$E2E_TMP/c_waiter.out" 2>&1)"
+expect_eq "C: the waiter installs the right bytes" "$sha_big" "$(sha256_of "$t1/local/$hc.tar" 2>&1)"
+run --json cache gc
+expect_cmp "C: gc sweeps the killed holder's staging file" "$(gc_field t1 staging_swept <<<"$OUT")" -ge 1
+expect_empty_dir "C: t1/.staging is empty" "$t1/.staging"
+
 # --- B. SIGKILL just before the rename (gdb breakpoint on renameat2) --------------------------------------------
 
 if ! command -v gdb >/dev/null; then
@@ -112,7 +145,9 @@ timeout -k 5 120 gdb -q -batch -nx --readnever \
   >"$gdb_dir/log" 2>&1 &
 gdb_pid=$!
 track_pid "$gdb_pid"
-on_exit "touch '$gdb_dir/go'"
+# If the suite ends early, release gdb first (it then kills the inferior it started) and SIGKILL the inferior.
+inferior=
+on_exit_first "touch '$gdb_dir/go'; [ -z \"\$inferior\" ] || kill -KILL \"\$inferior\" 2>/dev/null; true"
 
 if ! wait_until 60 test -e "$gdb_dir/at_break"; then
   fail "B: gdb stopped the fetch at renameat2" "no breakpoint within 60 s; gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
