@@ -27,7 +27,14 @@ Result<void> make_dirs(const std::string& path, mode_t mode) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+    if (::mkdir(partial.c_str(), mode) == 0) {
+      // mkdir(2) ignores S_ISGID (and other bits above 0777) in `mode`; only chmod sets them.
+      if ((mode & ~mode_t(0777)) != 0) {
+        if (::chmod(partial.c_str(), mode & ~process_umask()) != 0) {
+          return Error::from_errno(errno, "cannot set the mode of directory " + partial);
+        }
+      }
+    } else if (errno != EEXIST) {
       return Error::from_errno(errno, "cannot create directory " + partial);
     }
   }
@@ -163,6 +170,16 @@ std::string random_hex(std::size_t bytes) {
     out += digits[b & 15];
   }
   return out;
+}
+
+mode_t process_umask() {
+  // umask(2) can only be read by setting it; done once, and the value restored at once.
+  static const mode_t mask = [] {
+    mode_t m = ::umask(0022);
+    ::umask(m);
+    return m;
+  }();
+  return mask;
 }
 
 bool process_alive(pid_t pid) {

@@ -39,7 +39,8 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// mkdir -p with `mode` (subject to the umask). Existing directories are fine.
+// mkdir -p with `mode` (subject to the umask; special bits such as setgid applied with chmod on the directories
+// it creates). Existing directories are left as they are.
 Result<void> make_dirs(const std::string& path, mode_t mode);
 // Writes all of `data`, retrying on EINTR and short writes.
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
@@ -57,6 +58,9 @@ Result<void> write_file_atomic(const std::string& path, std::string_view data, m
 const std::string& host_name();
 // `bytes` random bytes from /dev/urandom (getrandom), hex-encoded.
 std::string random_hex(std::size_t bytes);
+// The process umask, read once (at the first call) and cached: reading it means setting it, which is unsafe
+// while other threads create files, so call it early (ShardCacheTier::create does).
+mode_t process_umask();
 // Whether process `pid` exists on this host.
 bool process_alive(pid_t pid);
 

@@ -40,15 +40,7 @@ constexpr Seconds k_orphan_lock_age{60};
 
 bool is_flock_unsupported(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL; }
 
-mode_t current_umask() {
-  // umask(2) can only be read by setting it; done once, before any thread of ours creates files.
-  static const mode_t mask = [] {
-    mode_t m = ::umask(0022);
-    ::umask(m);
-    return m;
-  }();
-  return mask;
-}
+mode_t current_umask() { return util::process_umask(); }
 
 std::chrono::system_clock::time_point to_time_point(const struct timespec& ts) {
   return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
