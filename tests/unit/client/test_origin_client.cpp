@@ -1,0 +1,343 @@
+// Tests of the origin client (src/client/origin_client.cpp, src/client/manifest_cache.cpp): names, manifest
+// parsing, metrics parsing, the manifest cache and its request counts, and the shard fetcher's refusals, against
+// the fake origin of fake_origin.hpp (a server that misbehaves on purpose).
+#include "datavo/origin_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "unit/client/fake_origin.hpp"
+#include "unit/client/client_fixtures.hpp"
+#include "support/temp_dir.hpp"
+
+namespace datavo {
+namespace {
+
+using clienttest::FakeDataset;
+using clienttest::FakeOrigin;
+using shardtest::TempDir;
+
+FakeDataset small_dataset(std::size_t shards = 3, std::size_t per_shard = 4) {
+  FakeDataset data;
+  for (std::size_t s = 0; s < shards; ++s) {
+    std::vector<std::string> ids;
+    for (std::size_t i = 0; i < per_shard; ++i) ids.push_back("s" + std::to_string(s) + "_" + std::to_string(i));
+    data.shards.push_back(ids);
+  }
+  return data;
+}
+
+TEST(DatasetNameTest, ParsesDatasetAndSplit) {
+  auto name = DatasetName::parse("voice_demo_v1/train");
+  ASSERT_TRUE(name) << name.error().message;
+  EXPECT_EQ(name->dataset, "voice_demo_v1");
+  EXPECT_EQ(name->split, "train");
+  EXPECT_EQ(name->full(), "voice_demo_v1/train");
+}
+
+TEST(DatasetNameTest, RefusesBadNames) {
+  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a/b/c", ".hidden/train", "a b/train",
+                          "a/tr ain"}) {
+    auto name = DatasetName::parse(bad);
+    ASSERT_FALSE(name) << bad;
+    EXPECT_EQ(name.error().code, ErrorCode::invalid_argument) << bad;
+  }
+}
+
+constexpr const char* k_manifest =
+    R"({"dataset":"d","split":"train","manifest_ref":"d/train@m1","revision":42,"keys":["audio.wav","text.txt"],)"
+    R"("shards":[{"index":0,"samples":["a","b"]},{"index":1,"samples":["c"]}]})";
+
+TEST(ManifestTest, ParsesTheProtocolExample) {
+  auto manifest = Manifest::parse(k_manifest);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->name.full(), "d/train");
+  EXPECT_EQ(manifest->manifest_ref, "d/train@m1");
+  EXPECT_EQ(manifest->revision, 42u);
+  EXPECT_EQ(manifest->keys, (std::vector<std::string>{"audio.wav", "text.txt"}));
+  ASSERT_EQ(manifest->shards.size(), 2u);
+  EXPECT_EQ(manifest->shards[1].index, 1u);
+  EXPECT_EQ(manifest->shards[1].samples, std::vector<std::string>{"c"});
+}
+
+TEST(ManifestTest, RefusesMalformedManifestsNamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[]", "not a JSON object"},
+      {"{", "not JSON"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":0,"keys":[],"shards":[]})", "revision"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":"1","keys":[],"shards":[]})", "revision"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["b","a"],"shards":[]})", "sorted"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["../x"],"shards":[]})", "invalid key"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["a"],"shards":[{"index":0,"samples":[]},{"index":0,"samples":[]}]})",
+       "repeats"},
+      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["a"],"shards":[{"index":-1,"samples":[]}]})",
+       "shards[0].index"},
+      {R"({"dataset":"d","split":"train","revision":1,"keys":["a"],"shards":[]})", "manifest_ref"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto manifest = Manifest::parse(text);
+    ASSERT_FALSE(manifest) << text;
+    EXPECT_EQ(manifest.error().code, ErrorCode::integrity) << text;
+    EXPECT_NE(manifest.error().message.find(needle), std::string::npos) << manifest.error().message;
+  }
+}
+
+TEST(ManifestTest, NormalizesKeysAndRefusesUnknownOnes) {
+  auto manifest = Manifest::parse(k_manifest);
+  ASSERT_TRUE(manifest);
+  auto keys = manifest->normalize_keys({"text.txt", "audio.wav", "text.txt"});
+  ASSERT_TRUE(keys);
+  EXPECT_EQ(*keys, (std::vector<std::string>{"audio.wav", "text.txt"}));
+  auto unknown = manifest->normalize_keys({"video.mp4"});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(unknown.error().message.find("audio.wav, text.txt"), std::string::npos) << unknown.error().message;
+  EXPECT_FALSE(manifest->normalize_keys({}));
+}
+
+TEST(ManifestTest, IdentityFeedsTheContentHash) {
+  auto manifest = Manifest::parse(k_manifest);
+  ASSERT_TRUE(manifest);
+  const ShardIdentity identity = manifest->identity(0, {"audio.wav"});
+  EXPECT_EQ(identity.manifest_ref, "d/train@m1");
+  EXPECT_EQ(identity.revision, "42");
+  EXPECT_EQ(identity.shard_index, 0u);
+  EXPECT_EQ(identity.sample_ids, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(OriginMetricsTest, ParsesPrometheusText) {
+  auto metrics = OriginMetrics::parse(
+      "# HELP datavo_requests_total Requests.\n# TYPE datavo_requests_total counter\n"
+      "datavo_requests_total{route=\"manifest\",status=\"200\"} 12\n"
+      "datavo_requests_total{route=\"manifest\",status=\"304\"} 3\n"
+      "datavo_requests_total{status=\"206\",route=\"shard\"} 1\n"
+      "datavo_response_bytes_total{route=\"shard\"} 1048576\n");
+  ASSERT_TRUE(metrics) << metrics.error().message;
+  EXPECT_EQ(metrics->requests_for("manifest"), 15u);
+  EXPECT_EQ(metrics->requests_for("manifest", "304"), 3u);
+  EXPECT_EQ(metrics->requests_for("shard"), 1u);
+  EXPECT_EQ(metrics->requests_for("ticket"), 0u);
+  EXPECT_FALSE(OriginMetrics::parse("datavo_requests_total{route=\"x\",status=\"200\"} many\n"));
+}
+
+TEST(OriginClientTest, CreateNeedsAServerOrAnInstance) {
+  TempDir dir;
+  clienttest::ScopedEnv no_server("DATAVO_SERVER", std::nullopt);
+  auto online = OriginClient::create(clienttest::client_options("", dir.path()));
+  ASSERT_FALSE(online);
+  EXPECT_EQ(online.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(online.error().message.find("DATAVO_SERVER"), std::string::npos);
+
+  auto offline = OriginClient::create(clienttest::client_options("", dir.path(), Offline::yes));
+  ASSERT_FALSE(offline);
+  auto options = clienttest::client_options("", dir.path(), Offline::yes);
+  options.instance = "prod";
+  auto with_instance = OriginClient::create(options);
+  ASSERT_TRUE(with_instance) << with_instance.error().message;
+  EXPECT_EQ((*with_instance)->instance().name(), "prod");
+
+  EXPECT_FALSE(OriginClient::create(clienttest::client_options("ftp://host", dir.path())));
+}
+
+TEST(OriginClientTest, InstanceComesFromTheServerUrl) {
+  TempDir dir;
+  auto client = clienttest::make_client(clienttest::client_options("http://Data.Example:8080/", dir.path()));
+  EXPECT_EQ(client->instance().name(), "data.example_8080");
+  EXPECT_EQ(client->server(), "http://Data.Example:8080");
+}
+
+TEST(OriginClientTest, OfflineFromTheEnvironment) {
+  TempDir dir;
+  {
+    clienttest::ScopedEnv env("DATAVO_OFFLINE", "1");
+    auto client = clienttest::make_client(clienttest::client_options("http://h:1", dir.path(), std::nullopt));
+    EXPECT_EQ(client->offline(), Offline::yes);
+  }
+  {
+    clienttest::ScopedEnv env("DATAVO_OFFLINE", "maybe");
+    auto client = OriginClient::create(clienttest::client_options("http://h:1", dir.path(), std::nullopt));
+    ASSERT_FALSE(client);
+    EXPECT_EQ(client.error().code, ErrorCode::invalid_argument);
+  }
+}
+
+class OriginClientFakeTest : public ::testing::Test {
+ protected:
+  OriginClientFakeTest() : origin(small_dataset()) {}
+  std::shared_ptr<OriginClient> client(std::optional<Offline> offline = Offline::no) {
+    return clienttest::make_client(clienttest::client_options(origin.base_url(), dir.sub("manifests"), offline));
+  }
+  TempDir dir;
+  FakeOrigin origin;
+  const DatasetName name{"fake", "train"};
+};
+
+TEST_F(OriginClientFakeTest, ManifestIsCachedPerInstanceDatasetAndRevision) {
+  auto first = client()->manifest(name, std::nullopt);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->source, ManifestSource::fetched);
+  EXPECT_EQ(first->manifest.revision, 7u);
+  EXPECT_EQ(origin.manifest_requests.load(), 1);
+  const std::string base = dir.sub("manifests") + "/127.0.0.1_" + std::to_string(origin.port()) + "/fake/train";
+  EXPECT_TRUE(std::filesystem::exists(base + "/7.json"));
+  EXPECT_TRUE(std::filesystem::exists(base + "/latest"));
+
+  // Unpinned: one conditional request, answered 304.
+  auto again = client()->manifest(name, std::nullopt);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->source, ManifestSource::revalidated);
+  EXPECT_EQ(origin.manifest_requests.load(), 2);
+  EXPECT_EQ(origin.not_modified.load(), 1);
+
+  // Pinned: no request at all.
+  auto pinned = client()->manifest(name, 7);
+  ASSERT_TRUE(pinned);
+  EXPECT_EQ(pinned->source, ManifestSource::cache);
+  EXPECT_EQ(origin.manifest_requests.load(), 2);
+
+  // Offline: no request, from `latest`.
+  auto offline = client(Offline::yes)->manifest(name, std::nullopt);
+  ASSERT_TRUE(offline) << offline.error().message;
+  EXPECT_EQ(offline->manifest.revision, 7u);
+  EXPECT_EQ(origin.manifest_requests.load(), 2);
+}
+
+TEST_F(OriginClientFakeTest, OfflineWithNothingCachedIsAClearError) {
+  auto c = client(Offline::yes);
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_FALSE(manifest);
+  EXPECT_EQ(manifest.error().code, ErrorCode::not_found);
+  EXPECT_NE(manifest.error().message.find("offline"), std::string::npos) << manifest.error().message;
+  EXPECT_NE(manifest.error().message.find(dir.sub("manifests")), std::string::npos) << manifest.error().message;
+  auto pinned = c->manifest(name, 7);
+  ASSERT_FALSE(pinned);
+  EXPECT_NE(pinned.error().message.find("revision 7"), std::string::npos) << pinned.error().message;
+  EXPECT_EQ(origin.manifest_requests.load(), 0);
+  EXPECT_EQ(c->requests().total(), 0u);
+}
+
+TEST_F(OriginClientFakeTest, CorruptCachedManifestIsRefetched) {
+  ASSERT_TRUE(client()->manifest(name, 7));
+  const std::string path =
+      dir.sub("manifests") + "/127.0.0.1_" + std::to_string(origin.port()) + "/fake/train/7.json";
+  { std::ofstream(path) << "{ torn"; }
+  auto again = client()->manifest(name, 7);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->source, ManifestSource::fetched);
+  EXPECT_EQ(origin.manifest_requests.load(), 2);
+}
+
+TEST_F(OriginClientFakeTest, UnknownDatasetIsNotFound) {
+  auto manifest = client()->manifest(DatasetName{"nope", "train"}, std::nullopt);
+  ASSERT_FALSE(manifest);
+  EXPECT_EQ(manifest.error().code, ErrorCode::not_found);
+  EXPECT_NE(manifest.error().message.find("nope/train"), std::string::npos) << manifest.error().message;
+}
+
+TEST_F(OriginClientFakeTest, FetcherInstallsVerifiedBytes) {
+  auto c = client();
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav"};
+  auto result = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->source, ServedFrom::fetched);
+  EXPECT_EQ(result->handle.size().count(), origin.tar_of(1, keys).size());
+  EXPECT_EQ(origin.ticket_requests.load(), 1);
+  EXPECT_EQ(origin.shard_requests.load(), 1);
+  EXPECT_EQ(c->requests().ticket, 1u);
+  EXPECT_EQ(c->requests().shard, 1u);
+  EXPECT_EQ(c->requests().shard_bytes.count(), origin.tar_of(1, keys).size());
+
+  // A hit never calls the fetcher: no ticket.
+  auto hit = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->source, ServedFrom::hit);
+  EXPECT_EQ(origin.ticket_requests.load(), 1);
+}
+
+TEST_F(OriginClientFakeTest, TicketWithAnotherContentHashIsRefused) {
+  origin.wrong_content_hash = true;
+  auto c = client();
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav", "transcript.txt"};
+  const ShardKey key = c->shard_key(manifest->manifest, 0, keys);
+  auto result = cache->get_or_fetch(key, c->shard_fetcher(manifest->manifest, 0, keys));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, ErrorCode::integrity);
+  EXPECT_NE(result.error().message.find("refusing"), std::string::npos) << result.error().message;
+  EXPECT_NE(result.error().message.find(key.hash.hex()), std::string::npos) << result.error().message;
+  EXPECT_EQ(origin.shard_requests.load(), 0) << "nothing is downloaded for a refused ticket";
+  auto cached = cache->get(key);
+  ASSERT_TRUE(cached);
+  EXPECT_FALSE(*cached);
+}
+
+TEST_F(OriginClientFakeTest, BytesThatDoNotMatchTheTicketAreNotInstalled) {
+  origin.corrupt_bytes = true;
+  auto c = client();
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav"};
+  const ShardKey key = c->shard_key(manifest->manifest, 0, keys);
+  auto result = cache->get_or_fetch(key, c->shard_fetcher(manifest->manifest, 0, keys));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, ErrorCode::integrity);
+  auto cached = cache->get(key);
+  ASSERT_TRUE(cached);
+  EXPECT_FALSE(*cached);
+}
+
+TEST_F(OriginClientFakeTest, ExpiredTicketIsRenewedOnce) {
+  auto c = client();
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav"};
+  origin.expire_downloads = 1;
+  auto renewed = cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
+  ASSERT_TRUE(renewed) << renewed.error().message;
+  EXPECT_EQ(origin.ticket_requests.load(), 2);
+  EXPECT_EQ(origin.shard_requests.load(), 2);
+
+  origin.expire_downloads = 2;
+  auto failed = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message.find("410"), std::string::npos) << failed.error().message;
+  EXPECT_EQ(origin.ticket_requests.load(), 4) << "exactly one renewal per fetch";
+}
+
+TEST_F(OriginClientFakeTest, OfflineFetcherMakesNoRequest) {
+  ASSERT_TRUE(client()->manifest(name, std::nullopt));
+  auto c = client(Offline::yes);
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav"};
+  auto result = cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, ErrorCode::not_found);
+  EXPECT_NE(result.error().message.find("offline"), std::string::npos) << result.error().message;
+  EXPECT_EQ(origin.ticket_requests.load(), 0);
+}
+
+TEST_F(OriginClientFakeTest, UnknownShardIndexIsAPermanentError) {
+  auto c = client();
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  Manifest tampered = manifest->manifest;
+  tampered.shards[0].index = 99;
+  auto ticket = c->request_ticket(tampered, 0, {"audio.wav"});
+  ASSERT_FALSE(ticket);
+  EXPECT_EQ(ticket.error().code, ErrorCode::not_found);
+  EXPECT_EQ(origin.ticket_requests.load(), 1) << "a 404 is not retried";
+}
+
+}  // namespace
+}  // namespace datavo

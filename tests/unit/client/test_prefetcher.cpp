@@ -1,0 +1,96 @@
+// Tests of the background prefetcher (src/client/prefetcher.hpp): order, the bound on items ahead, sticky errors,
+// the synchronous mode and cancellation by the destructor.
+#include "client/prefetcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace datavo::client {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PrefetcherTest, YieldsEveryItemInOrder) {
+  for (std::size_t depth : {0u, 1u, 3u, 10u}) {
+    Prefetcher<int> prefetcher(5, depth, [](std::size_t i, const std::atomic<bool>&) -> Result<int> {
+      return int(i) * 10;
+    });
+    for (int i = 0; i < 5; ++i) {
+      auto item = prefetcher.next();
+      ASSERT_TRUE(item && *item) << "depth " << depth;
+      EXPECT_EQ(**item, i * 10);
+    }
+    auto end = prefetcher.next();
+    ASSERT_TRUE(end);
+    EXPECT_FALSE(*end);
+  }
+}
+
+TEST(PrefetcherTest, NeverLoadsMoreThanDepthAhead) {
+  constexpr std::size_t k_depth = 2;
+  std::atomic<std::size_t> started{0};
+  Prefetcher<std::size_t> prefetcher(20, k_depth, [&](std::size_t i, const std::atomic<bool>&) -> Result<std::size_t> {
+    ++started;
+    return i;
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(started.load(), k_depth) << "with nothing taken, exactly `depth` items are loaded";
+  ASSERT_TRUE(prefetcher.next());
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(started.load(), k_depth + 1);
+  EXPECT_LE(prefetcher.max_ahead(), k_depth);
+}
+
+TEST(PrefetcherTest, SynchronousModeLoadsOnDemand) {
+  std::atomic<std::size_t> started{0};
+  Prefetcher<std::size_t> prefetcher(3, 0, [&](std::size_t i, const std::atomic<bool>&) -> Result<std::size_t> {
+    ++started;
+    return i;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(started.load(), 0u);
+  ASSERT_TRUE(prefetcher.next());
+  EXPECT_EQ(started.load(), 1u);
+  EXPECT_EQ(prefetcher.max_ahead(), 0u);
+}
+
+TEST(PrefetcherTest, FirstErrorIsStickyAndStopsLoading) {
+  std::atomic<std::size_t> started{0};
+  Prefetcher<int> prefetcher(10, 4, [&](std::size_t i, const std::atomic<bool>&) -> Result<int> {
+    ++started;
+    if (i == 1) return Error{ErrorCode::remote, "item 1 failed"};
+    return int(i);
+  });
+  auto first = prefetcher.next();
+  ASSERT_TRUE(first && *first);
+  for (int round = 0; round < 2; ++round) {
+    auto failed = prefetcher.next();
+    ASSERT_FALSE(failed);
+    EXPECT_EQ(failed.error().message, "item 1 failed");
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(started.load(), 2u) << "nothing is loaded after a failure";
+}
+
+TEST(PrefetcherTest, DestructorCancelsALoadInProgress) {
+  std::atomic<bool> saw_cancel{false};
+  std::atomic<bool> loading{false};
+  const auto started = std::chrono::steady_clock::now();
+  {
+    Prefetcher<int> prefetcher(3, 1, [&](std::size_t, const std::atomic<bool>& cancelled) -> Result<int> {
+      loading = true;
+      while (!cancelled.load()) std::this_thread::sleep_for(1ms);
+      saw_cancel = true;
+      return Error{ErrorCode::io, "cancelled"};
+    });
+    while (!loading.load()) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(saw_cancel.load());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+}
+
+}  // namespace
+}  // namespace datavo::client
