@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include "datavo/config.hpp"
+#include "support/temp_dir.hpp"
+
+namespace datavo {
+namespace {
+
+using datavo::shardtest::TempDir;
+
+TierConfig folder_config(const std::string& name, const std::string& path) {
+  TierConfig c;
+  c.name = name;
+  c.type = "folder";
+  c.backend = FolderTierConfig{path};
+  return c;
+}
+
+TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
+  TempDir dir;
+  auto config = folder_config("fast", dir.sub("t"));
+  config.max_bytes = MiB(5);
+  config.max_age = std::chrono::hours(24);
+  config.access = Access::read_only;
+  auto tier = make_tier(config);
+  ASSERT_TRUE(tier) << tier.error().message;
+  EXPECT_EQ((*tier)->name(), "fast");
+  EXPECT_EQ((*tier)->type(), "folder");
+  EXPECT_TRUE((*tier)->supports_direct_read());
+  EXPECT_TRUE((*tier)->read_only());
+  EXPECT_EQ((*tier)->max_bytes(), MiB(5));
+  EXPECT_EQ((*tier)->as_folder()->options().max_age, std::chrono::seconds(std::chrono::hours(24)));
+}
+
+TEST(TierRegistry, CloudTypesAreKnownButNotBuiltYet) {
+  TierConfig s3;
+  s3.name = "region";
+  s3.type = "s3";
+  s3.backend = S3TierConfig{"bucket", std::nullopt, std::nullopt};
+  auto tier = make_tier(s3);
+  ASSERT_FALSE(tier);
+  EXPECT_EQ(tier.error().code, ErrorCode::unsupported);
+}
+
+TEST(TierRegistry, UnknownTypeIsAConfigError) {
+  auto config = folder_config("x", "/tmp/x");
+  config.type = "floppy";
+  auto tier = make_tier(config);
+  ASSERT_FALSE(tier);
+  EXPECT_EQ(tier.error().code, ErrorCode::config);
+}
+
+TEST(TierRegistry, BuildHierarchySkipsUnbuiltCloudTiersAndKeepsOrder) {
+  TempDir dir;
+  CacheConfig config;
+  config.tiers.push_back(folder_config("a", dir.sub("a")));
+  TierConfig gcs;
+  gcs.name = "g";
+  gcs.type = "gcs";
+  gcs.backend = GcsTierConfig{"bucket", std::nullopt, std::nullopt};
+  config.tiers.push_back(gcs);
+  config.tiers.push_back(folder_config("b", dir.sub("b")));
+  auto hierarchy = build_hierarchy(config);
+  ASSERT_TRUE(hierarchy) << hierarchy.error().message;
+  ASSERT_EQ((*hierarchy)->tiers().size(), 2u);
+  EXPECT_EQ((*hierarchy)->tiers()[0]->name(), "a");
+  EXPECT_EQ((*hierarchy)->tiers()[1]->name(), "b");
+}
+
+TEST(TierRegistry, BuildHierarchyWithOnlyCloudTiersFailsNamingTheFile) {
+  CacheConfig config;
+  config.path = "/etc/datavo/shards.yaml";
+  TierConfig s3;
+  s3.name = "r";
+  s3.type = "s3";
+  s3.backend = S3TierConfig{"bucket", std::nullopt, std::nullopt};
+  config.tiers.push_back(s3);
+  auto hierarchy = build_hierarchy(config);
+  ASSERT_FALSE(hierarchy);
+  EXPECT_EQ(hierarchy.error().code, ErrorCode::config);
+  EXPECT_NE(hierarchy.error().message.find("/etc/datavo/shards.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace datavo
