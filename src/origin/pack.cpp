@@ -1,0 +1,283 @@
+// pack_dataset(): reads a source (sample files or WebDataset tars), adds its new samples to a dataset as new
+// shards and publishes the next revision.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <variant>
+
+#include "datavo/origin.hpp"
+#include "datavo/tar.hpp"
+#include "origin/store.hpp"
+
+namespace datavo {
+
+namespace {
+
+using origin::Revision;
+using origin::Store;
+
+Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
+
+// A whole file mapped read-only, for the tar reader (which works on an in-memory archive).
+class MappedFile {
+ public:
+  static Result<MappedFile> open(const std::string& path) {
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return Error::from_errno(errno, "cannot open " + path);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
+    MappedFile file;
+    file.size_ = static_cast<std::size_t>(st.st_size);
+    if (file.size_ > 0) {
+      void* data = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+      if (data == MAP_FAILED) return Error::from_errno(errno, "cannot map " + path);
+      file.data_ = data;
+    }
+    return file;
+  }
+  MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_) { other.data_ = nullptr; }
+  MappedFile& operator=(MappedFile&&) = delete;
+  ~MappedFile() {
+    if (data_) ::munmap(data_, size_);
+  }
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), data_ ? size_ : 0}; }
+
+ private:
+  MappedFile() = default;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// A member payload of the source: a file of a sample directory, or a span of a mapped tar.
+using Payload = std::variant<std::string, std::span<const std::byte>>;
+
+struct SourceSample {
+  std::string id;
+  std::string origin;                      // the file or tar it comes from, for messages
+  std::map<std::string, Payload> members;  // by key; std::map keeps them sorted bytewise
+};
+
+struct Source {
+  std::vector<MappedFile> mappings;   // keeps tar payload spans valid
+  std::vector<SourceSample> samples;  // source order
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return "[" + out + "]";
+}
+
+Result<void> check_member_name(const std::string& origin, std::string_view id, std::string_view key) {
+  auto id_ok = origin::validate_sample_id(id);
+  if (!id_ok) return invalid(origin + ": " + id_ok.error().message);
+  auto key_ok = origin::validate_name("key", key);
+  if (!key_ok) return invalid(origin + ": " + key_ok.error().message);
+  return ok();
+}
+
+// Lists the regular files under `root` (relative paths, '/'-separated, sorted), skipping hidden entries.
+Result<std::vector<std::string>> list_files(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::none, ec);
+  if (ec) return Error::from_errno(ec.value(), "cannot list " + root);
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) return Error::from_errno(ec.value(), "cannot list " + root);
+    const fs::path& path = it->path();
+    if (path.filename().string().starts_with(".")) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) files.push_back(fs::relative(path, root, ec).generic_string());
+    if (ec) return Error::from_errno(ec.value(), "cannot read " + path.string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+Result<void> read_sample_files(const std::string& root, const std::vector<std::string>& files, Source& source) {
+  std::map<std::string, SourceSample> by_id;  // sorted by id, bytewise
+  for (const auto& rel : files) {
+    std::string path = root + "/" + rel;
+    auto name = split_sample_name(rel);
+    if (!name) return invalid(path + ": not named <sample_id>.<key>");
+    DATAVO_TRY(check_member_name(path, name->id, name->key));
+    auto& sample = by_id[std::string(name->id)];
+    if (sample.id.empty()) {
+      sample.id = std::string(name->id);
+      sample.origin = path;
+    }
+    sample.members.emplace(std::string(name->key), path);
+  }
+  for (auto& [id, sample] : by_id) source.samples.push_back(std::move(sample));
+  return ok();
+}
+
+Result<void> read_tars(const std::vector<std::string>& tars, Source& source) {
+  std::map<std::string, std::string> seen;  // sample id -> the tar it came from
+  for (const auto& path : tars) {
+    auto mapped = MappedFile::open(path);
+    if (!mapped) return mapped.error();
+    source.mappings.push_back(std::move(mapped).value());
+    auto archive = source.mappings.back().bytes();
+    auto read = for_each_sample(archive, path, [&](const Sample& sample) -> Result<void> {
+      std::string origin = path + ": sample \"" + std::string(sample.id) + "\"";
+      SourceSample record{std::string(sample.id), origin, {}};
+      for (const auto& field : sample.fields) {
+        DATAVO_TRY(check_member_name(path, sample.id, field.key));
+        record.members.emplace(std::string(field.key), field.data);
+      }
+      auto [it, inserted] = seen.emplace(record.id, path);
+      if (!inserted) {
+        return invalid(origin + ": the sample id appears twice (also in " + it->second +
+                       "); a sample's members must be consecutive");
+      }
+      source.samples.push_back(std::move(record));
+      return ok();
+    });
+    if (!read) return read.error();
+  }
+  return ok();
+}
+
+// SRC is a .tar file, a directory of .tar shards, or a directory of <sample_id>.<key> files.
+Result<Source> read_source(const std::string& src) {
+  Source source;
+  struct stat st {};
+  if (::stat(src.c_str(), &st) != 0) return Error::from_errno(errno, "cannot read source " + src);
+  if (S_ISREG(st.st_mode)) {
+    if (!src.ends_with(".tar")) return invalid(src + ": a source file must be a .tar shard");
+    DATAVO_TRY(read_tars({src}, source));
+    return source;
+  }
+  if (!S_ISDIR(st.st_mode)) return invalid(src + ": neither a directory nor a .tar file");
+  auto files = list_files(src);
+  if (!files) return files.error();
+  std::vector<std::string> tars;
+  const std::string* other = nullptr;
+  for (const auto& rel : *files) {
+    if (rel.ends_with(".tar"))
+      tars.push_back(src + "/" + rel);
+    else if (!other)
+      other = &rel;
+  }
+  if (!tars.empty() && other) {
+    return invalid(src + ": holds both .tar shards (" + tars.front() + ") and other files (" + src + "/" + *other +
+                   "); give a directory of one kind");
+  }
+  if (!tars.empty())
+    DATAVO_TRY(read_tars(tars, source));
+  else
+    DATAVO_TRY(read_sample_files(src, *files, source));
+  return source;
+}
+
+std::vector<std::string> keys_of(const SourceSample& sample) {
+  std::vector<std::string> keys;
+  for (const auto& [key, payload] : sample.members) keys.push_back(key);
+  return keys;
+}
+
+}  // namespace
+
+Result<PackReport> pack_dataset(const PackOptions& options) {
+  if (options.samples_per_shard == 0) return invalid("--samples-per-shard must be at least 1");
+  auto names = origin::parse_dataset_name(options.dataset);
+  if (!names) return names.error();
+  const auto& [dataset, split] = *names;
+
+  auto store = Store::open(options.store, Store::Create::yes);
+  if (!store) return store.error();
+  auto lock = store->lock_dataset(dataset, split);
+  if (!lock) return lock.error();
+
+  std::optional<Revision> current;
+  auto latest = store->latest_revision(dataset, split);
+  if (!latest) return latest.error();
+  if (*latest) {
+    auto loaded = store->load_revision(dataset, split, **latest);
+    if (!loaded) return loaded.error();
+    if (!*loaded) {
+      return Error{ErrorCode::integrity, store->dataset_dir(dataset, split) + ": LATEST names revision " +
+                                             std::to_string(**latest) + ", which does not exist"};
+    }
+    current = std::move(*loaded);
+  }
+
+  auto source = read_source(options.source);
+  if (!source) return source.error();
+  if (source->samples.empty()) return invalid(options.source + ": holds no samples");
+
+  std::set<std::string> existing;
+  if (current) {
+    for (const auto& shard : current->shards) {
+      for (const auto& sample : shard.samples) existing.insert(sample.id);
+    }
+  }
+  std::vector<const SourceSample*> fresh;
+  for (const auto& sample : source->samples) {
+    if (!existing.contains(sample.id)) fresh.push_back(&sample);
+  }
+
+  PackReport report;
+  report.revision = current ? current->revision : 0;
+  report.total_shards = current ? current->shards.size() : 0;
+  if (fresh.empty()) return report;
+
+  // Every sample has every key: a manifest lists one key set, and a key group must exist in every sample.
+  std::vector<std::string> keys = current ? current->keys : keys_of(*fresh.front());
+  for (const SourceSample* sample : fresh) {
+    auto sample_keys = keys_of(*sample);
+    if (sample_keys != keys) {
+      return invalid(sample->origin + ": has keys " + join(sample_keys) + " but the dataset's keys are " + join(keys) +
+                     "; every sample needs exactly these keys");
+    }
+  }
+
+  Revision next;
+  if (current) {
+    next = std::move(*current);
+  } else {
+    next.dataset = dataset;
+    next.split = split;
+    next.keys = keys;
+    // A fresh lineage per dataset creation, so that a store rebuilt from scratch never reuses the content hashes
+    // of different bytes (clients cache by content hash).
+    next.manifest_ref = dataset + "/" + split + "@m" + util::random_hex(6);
+  }
+  next.revision = report.revision + 1;
+
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    if (i % options.samples_per_shard == 0) {
+      next.shards.emplace_back();
+      ++report.shards_added;
+    }
+    const SourceSample& sample = *fresh[i];
+    origin::SampleRecord record{sample.id, {}};
+    for (const auto& [key, payload] : sample.members) {
+      auto put = std::holds_alternative<std::string>(payload)
+                     ? store->put_object_file(std::get<std::string>(payload))
+                     : store->put_object(std::get<std::span<const std::byte>>(payload));
+      if (!put) return put.error();
+      if (put->added) report.bytes_added += Bytes{put->ref.size};
+      record.objects.push_back(std::move(put->ref));
+    }
+    next.shards.back().samples.push_back(std::move(record));
+    ++report.samples_added;
+  }
+  DATAVO_TRY(store->publish_revision(next));
+  report.revision = next.revision;
+  report.total_shards = next.shards.size();
+  return report;
+}
+
+}  // namespace datavo

@@ -1,0 +1,139 @@
+#include "origin/ticket.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+
+#include "origin/store.hpp"
+
+namespace datavo::origin {
+
+namespace {
+
+Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
+
+std::string to_hex(const unsigned char* data, std::size_t size) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 0x0f];
+  }
+  return out;
+}
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& key : keys) {
+    if (!out.empty()) out += ',';
+    out += key;
+  }
+  return out;
+}
+
+std::string percent_encode(std::string_view text) {
+  static const char* digits = "0123456789ABCDEF";
+  std::string out;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                      c == '.' || c == '_' || c == '~' || c == ',';
+    if (unreserved) {
+      out += c;
+    } else {
+      out += '%';
+      out += digits[byte >> 4];
+      out += digits[byte & 0x0f];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string canonical_ticket_string(const TicketFields& f) {
+  return "v1\n" + f.content_hash + "\n" + f.dataset + "\n" + f.split + "\n" + std::to_string(f.revision) + "\n" +
+         std::to_string(f.shard_index) + "\n" + join_keys(f.keys) + "\n" + std::to_string(f.expires_at);
+}
+
+std::string sign_ticket(std::string_view secret, const TicketFields& fields) {
+  std::string message = canonical_ticket_string(fields);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_size = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_size);
+  return to_hex(mac, mac_size);
+}
+
+bool verify_ticket_signature(std::string_view secret, const TicketFields& fields, std::string_view signature) {
+  std::string expected = sign_ticket(secret, fields);
+  if (signature.size() != expected.size()) return false;
+  return CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) == 0;
+}
+
+std::string ticket_url(const TicketFields& f, std::string_view signature) {
+  return "/v1/shards/" + f.content_hash + ".tar?dataset=" + percent_encode(f.dataset) +
+         "&split=" + percent_encode(f.split) + "&rev=" + std::to_string(f.revision) +
+         "&shard=" + std::to_string(f.shard_index) + "&keys=" + percent_encode(join_keys(f.keys)) +
+         "&exp=" + std::to_string(f.expires_at) + "&sig=" + percent_encode(signature);
+}
+
+Result<ParsedTicket> parse_ticket(std::string_view content_hash,
+                                  const std::function<std::optional<std::string>(std::string_view)>& param) {
+  ParsedTicket ticket;
+  auto require = [&](std::string_view name) -> Result<std::string> {
+    auto value = param(name);
+    if (!value) return invalid("ticket parameter \"" + std::string(name) + "\" is missing");
+    return std::move(*value);
+  };
+  auto number = [&](std::string_view name, std::uint64_t min) -> Result<std::uint64_t> {
+    auto text = require(name);
+    if (!text) return text.error();
+    auto value = parse_decimal(*text, min);
+    if (!value) return invalid("ticket parameter \"" + std::string(name) + "\" is not a valid number");
+    return *value;
+  };
+  if (!ContentHash::parse(content_hash)) return invalid("the shard name is not a content hash");
+  ticket.fields.content_hash = std::string(content_hash);
+  auto dataset = require("dataset");
+  if (!dataset) return dataset.error();
+  DATAVO_TRY(validate_name("dataset", *dataset));
+  ticket.fields.dataset = std::move(dataset).value();
+  auto split = require("split");
+  if (!split) return split.error();
+  DATAVO_TRY(validate_name("split", *split));
+  ticket.fields.split = std::move(split).value();
+  auto revision = number("rev", 1);
+  if (!revision) return revision.error();
+  ticket.fields.revision = *revision;
+  auto shard = number("shard", 0);
+  if (!shard) return shard.error();
+  ticket.fields.shard_index = *shard;
+  auto keys = require("keys");
+  if (!keys) return keys.error();
+  std::string_view rest = *keys;
+  for (;;) {
+    auto comma = rest.find(',');
+    std::string_view key = rest.substr(0, comma);
+    DATAVO_TRY(validate_name("key", key));
+    ticket.fields.keys.emplace_back(key);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (!std::is_sorted(ticket.fields.keys.begin(), ticket.fields.keys.end()) ||
+      std::adjacent_find(ticket.fields.keys.begin(), ticket.fields.keys.end()) != ticket.fields.keys.end()) {
+    return invalid("ticket parameter \"keys\" is not sorted and unique");
+  }
+  auto exp = number("exp", 0);
+  if (!exp) return exp.error();
+  ticket.fields.expires_at = static_cast<std::int64_t>(*exp);
+  auto sig = require("sig");
+  if (!sig) return sig.error();
+  ticket.signature = std::move(sig).value();
+  return ticket;
+}
+
+}  // namespace datavo::origin
