@@ -45,6 +45,7 @@ void print_json(const nlohmann::json& value);
 // Each command file registers its subcommands. The callbacks run after parsing, with `global` filled in.
 void add_cache_commands(CLI::App& app, GlobalOptions& global);    // cmd_cache.cpp
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
+void add_origin_commands(CLI::App& app, GlobalOptions& global);       // cmd_origin.cpp: pack, serve
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -1,0 +1,131 @@
+// `datavo pack` and `datavo serve`: the reference origin (docs/protocol.md) from the command line.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <iostream>
+#include <thread>
+
+#include "cli/cli.hpp"
+#include "datavo/origin.hpp"
+#include "util/fs.hpp"
+
+namespace datavo::cli {
+namespace {
+
+Error usage(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
+
+void cmd_pack(const GlobalOptions& global, const PackOptions& options) {
+  PackReport report = require(pack_dataset(options));
+  if (global.json) {
+    print_json({{"dataset", options.dataset},
+                {"revision", report.revision},
+                {"samples_added", report.samples_added},
+                {"shards_added", report.shards_added},
+                {"total_shards", report.total_shards},
+                {"bytes_added", report.bytes_added.count()}});
+    return;
+  }
+  if (report.samples_added == 0) {
+    std::cout << options.dataset << ": nothing new in " << options.source << "; revision stays " << report.revision
+              << "\n";
+    return;
+  }
+  std::cout << options.dataset << " revision " << report.revision << ": added " << report.samples_added
+            << " samples in " << report.shards_added << " shards (" << report.total_shards << " in all), "
+            << human_bytes(report.bytes_added.count()) << " of new objects\n";
+}
+
+struct ServeArgs {
+  std::string store;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  std::string token_file;
+  std::string port_file;
+  std::int64_t ticket_ttl = 900;
+  int threads = 8;
+  bool quiet = false;
+};
+
+std::string read_token(const std::string& path) {
+  auto text = util::read_file(path);
+  if (!text) throw Fatal{k_exit_usage, usage("--token-file " + path + ": " + text.error().message)};
+  std::string token = text->substr(0, text->find('\n'));
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty()) throw Fatal{k_exit_usage, usage("--token-file " + path + ": the first line is empty")};
+  return token;
+}
+
+void cmd_serve(const ServeArgs& args) {
+  struct stat st {};
+  if (::stat(args.store.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw Fatal{k_exit_usage, usage("no store at " + args.store + " (create one with `datavo pack`)")};
+  }
+  if (args.ticket_ttl < 1) throw Fatal{k_exit_usage, usage("--ticket-ttl must be at least 1 second")};
+  OriginServerOptions options;
+  options.store = args.store;
+  options.host = args.host;
+  options.port = args.port;
+  if (!args.token_file.empty()) options.token = read_token(args.token_file);
+  options.ticket_ttl = Seconds{args.ticket_ttl};
+  options.log_requests = !args.quiet;
+  options.threads = args.threads;
+
+  // SIGINT and SIGTERM are taken by sigwait() on a thread of our own: the server's threads inherit the mask, so
+  // no handler ever runs in the middle of a request.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto server = require(OriginServer::start(options));
+  std::cout << "listening on " << server->base_url() << std::endl;
+  if (!args.port_file.empty()) {
+    require(util::write_file_atomic(args.port_file, std::to_string(server->port()) + "\n", 0644));
+  }
+
+  std::atomic<int> received{0};
+  std::thread waiter([&] {
+    int sig = 0;
+    if (sigwait(&stop_signals, &sig) == 0) received = sig;
+    server->stop();
+  });
+  server->wait();
+  if (received == 0) pthread_kill(waiter.native_handle(), SIGTERM);  // the server stopped by itself
+  waiter.join();
+  server->stop();
+  if (received != 0) std::cerr << "datavo-serve: stopped by signal " << received.load() << "\n";
+}
+
+}  // namespace
+
+void add_origin_commands(CLI::App& app, GlobalOptions& global) {
+  auto pack_options = std::make_shared<PackOptions>();
+  auto* pack = app.add_subcommand("pack", "build or extend a dataset in an origin store");
+  pack->add_option("source", pack_options->source,
+                   "a directory of <sample_id>.<key> files, a directory of WebDataset .tar shards, or one .tar")
+      ->required();
+  pack->add_option("--root", pack_options->store, "the store directory (created if missing)")->required();
+  pack->add_option("--dataset", pack_options->dataset, "<dataset>/<split>, e.g. voice_demo_v1/train")->required();
+  pack->add_option("--samples-per-shard", pack_options->samples_per_shard, "samples per new shard (default 1000)")
+      ->check(CLI::PositiveNumber);
+  pack->callback([&global, pack_options] { cmd_pack(global, *pack_options); });
+
+  auto serve_args = std::make_shared<ServeArgs>();
+  auto* serve = app.add_subcommand("serve", "serve an origin store over origin protocol v1");
+  serve->add_option("store", serve_args->store, "the store directory")->required();
+  serve->add_option("--host", serve_args->host, "address to bind (default 127.0.0.1, loopback only)");
+  serve->add_option("--port", serve_args->port, "port to bind; 0 picks a free one (default 0)");
+  serve->add_option("--token-file", serve_args->token_file,
+                    "require `Authorization: Bearer <first line of this file>` on every API call");
+  serve->add_option("--port-file", serve_args->port_file, "write the bound port here (atomically) once listening");
+  serve->add_option("--ticket-ttl", serve_args->ticket_ttl, "lifetime of stream tickets in seconds (default 900)");
+  serve->add_option("--threads", serve_args->threads, "worker threads (default 8)")->check(CLI::Range(1, 1024));
+  serve->add_flag("--quiet", serve_args->quiet, "do not log one line per request on stderr");
+  serve->callback([serve_args] { cmd_serve(*serve_args); });
+}
+
+}  // namespace datavo::cli
