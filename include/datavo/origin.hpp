@@ -1,6 +1,9 @@
 // The reference origin: packing datasets into a store and serving them over origin protocol v1
 // (docs/protocol.md). `datavo pack` and `datavo serve` are thin wrappers over these functions; tests and
 // `datavo demo` start an OriginServer in-process on an ephemeral loopback port.
+//
+// Thread safety: pack_dataset() may run next to a server on the same store (the server picks up the new revision);
+// two packs of one dataset are serialised by a lock file. An OriginServer's methods may be called from any thread.
 #pragma once
 
 #include <cstdint>
@@ -14,46 +17,58 @@
 namespace datavo {
 
 struct PackOptions {
-  std::string source;       // a directory of <sample_id>.<key> files, or of WebDataset .tar shards
-  std::string store;        // the store directory (created if missing)
-  std::string dataset;      // "<dataset>/<split>"
-  std::size_t samples_per_shard = 1000;
+  std::string source;   // a directory of <sample_id>.<key> files, a directory of WebDataset .tar shards, or one
+                        // .tar file (rules in docs/protocol.md, "datavo pack")
+  std::string store;    // the store directory (created if missing)
+  std::string dataset;  // "<dataset>/<split>"
+  std::size_t samples_per_shard = 1000;  // at most this many samples per new shard; >= 1
 };
 
 struct PackReport {
-  std::uint64_t revision = 0;        // the new revision watermark (unchanged when nothing was added)
+  std::uint64_t revision = 0;  // the new revision watermark (unchanged when nothing was added)
   std::size_t samples_added = 0;
   std::size_t shards_added = 0;
   std::size_t total_shards = 0;
-  Bytes bytes_added;                 // new object bytes written to the store
+  Bytes bytes_added;  // new object bytes written to the store
 };
 
-// Builds or extends a dataset in a store (rules in docs/protocol.md, "The store"). Existing shards never change.
-// Errors name the offending file. Not safe against a concurrent pack of the same dataset (serialised with a lock
-// file in the store).
+// Builds or extends a dataset in a store (rules in docs/protocol.md, "The store"): the source's samples that are not
+// yet in the dataset become new shards of a new revision (LATEST + 1); existing shards never change. When nothing is
+// new, no revision is written and the report gives the current one.
+// Errors: invalid_argument for bad input (a bad dataset name, a file not named <sample_id>.<key>, an invalid id or
+// key, a sample without exactly the dataset's keys, a repeated sample id, an empty source), naming the offending file
+// or sample; integrity for a malformed tar or store; io / permission_denied / no_space from the filesystem. A failed
+// pack publishes nothing (it may leave unreferenced objects, which are harmless).
+// Concurrent packs of one dataset are serialised with a lock file in the store (the second waits).
 Result<PackReport> pack_dataset(const PackOptions& options);
 
 struct OriginServerOptions {
   std::string store;
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   std::uint16_t port = 0;          // 0: an ephemeral port, see OriginServer::port()
-  std::optional<std::string> token;  // when set, every /v1/ call but metrics needs "Authorization: Bearer <token>"
-  Seconds ticket_ttl{900};
-  bool log_requests = true;        // one line per request on stderr
-  int threads = 8;
+  std::optional<std::string>
+      token;                 // when set, every request but GET /v1/metrics needs "Authorization: Bearer <token>"
+  Seconds ticket_ttl{900};   // lifetime of stream tickets; >= 1 s
+  bool log_requests = true;  // one line per request on stderr (tickets redacted)
+  int threads = 8;           // worker threads, each serving one connection at a time; >= 1
 };
 
 // A running origin server. Serving happens on background threads; the destructor stops it.
 class OriginServer {
  public:
-  // Binds and starts serving; returns once the socket is listening.
+  // Binds and starts serving; returns once the socket is listening and the accept loop runs. The store must exist
+  // (not_found otherwise); instance.json and secret are created in it when missing. Errors: invalid_argument for bad
+  // options, io when the address cannot be bound (e.g. the port is in use: the socket is not shared with
+  // SO_REUSEPORT).
   static Result<std::unique_ptr<OriginServer>> start(OriginServerOptions options);
   virtual ~OriginServer() = default;
   virtual std::uint16_t port() const = 0;
   // "http://<host>:<port>"
   virtual std::string base_url() const = 0;
-  // Blocks until stop() is called from another thread or a signal handler.
+  // Blocks until the server has stopped (stop() from another thread, or the accept loop ending on its own).
   virtual void wait() = 0;
+  // Stops accepting, cuts in-flight downloads, joins the serving threads and wakes wait(). Idempotent and
+  // thread-safe, but not async-signal-safe: from a signal, call it on a thread that sigwait()s (as `datavo serve`).
   virtual void stop() = 0;
 };
 
