@@ -46,8 +46,8 @@ struct OriginServerOptions {
   std::string store;
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   std::uint16_t port = 0;          // 0: an ephemeral port, see OriginServer::port()
-  std::optional<std::string>
-      token;                 // when set, every request but GET /v1/metrics needs "Authorization: Bearer <token>"
+  // When set, every request but GET /v1/metrics needs "Authorization: Bearer <token>".
+  std::optional<std::string> token;
   Seconds ticket_ttl{900};   // lifetime of stream tickets; >= 1 s
   bool log_requests = true;  // one line per request on stderr (tickets redacted)
   int threads = 8;           // worker threads, each serving one connection at a time; >= 1
