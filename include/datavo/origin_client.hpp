@@ -21,7 +21,8 @@
 //   1. POSTs /v1/stream-tickets and refuses (ErrorCode::integrity) a ticket whose content_hash differs from the
 //      one computed from the manifest;
 //   2. GETs the ticket URL into the hierarchy's sink (HttpClient retries transient failures and resumes with
-//      Range requests);
+//      Range requests); the bearer token goes with it only when the URL is on the server's own origin (scheme,
+//      host and port), never to a third party;
 //   3. on 410 (the ticket expired mid-download) asks for a new ticket once, then gives up;
 //   4. returns Expectation{size, sha256} from the ticket, so that the hierarchy discards any other bytes.
 // Permanent failures (4xx) end the fetch at once with the server's error message. Offline, the fetcher fails with
@@ -51,7 +52,7 @@ namespace datavo {
 // Whether the client may talk to the server.
 enum class Offline { no, yes };
 
-// "<dataset>/<split>", each part [A-Za-z0-9][A-Za-z0-9._-]{0,127} and not "..".
+// "<dataset>/<split>", each part [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere (docs/protocol.md).
 struct DatasetName {
   std::string dataset;
   std::string split;

@@ -16,9 +16,11 @@ namespace {
 
 constexpr std::size_t k_max_name_size = 128;
 
-// [A-Za-z0-9][A-Za-z0-9._-]{0,127}: the rule of docs/protocol.md for dataset, split and key names.
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere: the rule of docs/protocol.md for dataset, split and key
+// names.
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > k_max_name_size) return false;
+  if (name.find("..") != std::string_view::npos) return false;
   if (!std::isalnum(static_cast<unsigned char>(name[0]))) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
@@ -50,6 +52,16 @@ Result<Offline> offline_from_env() {
 }
 
 bool is_absolute_url(std::string_view url) { return url.starts_with("http://") || url.starts_with("https://"); }
+
+// "http://host:port" of an absolute URL, lowercased, for same-origin checks.
+std::string origin_of(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return {};
+  const auto end = url.find_first_of("/?#", scheme_end + 3);
+  std::string out(url.substr(0, end));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 // Prefixes an Error's message with what was being done, keeping its code.
 Error in_context(Error error, const std::string& context) {
@@ -220,6 +232,9 @@ struct OriginClient::Impl {
   std::string manifest_dir;
   std::unique_ptr<client::ManifestCache> cache;
   std::unique_ptr<net::HttpClient> http;
+  // For ticket URLs on another origin (a CDN, a bucket): the ticket's signature authorises them, and the bearer
+  // token must not leak to a third party.
+  std::unique_ptr<net::HttpClient> http_without_token;
 
   std::atomic<std::uint64_t> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0},
       shard_bytes{0};
@@ -402,7 +417,10 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
   } else {
     transport.bearer_token.reset();
   }
+  TransportOptions anonymous = transport;
+  anonymous.bearer_token.reset();
   impl.http = std::make_unique<net::HttpClient>(std::move(transport));
+  impl.http_without_token = std::make_unique<net::HttpClient>(std::move(anonymous));
   return client;
 }
 
@@ -455,7 +473,9 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       request.sink = &sink;
       request.accepted_statuses = {410};
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      auto response = impl.http->perform(request);
+      net::HttpClient& http =
+          origin_of(ticket->url) == origin_of(impl.server) ? *impl.http : *impl.http_without_token;
+      auto response = http.perform(request);
       if (!response) return in_context(std::move(response).error(), what);
       if (response->status == 410) {
         if (round < k_ticket_rounds) {

@@ -72,9 +72,13 @@ class FakeOrigin {
   std::atomic<int> expire_downloads{0};         // the next N shard downloads answer 410
   std::atomic<bool> corrupt_bytes{false};       // downloads flip one byte (size and ticket sha256 unchanged)
   std::atomic<bool> broken_tar{false};          // the tar itself is broken (and the ticket describes it truly)
+  // When set, ticket URLs are absolute with this base (e.g. "http://localhost:<port>": another origin string).
+  // REQUIRES: set before any request.
+  std::string shard_url_base;
 
   // Counters.
   std::atomic<int> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0};
+  std::atomic<int> shard_requests_with_authorization{0};
 
   // The tar of a key group, as the protocol defines it.
   std::string tar_of(std::size_t shard, const std::vector<std::string>& keys) const {
@@ -147,13 +151,14 @@ class FakeOrigin {
     const nlohmann::json out = {{"content_hash", hash},
                                 {"size", tar.size()},
                                 {"sha256", hasher.finish().hex()},
-                                {"url", "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
+                                {"url", shard_url_base + "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
                                 {"expires_at", 4102444800}};
     res.set_content(out.dump(), "application/json");
   }
 
   void shard(const httplib::Request& req, httplib::Response& res) {
     ++shard_requests;
+    if (req.has_header("Authorization")) ++shard_requests_with_authorization;
     if (expire_downloads.load() > 0) {
       --expire_downloads;
       res.status = 410;

@@ -38,7 +38,7 @@ TEST(DatasetNameTest, ParsesDatasetAndSplit) {
 }
 
 TEST(DatasetNameTest, RefusesBadNames) {
-  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a/b/c", ".hidden/train", "a b/train",
+  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a..b/train", "a/b/c", ".hidden/train", "a b/train",
                           "a/tr ain"}) {
     auto name = DatasetName::parse(bad);
     ASSERT_FALSE(name) << bad;
@@ -325,6 +325,24 @@ TEST_F(OriginClientFakeTest, OfflineFetcherMakesNoRequest) {
   EXPECT_EQ(result.error().code, ErrorCode::not_found);
   EXPECT_NE(result.error().message.find("offline"), std::string::npos) << result.error().message;
   EXPECT_EQ(origin.ticket_requests.load(), 0);
+}
+
+TEST_F(OriginClientFakeTest, TokenGoesOnlyToTheServersOwnOrigin) {
+  auto options = clienttest::client_options(origin.base_url(), dir.sub("manifests"));
+  options.token = "t0ken";
+  auto c = clienttest::make_client(options);
+  auto manifest = c->manifest(name, std::nullopt);
+  ASSERT_TRUE(manifest);
+  auto cache = clienttest::fresh_cache(dir.sub("cache"));
+  const std::vector<std::string> keys = {"audio.wav"};
+  ASSERT_TRUE(cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys)));
+  EXPECT_EQ(origin.shard_requests_with_authorization.load(), 1) << "a relative ticket URL is the server's own";
+
+  // The same server under another name is another origin as far as the client can tell.
+  origin.shard_url_base = "http://localhost:" + std::to_string(origin.port());
+  ASSERT_TRUE(cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys)));
+  EXPECT_EQ(origin.shard_requests.load(), 2);
+  EXPECT_EQ(origin.shard_requests_with_authorization.load(), 1) << "no token for a third-party ticket URL";
 }
 
 TEST_F(OriginClientFakeTest, UnknownShardIndexIsAPermanentError) {
