@@ -46,6 +46,7 @@ void print_json(const nlohmann::json& value);
 void add_cache_commands(CLI::App& app, GlobalOptions& global);    // cmd_cache.cpp
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
 void add_origin_commands(CLI::App& app, GlobalOptions& global);       // cmd_origin.cpp: pack, serve
+void add_dataset_commands(CLI::App& app, GlobalOptions& global);      // cmd_dataset.cpp: warm, read, demo
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add_cache_commands(app, global);
   add_content_hash_command(app, global);
   add_origin_commands(app, global);
+  add_dataset_commands(app, global);
 
   try {
     app.parse(argc, argv);
