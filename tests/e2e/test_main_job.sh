@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The main job through real processes: `datavo pack`, `datavo serve` (--port 0 --port-file), then `datavo warm` and
+# `datavo read` twice. The second pass makes 0 shard and 0 ticket requests, counted on the server's /v1/metrics;
+# a pinned revision and DATAVO_OFFLINE=1 make no request at all; dry runs, key groups, errors and the bearer token.
+. "$(dirname "$0")/lib.sh"
+unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
+E2E_CMD_TIMEOUT=30
+SUITE_DEADLINE=$(($(date +%s) + 120))
+
+DS=voice_demo_v1/train
+SAMPLES=120
+PER_SHARD=15
+SHARDS=$((SAMPLES / PER_SHARD))
+
+# make_source DIR N: N samples as <id>.audio.wav (a small valid WAV) and <id>.transcript.txt files.
+make_source() {
+  python3 - "$1" "$2" <<'PY'
+import math, os, struct, sys
+root, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(root, exist_ok=True)
+for i in range(n):
+    frames = 800 + 40 * i
+    pcm = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * (200 + i) * t / 16000))) for t in range(frames))
+    wav = b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16) \
+        + b"data" + struct.pack("<I", len(pcm)) + pcm
+    with open(os.path.join(root, "utt_%04d.audio.wav" % i), "wb") as f:
+        f.write(wav)
+    with open(os.path.join(root, "utt_%04d.transcript.txt" % i), "w") as f:
+        f.write("utterance %d\n" % i)
+PY
+}
+
+# start_origin STORE [SERVE OPTIONS...]: `datavo serve` on an ephemeral loopback port; sets ORIGIN_PID, ORIGIN_URL.
+start_origin() {
+  local store=$1
+  shift
+  local port_file="$E2E_TMP/.origin.port.$RANDOM"
+  "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
+  ORIGIN_PID=$!
+  track_pid "$ORIGIN_PID"
+  if ! wait_until 15 origin_up "$port_file"; then
+    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
+  fi
+  ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
+}
+origin_up() { [ -s "$1" ] || { kill -0 "$ORIGIN_PID" 2>/dev/null || return 2; return 1; }; }
+
+# requests ROUTE [STATUS]: datavo_requests_total of the origin for ROUTE (summed over statuses unless given).
+requests() {
+  python3 - "$ORIGIN_URL" "$1" "${2:-}" <<'PY'
+import re, sys, urllib.request
+url, route, status = sys.argv[1], sys.argv[2], sys.argv[3]
+text = urllib.request.urlopen(url + "/v1/metrics", timeout=10).read().decode()
+total = 0
+for line in text.splitlines():
+    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
+    if not m:
+        continue
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+    if labels.get("route") == route and (not status or labels.get("status") == status):
+        total += int(float(m.group(2)))
+print(total)
+PY
+}
+# snapshot: "manifest ticket shard" request counts, for deltas.
+snapshot() { echo "$(requests manifest) $(requests ticket) $(requests shard)"; }
+# delta BEFORE: "manifest ticket shard" requests since BEFORE.
+delta() {
+  local now
+  now=$(snapshot)
+  python3 -c 'import sys; a=sys.argv[1].split(); b=sys.argv[2].split(); print(" ".join(str(int(y)-int(x)) for x, y in zip(a, b)))' "$1" "$now"
+}
+
+check_deadline() { [ "$(date +%s)" -lt "$SUITE_DEADLINE" ] || die "suite deadline" "over 120 s"; }
+
+# --- pack and serve ---------------------------------------------------------------------------------------------
+
+make_source "$E2E_TMP/src" "$SAMPLES"
+run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard "$PER_SHARD"
+expect_eq "pack: exit 0" 0 "$RC"
+[ "$RC" -eq 0 ] || die "pack" "$ERR"
+REVISION=$(json "j['revision']" <<<"$OUT")
+expect_eq "pack: $SHARDS shards" "$SHARDS" "$(json "j['total_shards']" <<<"$OUT")"
+
+start_origin "$E2E_TMP/store"
+export DATAVO_SERVER="$ORIGIN_URL"
+write_config <<EOF
+tiers:
+  - name: local
+    path: $E2E_TMP/cache
+EOF
+
+# --- warm, twice ------------------------------------------------------------------------------------------------
+
+before=$(snapshot)
+run --json warm "$DS" --key audio.wav --key transcript.txt --jobs 3
+expect_eq "warm cold: exit 0" 0 "$RC"
+expect_eq "warm cold: summary" "[$SHARDS, 0, $SHARDS]" "$(json "[j['shards'], j['failed'], j['origin']['shards']]" <<<"$OUT")"
+expect_cmp "warm cold: bytes from the origin" "$(json "j['origin']['bytes']" <<<"$OUT")" -gt 0
+expect_eq "warm cold: 1 manifest, $SHARDS tickets, $SHARDS shard requests" "1 $SHARDS $SHARDS" "$(delta "$before")"
+expect_contains "warm cold: one log line per shard when stderr is not a terminal" "[$SHARDS/$SHARDS]" "$ERR"
+expect_stat local installs "$SHARDS"
+
+before=$(snapshot)
+run --json warm "$DS" --key transcript.txt --key audio.wav
+expect_eq "warm again: exit 0" 0 "$RC"
+expect_eq "warm again: nothing from the origin, every shard a hit" "[0, $SHARDS]" \
+  "$(json "[j['origin']['shards'], [t['hits'] for t in j['tiers'] if t['tier'] == 'local'][0]]" <<<"$OUT")"
+expect_eq "warm again: one conditional manifest request, 0 tickets, 0 shard requests" "1 0 0" "$(delta "$before")"
+expect_eq "warm again: the manifest request was a 304" 1 "$(requests manifest 304)"
+
+# --- dry runs ---------------------------------------------------------------------------------------------------
+
+before=$(snapshot)
+run --json warm "$DS" --key audio.wav --key transcript.txt --revision "$REVISION" --dry-run
+expect_eq "dry run (warm cache): exit 0" 0 "$RC"
+expect_eq "dry run (warm cache): every shard in tier local, sizes known" "[$SHARDS, 0, [\"local\"], true]" \
+  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shards'])), all(s['size'] > 0 for s in j['shards'])]" <<<"$OUT")"
+run --json warm "$DS" --key audio.wav --revision "$REVISION" --dry-run
+expect_eq "dry run (other key group): every shard to fetch, size unknown" "[0, $SHARDS, [null], [null]]" \
+  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shards'])), sorted(set(s['size'] for s in j['shards']))]" <<<"$OUT")"
+run warm "$DS" --key audio.wav --revision "$REVISION" --dry-run
+expect_contains "dry run (text): says the size is unknown until fetched" "unknown until fetched" "$OUT"
+expect_eq "dry runs: no request at all (pinned revision, nothing fetched)" "0 0 0" "$(delta "$before")"
+
+# --- read, twice ------------------------------------------------------------------------------------------------
+
+before=$(snapshot)
+run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "read warm: exit 0" 0 "$RC"
+expect_eq "read warm: every sample, every shard a hit" "[$SAMPLES, $SHARDS, 0, $SHARDS, 0]" \
+  "$(json "[j['samples'], j['shards'], j['origin']['shards'], j['tiers'][0]['hits'], j['tiers'][0]['misses']]" <<<"$OUT")"
+expect_eq "read warm: 1 manifest request (304), 0 tickets, 0 shard requests" "1 0 0" "$(delta "$before")"
+expect_cmp "read warm: samples/s reported" "$(json "int(j['samples_per_second'])" <<<"$OUT")" -gt 0
+
+run read "$DS" --key audio.wav --key transcript.txt --limit 7
+expect_eq "read --limit: exit 0" 0 "$RC"
+expect_match "read (text): samples, bytes, rates and per-tier hits" \
+  "^read 7 samples \(.*\) from 1 shards of $DS revision $REVISION in [0-9.]+ s: [0-9]+ samples/s, [0-9.]+ MB/s" "$OUT"
+# The prefetcher may have looked up the next shards already: hits, never misses.
+expect_match "read (text): the tier line" "tier local: [1-3] hits, 0 misses, 0 promotions" "$OUT"
+
+before=$(snapshot)
+run --json read "$DS" --key audio.wav
+expect_eq "read cold key group: exit 0" 0 "$RC"
+expect_eq "read cold key group: every shard from the origin" "[$SAMPLES, $SHARDS]" \
+  "$(json "[j['samples'], j['origin']['shards']]" <<<"$OUT")"
+expect_eq "read cold key group: $SHARDS tickets and shard requests" "1 $SHARDS $SHARDS" "$(delta "$before")"
+before=$(snapshot)
+run --json read "$DS" --key audio.wav
+expect_eq "read key group again: 0 shard requests" "1 0 0" "$(delta "$before")"
+
+# Ranks partition the samples.
+r0=$(dv --json read "$DS" --key audio.wav --rank 0 --world-size 2 --shuffle --seed 5 | json "j['samples']")
+r1=$(dv --json read "$DS" --key audio.wav --rank 1 --world-size 2 --shuffle --seed 5 | json "j['samples']")
+expect_eq "read --rank 0/1 of 2: the two halves add up to the dataset" "$SAMPLES" "$((r0 + r1))"
+check_deadline
+
+# --- zero requests: pinned revision, offline --------------------------------------------------------------------
+
+before=$(snapshot)
+run --json read "$DS" --key audio.wav --key transcript.txt --revision "$REVISION"
+expect_eq "read pinned: exit 0, every sample" "[0, $SAMPLES]" "[$RC, $(json "j['samples']" <<<"$OUT")]"
+expect_eq "read pinned: zero requests" "0 0 0" "$(delta "$before")"
+before=$(snapshot)
+DATAVO_OFFLINE=1 run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "read offline: exit 0, every sample" "[0, $SAMPLES]" "[$RC, $(json "j['samples']" <<<"$OUT")]"
+expect_eq "read offline: zero requests" "0 0 0" "$(delta "$before")"
+DATAVO_OFFLINE=1 DATAVO_MANIFEST_CACHE_DIR="$E2E_TMP/empty-manifests" run read "$DS" --key audio.wav
+expect_eq "read offline, nothing cached: exit 1" 1 "$RC"
+expect_contains "read offline, nothing cached: says so" "offline (DATAVO_OFFLINE=1) and no cached manifest" "$ERR"
+
+# --- errors -----------------------------------------------------------------------------------------------------
+
+run read "$DS" --key video.mp4
+expect_eq "unknown key: exit 2" 2 "$RC"
+expect_contains "unknown key: lists the dataset's keys" "audio.wav, transcript.txt" "$ERR"
+run read nope/train --key audio.wav
+expect_eq "unknown dataset: exit 1" 1 "$RC"
+expect_contains "unknown dataset: names it" "nope/train" "$ERR"
+run read no-split --key audio.wav
+expect_eq "bad dataset name: exit 2" 2 "$RC"
+env -u DATAVO_SERVER timeout 30 "$DATAVO_BIN" --config "$E2E_CONFIG" read "$DS" --key audio.wav >/dev/null 2>"$E2E_TMP/err" && rc=0 || rc=$?
+expect_eq "no server: exit 2" 2 "$rc"
+expect_contains "no server: says how to give one" "DATAVO_SERVER" "$(cat "$E2E_TMP/err")"
+
+# --- the bearer token -------------------------------------------------------------------------------------------
+
+echo "s3cret-token" >"$E2E_TMP/token"
+stop_pid "$ORIGIN_PID"
+start_origin "$E2E_TMP/store" --token-file "$E2E_TMP/token"
+export DATAVO_SERVER="$ORIGIN_URL"
+run read "$DS" --key audio.wav
+expect_eq "token server, no DATAVO_TOKEN: exit 1" 1 "$RC"
+expect_contains "token server, no DATAVO_TOKEN: HTTP 401" "401" "$ERR"
+DATAVO_TOKEN=s3cret-token run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "token server, DATAVO_TOKEN: exit 0 (a new instance: fetched again)" "[0, $SAMPLES, $SHARDS]" \
+  "[$RC, $(json "j['samples']" <<<"$OUT"), $(json "j['origin']['shards']" <<<"$OUT")]"
+expect_eq "the token never appears in the output" "" "$(grep -l s3cret-token <<<"$OUT$ERR")"
+
+check_deadline
+finish
