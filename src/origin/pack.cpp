@@ -97,7 +97,7 @@ Result<std::vector<std::string>> list_files(const std::string& root) {
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec)) files.push_back(fs::relative(path, root, ec).generic_string());
+    if (it->is_regular_file(ec)) files.push_back(path.lexically_relative(root).generic_string());
     if (ec) return Error::from_errno(ec.value(), "cannot read " + path.string());
   }
   std::sort(files.begin(), files.end());

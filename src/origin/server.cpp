@@ -466,17 +466,20 @@ std::variant<std::shared_ptr<const CachedRevision>, Refused> ServerImpl::find_re
     send_error(res, 404, message);
     return Refused{};
   };
-  if (!revision) {
-    auto latest = store_.latest_revision(dataset, split);
-    if (!latest) {
-      send_store_error(res, latest.error());
-      return Refused{};
-    }
-    if (!*latest) {
-      return store_.has_dataset(dataset) ? unknown("unknown split \"" + split + "\" of dataset \"" + dataset + "\"")
-                                         : unknown("unknown dataset \"" + dataset + "\"");
-    }
-    revision = **latest;
+  auto latest = store_.latest_revision(dataset, split);
+  if (!latest) {
+    send_store_error(res, latest.error());
+    return Refused{};
+  }
+  if (!*latest) {
+    return store_.has_dataset(dataset) ? unknown("unknown split \"" + split + "\" of dataset \"" + dataset + "\"")
+                                       : unknown("unknown dataset \"" + dataset + "\"");
+  }
+  // A revision file beyond LATEST is from a pack that crashed before publishing it; the next pack rewrites it, so
+  // it is never served.
+  if (!revision) revision = **latest;
+  if (*revision > **latest) {
+    return unknown("unknown revision " + std::to_string(*revision) + " of " + dataset + "/" + split);
   }
   std::string key = dataset + "/" + split + "@" + std::to_string(*revision);
   {
@@ -488,14 +491,7 @@ std::variant<std::shared_ptr<const CachedRevision>, Refused> ServerImpl::find_re
     send_store_error(res, loaded.error());
     return Refused{};
   }
-  if (!*loaded) {
-    auto latest = store_.latest_revision(dataset, split);
-    if (latest && !*latest) {
-      return store_.has_dataset(dataset) ? unknown("unknown split \"" + split + "\" of dataset \"" + dataset + "\"")
-                                         : unknown("unknown dataset \"" + dataset + "\"");
-    }
-    return unknown("unknown revision " + std::to_string(*revision) + " of " + dataset + "/" + split);
-  }
+  if (!*loaded) return unknown("unknown revision " + std::to_string(*revision) + " of " + dataset + "/" + split);
   auto cached = std::make_shared<CachedRevision>();
   cached->revision = std::move(**loaded);
   cached->manifest_json = manifest_json(cached->revision);

@@ -221,6 +221,22 @@ TEST_F(OriginServerTest, RevisionsAdvanceWhileServingAndOldOnesStayReadable) {
   EXPECT_NE(ticket(2, 2, {"audio.wav"})["content_hash"], old["content_hash"]) << "the revision is in the hash";
 }
 
+TEST_F(OriginServerTest, ARevisionBeyondLatestIsNeverServed) {
+  start();
+  // What a pack that crashed between writing revisions/2.json and LATEST leaves behind.
+  const std::string dir = store_root() + "/datasets/voice/train/revisions/";
+  std::string text = origintest::read_text(dir + "1.json");
+  auto at = text.find("\"revision\":1");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 12, "\"revision\":2");
+  origintest::write_text(dir + "2.json", text);
+  EXPECT_EQ(get("/v1/datasets/voice/train/manifest?revision=2").status, 404);
+  EXPECT_EQ(
+      post_ticket(R"({"dataset":"voice","split":"train","revision":2,"shard_index":0,"keys":["audio.wav"]})").status,
+      404);
+  EXPECT_EQ(manifest()["revision"], 1);
+}
+
 TEST_F(OriginServerTest, TicketNamesTheContentHashAndTheServedBytes) {
   start();
   json m = manifest();
