@@ -1,0 +1,214 @@
+// SampleStream against the real in-process OriginServer (pack_dataset + OriginServer::start), counting requests on
+// the server's /v1/metrics: a warm pass with a pinned revision or DATAVO_OFFLINE=1 makes zero requests, an unpinned
+// one makes a single conditional manifest request (304) and no shard request; offline with nothing cached is a clear
+// error; the bytes read are the bytes packed; the bearer token; a new revision.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+
+#include "datavo/origin.hpp"
+#include "datavo/sample_stream.hpp"
+#include "datavo/tar.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/client/client_fixtures.hpp"
+
+namespace datavo {
+namespace {
+
+using shardtest::TempDir;
+
+constexpr std::size_t k_samples = 24;
+constexpr std::size_t k_per_shard = 5;  // 5 shards, the last one short
+constexpr std::size_t k_shards = (k_samples + k_per_shard - 1) / k_per_shard;
+
+std::string payload(std::size_t i, const std::string& key) {
+  return key + " of sample " + std::to_string(i) + std::string(100 + 13 * i, char('a' + i % 26));
+}
+
+// Writes samples [first, last) as one WebDataset tar.
+void write_source(const std::string& path, std::size_t first, std::size_t last) {
+  std::ofstream out(path, std::ios::binary);
+  TarWriter writer([&out](std::span<const std::byte> bytes) -> Result<void> {
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    return ok();
+  });
+  for (std::size_t i = first; i < last; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "utt_%03zu", i);
+    for (const std::string key : {"audio.wav", "transcript.txt"}) {
+      const std::string data = payload(i, key);
+      ASSERT_TRUE(writer.add_member(std::string(id) + "." + key, std::as_bytes(std::span(data.data(), data.size()))));
+    }
+  }
+  ASSERT_TRUE(writer.finish());
+}
+
+class SampleStreamOriginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir.sub("src"));
+    write_source(dir.sub("src/part-0.tar"), 0, k_samples);
+    PackOptions pack;
+    pack.source = dir.sub("src");
+    pack.store = dir.sub("store");
+    pack.dataset = "voice_demo_v1/train";
+    pack.samples_per_shard = k_per_shard;
+    auto packed = pack_dataset(pack);
+    ASSERT_TRUE(packed) << packed.error().message;
+    revision = packed->revision;
+    start_server(std::nullopt);
+  }
+
+  void start_server(std::optional<std::string> token) {
+    server.reset();
+    OriginServerOptions options;
+    options.store = dir.sub("store");
+    options.log_requests = false;
+    options.threads = 4;
+    options.token = std::move(token);
+    auto started = OriginServer::start(options);
+    ASSERT_TRUE(started) << started.error().message;
+    server = std::move(*started);
+  }
+
+  SampleStreamOptions options(std::optional<Offline> offline = Offline::no) {
+    SampleStreamOptions o;
+    o.keys = {"audio.wav", "transcript.txt"};
+    o.cache = cache;
+    o.origin = clienttest::client_options(server->base_url(), dir.sub("manifests"), offline);
+    return o;
+  }
+
+  // (manifest, ticket, shard) requests the server has answered so far, from /v1/metrics.
+  std::array<std::uint64_t, 3> requests() {
+    auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+    auto metrics = client->metrics();
+    if (!metrics) throw std::runtime_error(metrics.error().message);
+    return {metrics->requests_for("manifest"), metrics->requests_for("ticket"), metrics->requests_for("shard")};
+  }
+  static std::array<std::uint64_t, 3> minus(std::array<std::uint64_t, 3> a, std::array<std::uint64_t, 3> b) {
+    return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+  }
+
+  // Reads the whole stream, checking every byte against what was packed; the number of samples.
+  std::size_t read_all(SampleStreamOptions o) {
+    auto stream = SampleStream::from_dataset("voice_demo_v1/train", std::move(o));
+    if (!stream) throw std::runtime_error(stream.error().message);
+    std::size_t count = 0;
+    for (;;) {
+      auto sample = stream->next();
+      if (!sample) throw std::runtime_error(sample.error().message);
+      if (!*sample) return count;
+      const std::size_t i = std::stoul((*sample)->id.substr(4));
+      for (const auto& field : (*sample)->fields) {
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(field.data.data()), field.data.size()),
+                  payload(i, field.key));
+      }
+      ++count;
+    }
+  }
+
+  TempDir dir;
+  std::unique_ptr<OriginServer> server;
+  std::shared_ptr<ShardCacheHierarchy> cache = clienttest::fresh_cache(dir.sub("cache"));
+  std::uint64_t revision = 0;
+};
+
+using Counts = std::array<std::uint64_t, 3>;
+
+TEST_F(SampleStreamOriginTest, ColdPassFetchesEveryShardOnce) {
+  const Counts before = requests();
+  EXPECT_EQ(read_all(options()), k_samples);
+  EXPECT_EQ(minus(requests(), before), (Counts{1, k_shards, k_shards}));
+}
+
+TEST_F(SampleStreamOriginTest, WarmPassWithAPinnedRevisionMakesZeroRequests) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  const Counts before = requests();
+  auto pinned = options();
+  pinned.revision = revision;
+  EXPECT_EQ(read_all(std::move(pinned)), k_samples);
+  EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
+}
+
+TEST_F(SampleStreamOriginTest, WarmPassOfflineMakesZeroRequests) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  const Counts before = requests();
+  {
+    clienttest::ScopedEnv offline("DATAVO_OFFLINE", "1");
+    EXPECT_EQ(read_all(options(std::nullopt)), k_samples);
+  }
+  EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
+}
+
+TEST_F(SampleStreamOriginTest, WarmPassWithoutAPinMakesOneConditionalRequest) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+  const auto before = client->metrics();
+  ASSERT_TRUE(before);
+  EXPECT_EQ(read_all(options()), k_samples);
+  const auto after = client->metrics();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->requests_for("manifest") - before->requests_for("manifest"), 1u);
+  EXPECT_EQ(after->requests_for("manifest", "304") - before->requests_for("manifest", "304"), 1u);
+  EXPECT_EQ(after->requests_for("ticket"), before->requests_for("ticket"));
+  EXPECT_EQ(after->requests_for("shard"), before->requests_for("shard"));
+}
+
+TEST_F(SampleStreamOriginTest, OfflineWithNothingCachedIsAClearError) {
+  const Counts before = requests();
+  auto stream = SampleStream::from_dataset("voice_demo_v1/train", options(Offline::yes));
+  ASSERT_FALSE(stream);
+  EXPECT_EQ(stream.error().code, ErrorCode::not_found);
+  EXPECT_NE(stream.error().message.find("offline (DATAVO_OFFLINE=1) and no cached manifest of voice_demo_v1/train"),
+            std::string::npos)
+      << stream.error().message;
+  EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
+}
+
+TEST_F(SampleStreamOriginTest, OfflineWithAManifestButNoShardsFailsOnTheShard) {
+  auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+  ASSERT_TRUE(client->manifest(DatasetName{"voice_demo_v1", "train"}, std::nullopt));
+  const Counts before = requests();
+  auto stream = SampleStream::from_dataset("voice_demo_v1/train", options(Offline::yes));
+  ASSERT_TRUE(stream) << stream.error().message;
+  auto sample = stream->next();
+  ASSERT_FALSE(sample);
+  EXPECT_NE(sample.error().message.find("not available offline"), std::string::npos) << sample.error().message;
+  EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
+}
+
+TEST_F(SampleStreamOriginTest, BearerToken) {
+  start_server("s3cret");
+  auto without = SampleStream::from_dataset("voice_demo_v1/train", options());
+  ASSERT_FALSE(without);
+  EXPECT_EQ(without.error().code, ErrorCode::permission_denied);
+  auto with = options();
+  with.origin.token = "s3cret";
+  EXPECT_EQ(read_all(std::move(with)), k_samples);
+}
+
+TEST_F(SampleStreamOriginTest, NewRevisionIsSeenWithoutAPin) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  write_source(dir.sub("src/part-1.tar"), k_samples, k_samples + 3);
+  PackOptions pack;
+  pack.source = dir.sub("src");
+  pack.store = dir.sub("store");
+  pack.dataset = "voice_demo_v1/train";
+  pack.samples_per_shard = k_per_shard;
+  auto packed = pack_dataset(pack);
+  ASSERT_TRUE(packed) << packed.error().message;
+  EXPECT_EQ(packed->revision, revision + 1);
+  EXPECT_EQ(read_all(options()), k_samples + 3);
+  // The old revision is still readable, from the cache, without a request.
+  const Counts before = requests();
+  auto old = options();
+  old.revision = revision;
+  EXPECT_EQ(read_all(std::move(old)), k_samples);
+  EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace datavo
