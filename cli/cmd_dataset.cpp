@@ -30,9 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Decimal megabytes, as "MB/s" is read by people comparing with disk and network figures.
 double megabytes(std::uint64_t bytes) { return double(bytes) / 1e6; }
@@ -128,8 +126,8 @@ class Progress {
     if (done > 0 && done < total_) eta = fixed(elapsed / double(done) * double(total_ - done), 0) + " s";
     if (done == total_) eta = "0 s";
     std::cerr << "\r[" << bar << "] " << done << "/" << total_ << " shards  " << human_bytes(bytes) << " fetched  "
-              << human_bytes(std::uint64_t(elapsed > 0 ? double(bytes) / elapsed : 0)) << "/s  ETA " << eta
-              << "\033[K" << std::flush;
+              << human_bytes(std::uint64_t(elapsed > 0 ? double(bytes) / elapsed : 0)) << "/s  ETA " << eta << "\033[K"
+              << std::flush;
   }
 
   const Style style_;
@@ -204,9 +202,12 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
                     {"size", size ? nlohmann::json(*size) : nlohmann::json(nullptr)}});
     if (!global.json) {
       std::cout << "shard " << index << "  " << key.hash.hex() << "  ";
-      if (!tier_name) std::cout << "would fetch from the origin (size unknown until fetched)\n";
-      else if (size) std::cout << "served by tier " << *tier_name << " (" << human_bytes(*size) << ")\n";
-      else std::cout << "served by tier " << *tier_name << " (size not known without reading it)\n";
+      if (!tier_name)
+        std::cout << "would fetch from the origin (size unknown until fetched)\n";
+      else if (size)
+        std::cout << "served by tier " << *tier_name << " (" << human_bytes(*size) << ")\n";
+      else
+        std::cout << "served by tier " << *tier_name << " (size not known without reading it)\n";
     }
   }
   if (global.json) {
@@ -274,8 +275,8 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   for (const auto& o : outcomes) {
     if (o.error) {
       ++failed;
-      log::write(log::Level::error, "shard " + std::to_string(manifest.shards[o.position].index) + ": " +
-                                        o.error->message);
+      log::write(log::Level::error,
+                 "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
       continue;
     }
     const std::uint64_t size = o.result->handle.size().count();
@@ -455,7 +456,8 @@ std::string synthetic_wav(std::uint32_t frames, double frequency, std::uint32_t 
     noise = noise * 1664525u + 1013904223u;
     const double envelope = std::min({1.0, double(i) / fade, double(frames - i) / fade});
     const double t = double(i) / k_sample_rate;
-    const double value = 0.3 * envelope * std::sin(2 * std::numbers::pi * frequency * t) + 0.02 * (double(noise >> 8) / 16777216.0 - 0.5);
+    const double value = 0.3 * envelope * std::sin(2 * std::numbers::pi * frequency * t) +
+                         0.02 * (double(noise >> 8) / 16777216.0 - 0.5);
     put_u16(out, std::uint16_t(std::int16_t(std::lround(value * 32767))));
   }
   return out;
@@ -545,8 +547,8 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
       const std::string text = "synthetic utterance " + std::to_string(i) + ": a " + fixed(frequency, 0) +
                                " hertz tone lasting " + fixed(double(frames) / k_sample_rate, 2) + " seconds\n";
       require(writer.add_member(std::string(id) + ".audio.wav", std::as_bytes(std::span(wav.data(), wav.size()))));
-      require(writer.add_member(std::string(id) + ".transcript.txt",
-                                std::as_bytes(std::span(text.data(), text.size()))));
+      require(
+          writer.add_member(std::string(id) + ".transcript.txt", std::as_bytes(std::span(text.data(), text.size()))));
       generated += wav.size() + text.size();
     }
     require(writer.finish());
@@ -605,8 +607,8 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
                 {"warm", pass_json(warm)}});
   } else {
     auto row = [](const std::string& label, const std::string& a, const std::string& b) {
-      std::cout << "  " << std::left << std::setw(24) << label << std::right << std::setw(12) << a << std::setw(12)
-                << b << "\n";
+      std::cout << "  " << std::left << std::setw(24) << label << std::right << std::setw(12) << a << std::setw(12) << b
+                << "\n";
     };
     row("", "cold pass", "warm pass");
     row("time", fixed(cold.seconds, 2) + " s", fixed(warm.seconds, 2) + " s");
@@ -624,8 +626,8 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
   const std::uint64_t expected = args.samples;
   if (cold.samples != expected || warm.samples != expected || cold.valid_wavs != expected ||
       warm.valid_wavs != expected) {
-    throw Fatal{k_exit_failed, Error{ErrorCode::internal, "demo: expected " + std::to_string(expected) +
-                                                              " valid samples in each pass"}};
+    throw Fatal{k_exit_failed, Error{ErrorCode::internal,
+                                     "demo: expected " + std::to_string(expected) + " valid samples in each pass"}};
   }
   if (warm.shard_requests != 0 || warm.ticket_requests != 0) {
     throw Fatal{k_exit_failed, Error{ErrorCode::internal, "demo: the warm pass went to the origin for shards"}};

@@ -103,11 +103,11 @@ struct StreamTicket {
 
 // Requests this client made, by protocol route (for tests and `datavo demo`).
 struct OriginRequestCounts {
-  std::uint64_t manifest = 0;   // GET manifest, 304s included
+  std::uint64_t manifest = 0;      // GET manifest, 304s included
   std::uint64_t not_modified = 0;  // of which answered 304
   std::uint64_t ticket = 0;
-  std::uint64_t shard = 0;      // GETs of ticket URLs (each perform(), retries inside it not counted)
-  Bytes shard_bytes;            // bytes of completed shard downloads
+  std::uint64_t shard = 0;  // GETs of ticket URLs (each perform(), retries inside it not counted)
+  Bytes shard_bytes;        // bytes of completed shard downloads
   std::uint64_t total() const { return manifest + ticket + shard; }
 };
 

@@ -93,7 +93,7 @@ struct SampleView {
 enum class ShardOrder { manifest, shuffled };
 
 struct SampleStreamOptions {
-  std::vector<std::string> keys;  // required: the key group to read (any order; de-duplicated)
+  std::vector<std::string> keys;          // required: the key group to read (any order; de-duplicated)
   std::optional<std::uint64_t> revision;  // nullopt: the latest revision
 
   // The cache: `cache` when set, else the hierarchy of `cache_config_path` (resolution order of config.hpp).
@@ -131,8 +131,8 @@ struct TierReadStats {
 
 struct SampleStreamStats {
   std::uint64_t samples = 0;
-  std::uint64_t shards = 0;        // shards opened by next() so far
-  Bytes field_bytes;               // payload bytes of the fields yielded
+  std::uint64_t shards = 0;          // shards opened by next() so far
+  Bytes field_bytes;                 // payload bytes of the fields yielded
   std::uint64_t origin_fetches = 0;  // shards this stream fetched from the origin
   Bytes origin_bytes;
   std::vector<TierReadStats> tiers;  // fastest first

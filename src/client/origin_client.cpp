@@ -81,8 +81,8 @@ Result<DatasetName> DatasetName::parse(std::string_view text) {
   }
   DatasetName name{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
   if (!valid_name(name.dataset)) {
-    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the dataset part '" +
-                                                  name.dataset + "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
+    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the dataset part '" + name.dataset +
+                                                  "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
   }
   if (!valid_name(name.split)) {
     return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the split part '" + name.split +
@@ -110,7 +110,8 @@ Result<Manifest> Manifest::parse(std::string_view json_text) {
   if (!ref) return std::move(ref).error();
   if (ref->empty()) return malformed("manifest_ref is empty");
   manifest.manifest_ref = std::move(*ref);
-  if (!json.contains("revision") || !json["revision"].is_number_unsigned() || json["revision"].get<std::uint64_t>() == 0)
+  if (!json.contains("revision") || !json["revision"].is_number_unsigned() ||
+      json["revision"].get<std::uint64_t>() == 0)
     return malformed("revision is not a positive integer");
   manifest.revision = json["revision"].get<std::uint64_t>();
 
@@ -131,8 +132,10 @@ Result<Manifest> Manifest::parse(std::string_view json_text) {
       return malformed(where + ".index is not a non-negative integer");
     ManifestShard entry;
     entry.index = shard["index"].get<std::uint64_t>();
-    if (!seen.insert(entry.index).second) return malformed(where + ".index " + std::to_string(entry.index) + " repeats");
-    if (!shard.contains("samples") || !shard["samples"].is_array()) return malformed(where + ".samples is not an array");
+    if (!seen.insert(entry.index).second)
+      return malformed(where + ".index " + std::to_string(entry.index) + " repeats");
+    if (!shard.contains("samples") || !shard["samples"].is_array())
+      return malformed(where + ".samples is not an array");
     for (const auto& id : shard["samples"]) {
       if (!id.is_string() || id.get<std::string>().empty()) return malformed(where + ".samples holds a non-string id");
       entry.samples.push_back(id.get<std::string>());
@@ -148,14 +151,14 @@ ShardIdentity Manifest::identity(std::size_t position, const std::vector<std::st
 }
 
 Result<std::vector<std::string>> Manifest::normalize_keys(std::vector<std::string> group) const {
-  if (group.empty()) return Error{ErrorCode::invalid_argument, "no key given: name at least one (e.g. --key audio.wav)"};
+  if (group.empty())
+    return Error{ErrorCode::invalid_argument, "no key given: name at least one (e.g. --key audio.wav)"};
   std::sort(group.begin(), group.end());
   group.erase(std::unique(group.begin(), group.end()), group.end());
   for (const auto& key : group) {
     if (!std::binary_search(keys.begin(), keys.end(), key)) {
       return Error{ErrorCode::invalid_argument, "key '" + key + "' is not in " + name.full() + " revision " +
-                                                    std::to_string(revision) + " (its keys: " + join(keys, ", ") +
-                                                    ")"};
+                                                    std::to_string(revision) + " (its keys: " + join(keys, ", ") + ")"};
     }
   }
   return group;
@@ -217,7 +220,8 @@ Result<OriginMetrics> OriginMetrics::parse(std::string_view text) {
     const std::string number_text(number);
     const double value = std::strtod(number_text.c_str(), &parsed_end);
     if (number_text.empty() || parsed_end != number_text.c_str() + number_text.size() || value < 0)
-      return Error{ErrorCode::remote, "metrics line " + std::to_string(line_number) + ": bad value '" + number_text + "'"};
+      return Error{ErrorCode::remote,
+                   "metrics line " + std::to_string(line_number) + ": bad value '" + number_text + "'"};
     metrics.requests[{route, status}] += static_cast<std::uint64_t>(value);
   }
   return metrics;
@@ -250,7 +254,7 @@ struct OriginClient::Impl {
   Result<net::HttpResponse> get_manifest(const DatasetName& name, std::optional<std::uint64_t> revision,
                                          const std::string* etag);
   Result<StreamTicket> request_ticket(const DatasetName& name, std::uint64_t revision, std::uint64_t shard_index,
-                                     const std::vector<std::string>& keys);
+                                      const std::vector<std::string>& keys);
 };
 
 Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& name,
@@ -267,8 +271,7 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   return response;
 }
 
-Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name,
-                                                      std::optional<std::uint64_t> revision) {
+Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, std::optional<std::uint64_t> revision) {
   if (revision) {
     if (auto cached = cache->load(name, *revision)) return ResolvedManifest{std::move(*cached), ManifestSource::cache};
   }
@@ -281,11 +284,10 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name,
   }
   if (offline == Offline::yes) {
     if (latest_manifest) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::cache};
-    return Error{ErrorCode::not_found,
-                 "offline (DATAVO_OFFLINE=1) and no cached manifest of " + name.full() +
-                     (revision ? " revision " + std::to_string(*revision) : std::string()) + " for instance " +
-                     instance.name() + " under " + cache->directory(name) +
-                     ": read it once online first (or unset DATAVO_OFFLINE)"};
+    return Error{ErrorCode::not_found, "offline (DATAVO_OFFLINE=1) and no cached manifest of " + name.full() +
+                                           (revision ? " revision " + std::to_string(*revision) : std::string()) +
+                                           " for instance " + instance.name() + " under " + cache->directory(name) +
+                                           ": read it once online first (or unset DATAVO_OFFLINE)"};
   }
 
   const bool conditional = latest && !latest->etag.empty();
@@ -302,8 +304,8 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name,
   auto parsed = Manifest::parse(response->body);
   if (!parsed) return in_context(std::move(parsed).error(), "manifest of " + name.full() + " from " + server);
   if (parsed->name.dataset != name.dataset || parsed->name.split != name.split) {
-    return Error{ErrorCode::integrity, "manifest of " + name.full() + " from " + server + " describes " +
-                                           parsed->name.full()};
+    return Error{ErrorCode::integrity,
+                 "manifest of " + name.full() + " from " + server + " describes " + parsed->name.full()};
   }
   if (revision && parsed->revision != *revision) {
     return Error{ErrorCode::integrity, "manifest of " + name.full() + " revision " + std::to_string(*revision) +
@@ -324,11 +326,14 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name,
 Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name, std::uint64_t revision,
                                                         std::uint64_t shard_index,
                                                         const std::vector<std::string>& keys) {
-  const std::string context =
-      "ticket for shard " + std::to_string(shard_index) + " of " + name.full() + " revision " + std::to_string(revision);
+  const std::string context = "ticket for shard " + std::to_string(shard_index) + " of " + name.full() + " revision " +
+                              std::to_string(revision);
   DATAVO_TRY(require_online(context));
-  const nlohmann::json body = {{"dataset", name.dataset},   {"split", name.split},       {"revision", revision},
-                               {"shard_index", shard_index}, {"keys", keys}};
+  const nlohmann::json body = {{"dataset", name.dataset},
+                               {"split", name.split},
+                               {"revision", revision},
+                               {"shard_index", shard_index},
+                               {"keys", keys}};
   net::HttpRequest request;
   request.method = net::HttpMethod::post;
   request.url = url("/v1/stream-tickets");
@@ -350,7 +355,8 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
   for (const char* field : {"content_hash", "sha256", "url"})
     if (!json.contains(field) || !json[field].is_string()) return bad(std::string(field) + " is not a string");
   if (!json.contains("size") || !json["size"].is_number_unsigned()) return bad("size is not a non-negative integer");
-  if (!json.contains("expires_at") || !json["expires_at"].is_number_integer()) return bad("expires_at is not an integer");
+  if (!json.contains("expires_at") || !json["expires_at"].is_number_integer())
+    return bad("expires_at is not an integer");
   auto hash = ContentHash::parse(json["content_hash"].get<std::string>());
   if (!hash) return bad("content_hash: " + hash.error().message);
   auto sha = Sha256::parse(json["sha256"].get<std::string>());
@@ -473,8 +479,7 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       request.sink = &sink;
       request.accepted_statuses = {410};
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      net::HttpClient& http =
-          origin_of(ticket->url) == origin_of(impl.server) ? *impl.http : *impl.http_without_token;
+      net::HttpClient& http = origin_of(ticket->url) == origin_of(impl.server) ? *impl.http : *impl.http_without_token;
       auto response = http.perform(request);
       if (!response) return in_context(std::move(response).error(), what);
       if (response->status == 410) {

@@ -28,8 +28,7 @@ class Prefetcher {
   // Loads item `ordinal`. Should return early (with any Error) once `cancelled` is true.
   using Loader = std::function<Result<T>(std::size_t ordinal, const std::atomic<bool>& cancelled)>;
 
-  Prefetcher(std::size_t count, std::size_t depth, Loader load)
-      : count_(count), depth_(depth), load_(std::move(load)) {
+  Prefetcher(std::size_t count, std::size_t depth, Loader load) : count_(count), depth_(depth), load_(std::move(load)) {
     if (depth_ > 0 && count_ > 0) thread_ = std::thread([this] { run(); });
   }
   ~Prefetcher() {

@@ -80,8 +80,8 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   auto result = cache->get_or_fetch(key, fetcher);
   if (!result) {
     Error e = std::move(result).error();
-    e.message = "shard " + std::to_string(manifest.shards[position].index) + " of " + manifest.name.full() + ": " +
-                e.message;
+    e.message =
+        "shard " + std::to_string(manifest.shards[position].index) + " of " + manifest.name.full() + ": " + e.message;
     return e;
   }
   record(key, *result);

@@ -45,12 +45,12 @@ inline std::string fake_payload(const std::string& id, const std::string& key) {
 class FakeOrigin {
  public:
   explicit FakeOrigin(FakeDataset dataset) : data_(std::move(dataset)) {
-    server_.Get(R"(/v1/datasets/([^/]+)/([^/]+)/manifest)", [this](const httplib::Request& req,
-                                                                   httplib::Response& res) { manifest(req, res); });
-    server_.Post("/v1/stream-tickets", [this](const httplib::Request& req, httplib::Response& res) { ticket(req, res); });
-    server_.Get(R"(/shards/([0-9a-f]{64})\.tar)", [this](const httplib::Request& req, httplib::Response& res) {
-      shard(req, res);
-    });
+    server_.Get(R"(/v1/datasets/([^/]+)/([^/]+)/manifest)",
+                [this](const httplib::Request& req, httplib::Response& res) { manifest(req, res); });
+    server_.Post("/v1/stream-tickets",
+                 [this](const httplib::Request& req, httplib::Response& res) { ticket(req, res); });
+    server_.Get(R"(/shards/([0-9a-f]{64})\.tar)",
+                [this](const httplib::Request& req, httplib::Response& res) { shard(req, res); });
     port_ = server_.bind_to_any_port("127.0.0.1");
     // bind_to_any_port() already listens: connections queue until the accept loop starts.
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -119,10 +119,11 @@ class FakeOrigin {
       return;
     }
     nlohmann::json shards = nlohmann::json::array();
-    for (std::size_t i = 0; i < data_.shards.size(); ++i) shards.push_back({{"index", i}, {"samples", data_.shards[i]}});
-    const nlohmann::json body = {{"dataset", data_.dataset}, {"split", data_.split},
-                                 {"manifest_ref", data_.manifest_ref}, {"revision", data_.revision},
-                                 {"keys", data_.keys}, {"shards", shards}};
+    for (std::size_t i = 0; i < data_.shards.size(); ++i)
+      shards.push_back({{"index", i}, {"samples", data_.shards[i]}});
+    const nlohmann::json body = {
+        {"dataset", data_.dataset},   {"split", data_.split}, {"manifest_ref", data_.manifest_ref},
+        {"revision", data_.revision}, {"keys", data_.keys},   {"shards", shards}};
     res.set_content(body.dump(), "application/json");
   }
 
@@ -148,11 +149,12 @@ class FakeOrigin {
     Sha256Hasher hasher;
     hasher.update(tar.data(), tar.size());
     if (wrong_content_hash) hash = std::string(64, 'e');
-    const nlohmann::json out = {{"content_hash", hash},
-                                {"size", tar.size()},
-                                {"sha256", hasher.finish().hex()},
-                                {"url", shard_url_base + "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
-                                {"expires_at", 4102444800}};
+    const nlohmann::json out = {
+        {"content_hash", hash},
+        {"size", tar.size()},
+        {"sha256", hasher.finish().hex()},
+        {"url", shard_url_base + "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
+        {"expires_at", 4102444800}};
     res.set_content(out.dump(), "application/json");
   }
 

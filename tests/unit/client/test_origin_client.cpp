@@ -1,16 +1,15 @@
 // Tests of the origin client (src/client/origin_client.cpp, src/client/manifest_cache.cpp): names, manifest
 // parsing, metrics parsing, the manifest cache and its request counts, and the shard fetcher's refusals, against
 // the fake origin of fake_origin.hpp (a server that misbehaves on purpose).
-#include "datavo/origin_client.hpp"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "unit/client/fake_origin.hpp"
-#include "unit/client/client_fixtures.hpp"
+#include "datavo/origin_client.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/client/client_fixtures.hpp"
+#include "unit/client/fake_origin.hpp"
 
 namespace datavo {
 namespace {
@@ -38,8 +37,8 @@ TEST(DatasetNameTest, ParsesDatasetAndSplit) {
 }
 
 TEST(DatasetNameTest, RefusesBadNames) {
-  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a..b/train", "a/b/c", ".hidden/train", "a b/train",
-                          "a/tr ain"}) {
+  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a..b/train", "a/b/c", ".hidden/train",
+                          "a b/train", "a/tr ain"}) {
     auto name = DatasetName::parse(bad);
     ASSERT_FALSE(name) << bad;
     EXPECT_EQ(name.error().code, ErrorCode::invalid_argument) << bad;
@@ -220,8 +219,7 @@ TEST_F(OriginClientFakeTest, OfflineWithNothingCachedIsAClearError) {
 
 TEST_F(OriginClientFakeTest, CorruptCachedManifestIsRefetched) {
   ASSERT_TRUE(client()->manifest(name, 7));
-  const std::string path =
-      dir.sub("manifests") + "/127.0.0.1_" + std::to_string(origin.port()) + "/fake/train/7.json";
+  const std::string path = dir.sub("manifests") + "/127.0.0.1_" + std::to_string(origin.port()) + "/fake/train/7.json";
   { std::ofstream(path) << "{ torn"; }
   auto again = client()->manifest(name, 7);
   ASSERT_TRUE(again) << again.error().message;
@@ -242,7 +240,8 @@ TEST_F(OriginClientFakeTest, FetcherInstallsVerifiedBytes) {
   ASSERT_TRUE(manifest);
   auto cache = clienttest::fresh_cache(dir.sub("cache"));
   const std::vector<std::string> keys = {"audio.wav"};
-  auto result = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  auto result =
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
   ASSERT_TRUE(result) << result.error().message;
   EXPECT_EQ(result->source, ServedFrom::fetched);
   EXPECT_EQ(result->handle.size().count(), origin.tar_of(1, keys).size());
@@ -253,7 +252,8 @@ TEST_F(OriginClientFakeTest, FetcherInstallsVerifiedBytes) {
   EXPECT_EQ(c->requests().shard_bytes.count(), origin.tar_of(1, keys).size());
 
   // A hit never calls the fetcher: no ticket.
-  auto hit = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  auto hit =
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->source, ServedFrom::hit);
   EXPECT_EQ(origin.ticket_requests.load(), 1);
@@ -301,13 +301,15 @@ TEST_F(OriginClientFakeTest, ExpiredTicketIsRenewedOnce) {
   auto cache = clienttest::fresh_cache(dir.sub("cache"));
   const std::vector<std::string> keys = {"audio.wav"};
   origin.expire_downloads = 1;
-  auto renewed = cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
+  auto renewed =
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
   ASSERT_TRUE(renewed) << renewed.error().message;
   EXPECT_EQ(origin.ticket_requests.load(), 2);
   EXPECT_EQ(origin.shard_requests.load(), 2);
 
   origin.expire_downloads = 2;
-  auto failed = cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
+  auto failed =
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys));
   ASSERT_FALSE(failed);
   EXPECT_NE(failed.error().message.find("410"), std::string::npos) << failed.error().message;
   EXPECT_EQ(origin.ticket_requests.load(), 4) << "exactly one renewal per fetch";
@@ -320,7 +322,8 @@ TEST_F(OriginClientFakeTest, OfflineFetcherMakesNoRequest) {
   ASSERT_TRUE(manifest);
   auto cache = clienttest::fresh_cache(dir.sub("cache"));
   const std::vector<std::string> keys = {"audio.wav"};
-  auto result = cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
+  auto result =
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys));
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, ErrorCode::not_found);
   EXPECT_NE(result.error().message.find("offline"), std::string::npos) << result.error().message;
@@ -335,12 +338,14 @@ TEST_F(OriginClientFakeTest, TokenGoesOnlyToTheServersOwnOrigin) {
   ASSERT_TRUE(manifest);
   auto cache = clienttest::fresh_cache(dir.sub("cache"));
   const std::vector<std::string> keys = {"audio.wav"};
-  ASSERT_TRUE(cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys)));
+  ASSERT_TRUE(
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 0, keys), c->shard_fetcher(manifest->manifest, 0, keys)));
   EXPECT_EQ(origin.shard_requests_with_authorization.load(), 1) << "a relative ticket URL is the server's own";
 
   // The same server under another name is another origin as far as the client can tell.
   origin.shard_url_base = "http://localhost:" + std::to_string(origin.port());
-  ASSERT_TRUE(cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys)));
+  ASSERT_TRUE(
+      cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys)));
   EXPECT_EQ(origin.shard_requests.load(), 2);
   EXPECT_EQ(origin.shard_requests_with_authorization.load(), 1) << "no token for a third-party ticket URL";
 }

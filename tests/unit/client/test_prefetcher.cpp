@@ -1,12 +1,12 @@
 // Tests of the background prefetcher (src/client/prefetcher.hpp): order, the bound on items ahead, sticky errors,
 // the synchronous mode and cancellation by the destructor.
-#include "client/prefetcher.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+#include "client/prefetcher.hpp"
 
 namespace datavo::client {
 namespace {
@@ -15,9 +15,8 @@ using namespace std::chrono_literals;
 
 TEST(PrefetcherTest, YieldsEveryItemInOrder) {
   for (std::size_t depth : {0u, 1u, 3u, 10u}) {
-    Prefetcher<int> prefetcher(5, depth, [](std::size_t i, const std::atomic<bool>&) -> Result<int> {
-      return int(i) * 10;
-    });
+    Prefetcher<int> prefetcher(5, depth,
+                               [](std::size_t i, const std::atomic<bool>&) -> Result<int> { return int(i) * 10; });
     for (int i = 0; i < 5; ++i) {
       auto item = prefetcher.next();
       ASSERT_TRUE(item && *item) << "depth " << depth;

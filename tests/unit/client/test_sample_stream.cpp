@@ -1,8 +1,6 @@
 // Tests of SampleStream (src/client/sample_stream.cpp, shard_mapping.cpp) against the fake origin: zero-copy
 // views kept alive by the mapping, sharding through the stream, the prefetch bound, tar errors passed through,
 // per-tier statistics and option errors.
-#include "datavo/sample_stream.hpp"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "datavo/sample_stream.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/client/client_fixtures.hpp"
 #include "unit/client/fake_origin.hpp"

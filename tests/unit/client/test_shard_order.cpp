@@ -12,8 +12,7 @@ namespace datavo {
 namespace {
 
 SampleStreamOptions consumer(std::size_t rank, std::size_t world, std::size_t worker, std::size_t workers,
-                             ShardOrder order = ShardOrder::manifest, std::uint64_t seed = 0,
-                             std::uint64_t epoch = 0) {
+                             ShardOrder order = ShardOrder::manifest, std::uint64_t seed = 0, std::uint64_t epoch = 0) {
   SampleStreamOptions options;
   options.rank = rank;
   options.world_size = world;
