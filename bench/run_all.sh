@@ -3,7 +3,7 @@
 # floor or peer in one process, with repetitions interleaved at random; then prints the Markdown tables of
 # docs/BENCHMARKS.md (medians over the repetitions, and their ratios).
 #
-# Usage: bench/run_all.sh [REPETITIONS]        (default 9; the whole run takes about 6-8 minutes on 2 cores)
+# Usage: bench/run_all.sh [REPETITIONS]   (default 9; the programs take ~4.5 min on 2 cores, a cold build ~6 more)
 # Environment:
 #   DATAVO_BENCH_DIR     parent of the temporary directories (default /var/tmp; must be a disk, not tmpfs)
 #   DATAVO_BENCH_PYTHON  a python3 that imports fsspec (default /usr/bin/python3, for Debian's python3-fsspec)
