@@ -161,8 +161,11 @@ class ShardCacheTier final : public Tier {
 
   // Cumulative counters of every process (persisted in .stats.json) plus this process's unflushed ones.
   Result<TierStats> cumulative_stats();
-  // Adds this process's counters to .stats.json and zeroes them. Safe against concurrent processes.
-  Result<void> flush_stats();
+  // Adds this process's counters to .stats.json and zeroes them. Safe against concurrent processes. With
+  // LockWait::skip_if_busy it returns at once (keeping the counters for the next flush) when another process is
+  // flushing, so that a hit never queues behind another process's flush.
+  enum class LockWait { block, skip_if_busy };
+  Result<void> flush_stats(LockWait wait = LockWait::block);
   // Zeroes .stats.json and this process's counters.
   Result<void> reset_stats();
 
@@ -175,8 +178,9 @@ class ShardCacheTier final : public Tier {
   explicit ShardCacheTier(FolderTierOptions options);
   // Evicts expired entries, then LRU entries down to the low watermark if over max_bytes; never `keep`.
   Result<EvictionReport> evict(DryRun dry_run, const ShardKey* keep);
-  // evict() after an install, when a budget is set and no other process is evicting this tier.
-  void enforce_budget(const ShardKey* just_installed);
+  // evict() after an install of `installed` bytes, when a budget is set, the tier may be over it, and no other
+  // process is evicting this tier.
+  void enforce_budget(const ShardKey* just_installed, Bytes installed);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -84,6 +84,7 @@ class ShardCacheHierarchy {
   explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
   // flush_stats() at most every few seconds; cheap enough for the hit path.
   void maybe_flush_stats();
+  void flush_folder_stats(ShardCacheTier::LockWait wait);
   struct Impl;
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;

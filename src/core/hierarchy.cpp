@@ -102,10 +102,12 @@ ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tier
 
 ShardCacheHierarchy::~ShardCacheHierarchy() { flush_stats(); }
 
-void ShardCacheHierarchy::flush_stats() {
+void ShardCacheHierarchy::flush_stats() { flush_folder_stats(ShardCacheTier::LockWait::block); }
+
+void ShardCacheHierarchy::flush_folder_stats(ShardCacheTier::LockWait wait) {
   for (const auto& tier : tiers_) {
     if (auto* folder = tier->as_folder()) {
-      if (auto flushed = folder->flush_stats(); !flushed) {
+      if (auto flushed = folder->flush_stats(wait); !flushed) {
         LOG_DEBUG(describe(*tier) << ": cannot persist statistics: " << flushed.error().message);
       }
     }
@@ -476,7 +478,7 @@ void ShardCacheHierarchy::maybe_flush_stats() {
     if (!lock || now - impl_->last_flush < k_stats_flush_interval) return;
     impl_->last_flush = now;
   }
-  flush_stats();
+  flush_folder_stats(ShardCacheTier::LockWait::skip_if_busy);
 }
 
 }  // namespace datavo

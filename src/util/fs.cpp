@@ -127,12 +127,12 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
-Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
+Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync) {
   std::string tmp = path + ".tmp." + host_name() + "." + std::to_string(::getpid()) + "." + random_hex(4);
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd.valid()) return Error::from_errno(errno, "cannot create " + tmp);
   auto written = write_all(fd.get(), data.data(), data.size(), tmp);
-  if (written && ::fsync(fd.get()) != 0) written = Error::from_errno(errno, "cannot fsync " + tmp);
+  if (written && sync == Sync::yes && ::fsync(fd.get()) != 0) written = Error::from_errno(errno, "cannot fsync " + tmp);
   if (written && ::rename(tmp.c_str(), path.c_str()) != 0) written = Error::from_errno(errno, "cannot rename to " + path);
   if (!written) ::unlink(tmp.c_str());
   return written;

@@ -51,8 +51,12 @@ Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const
 Result<void> copy_fd(int in, int out, Bytes size, const std::string& what);
 // Reads a whole (small) file.
 Result<std::string> read_file(const std::string& path);
-// Writes `data` to `path` atomically: a temp file beside it, fsync, rename.
-Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode);
+// Whether write_file_atomic fsyncs the data before the rename. Without it a crash may leave the old content or
+// an empty file under `path`, never a partial one of the new content... on filesystems that order data before
+// metadata (ext4 data=ordered); use it only for best-effort files such as counters.
+enum class Sync { yes, no };
+// Writes `data` to `path` atomically: a temp file beside it, (fsync,) rename.
+Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync = Sync::yes);
 
 // This machine's host name, sanitised to [A-Za-z0-9-] (cached).
 const std::string& host_name();

@@ -37,6 +37,10 @@ constexpr mode_t k_entry_mode_floor = 0440;
 // A lock file left by a dead holder is only swept once it is older than this, so that a lock file that is
 // being created right now is never mistaken for an orphan.
 constexpr Seconds k_orphan_lock_age{60};
+// How long enforce_budget() trusts its usage estimate before it rescans the tier.
+constexpr std::chrono::seconds k_usage_estimate_ttl{2};
+// Expired entries are misses on open() already; the pass that deletes them in bulk runs at most this often.
+constexpr std::chrono::seconds k_expiry_pass_interval{60};
 
 bool is_flock_unsupported(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL; }
 
@@ -143,6 +147,12 @@ struct ShardCacheTier::Impl {
 
   std::mutex dirs_mu;
   std::vector<std::string> created_dirs;
+
+  // enforce_budget()'s running estimate of the tier's usage (see there).
+  std::mutex budget_mu;
+  std::optional<std::uint64_t> usage_estimate;
+  std::chrono::steady_clock::time_point estimate_time;
+  std::chrono::steady_clock::time_point last_expiry_pass;
 
   Result<void> ensure_dir(const std::string& dir) {
     {
@@ -345,7 +355,7 @@ Result<ShardHandle> ShardCacheTier::commit(StagingFile&& staged, const ShardKey&
   if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
   auto outcome = impl_->commit_staged(*this, staged, key);
   if (!outcome) return std::move(outcome).error();
-  if (outcome->outcome == InstallOutcome::installed) enforce_budget(&key);
+  if (outcome->outcome == InstallOutcome::installed) enforce_budget(&key, outcome->handle.size());
   return std::move(outcome->handle);
 }
 
@@ -387,7 +397,7 @@ Result<InstallOutcome> ShardCacheTier::install_copy(const ShardKey& key, const S
   staged->adopt(source.size(), digest);
   auto outcome = impl_->commit_staged(*this, *staged, key);
   if (!outcome) return std::move(outcome).error();
-  if (outcome->outcome == InstallOutcome::installed) enforce_budget(&key);
+  if (outcome->outcome == InstallOutcome::installed) enforce_budget(&key, source.size());
   return outcome->outcome;
 }
 
@@ -458,7 +468,7 @@ Result<EvictionReport> ShardCacheTier::evict(DryRun dry_run, const ShardKey* kee
   auto drop = [&](const folder::ScannedEntry& e, bool expired) {
     if (dry_run == DryRun::no) {
       if (::unlink(e.path.c_str()) != 0) return;  // already gone: another process evicted it
-      ::unlink((e.path.substr(0, e.path.size() - 4) + k_sidecar_suffix).c_str());
+      if (e.has_sidecar) ::unlink((e.path.substr(0, e.path.size() - 4) + k_sidecar_suffix).c_str());
       counters().evictions.fetch_add(1, std::memory_order_relaxed);
     }
     ++report.entries_evicted;
@@ -489,8 +499,29 @@ Result<EvictionReport> ShardCacheTier::evict(DryRun dry_run, const ShardKey* kee
   return report;
 }
 
-void ShardCacheTier::enforce_budget(const ShardKey* just_installed) {
+void ShardCacheTier::enforce_budget(const ShardKey* just_installed, Bytes installed) {
   if (!options_.max_bytes && !options_.max_age) return;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    // A full scan costs a stat per entry (about 1 s per 100k entries), so installs far under budget skip it:
+    // this process's running estimate is trusted for a short while. Other processes' installs are seen at the
+    // next scan, so the budget may be overshot by what they install within that window.
+    std::lock_guard lock(impl_->budget_mu);
+    bool estimate_fresh = impl_->usage_estimate && now - impl_->estimate_time < k_usage_estimate_ttl;
+    if (estimate_fresh) *impl_->usage_estimate += installed.count();
+    bool under_budget = !options_.max_bytes || (estimate_fresh && *impl_->usage_estimate <= options_.max_bytes->count());
+    bool expiry_due = options_.max_age && now - impl_->last_expiry_pass >= k_expiry_pass_interval;
+    if (under_budget && !expiry_due) return;
+  }
+  if (options_.max_bytes && !options_.max_age) {
+    auto totals = folder::scan_tier(impl_->root, folder::ScanDetail::totals);
+    if (totals && totals->used <= *options_.max_bytes) {
+      std::lock_guard lock(impl_->budget_mu);
+      impl_->usage_estimate = totals->used.count();
+      impl_->estimate_time = now;
+      return;
+    }
+  }
   // One evictor at a time per tier; the others skip, since the running pass frees space for everyone.
   if (!impl_->ensure_dir(impl_->locks_dir)) return;
   UniqueFd fd(::open(impl_->lock_path("evict").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_entry_mode));
@@ -499,7 +530,15 @@ void ShardCacheTier::enforce_budget(const ShardKey* just_installed) {
   if (!report) {
     counters().errors.fetch_add(1, std::memory_order_relaxed);
     LOG_WARNING("tier '" << name() << "': eviction failed: " << report.error().message);
-  } else if (report->entries_evicted > 0) {
+    return;
+  }
+  {
+    std::lock_guard lock(impl_->budget_mu);
+    impl_->usage_estimate = report->used_after.count();
+    impl_->estimate_time = now;
+    impl_->last_expiry_pass = now;
+  }
+  if (report->entries_evicted > 0) {
     LOG_INFO("tier '" << name() << "': evicted " << report->entries_evicted << " entries, "
                       << report->bytes_freed.count() << " bytes");
   }
@@ -669,24 +708,29 @@ Result<TierStats> ShardCacheTier::cumulative_stats() {
   return total;
 }
 
-Result<void> ShardCacheTier::flush_stats() {
+Result<void> ShardCacheTier::flush_stats(LockWait wait) {
   if (read_only()) return {};
+  auto made = impl_->ensure_dir(impl_->locks_dir);
+  if (!made) return made;
+  UniqueFd fd(::open(impl_->lock_path(".stats").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_entry_mode));
+  if (fd.valid()) {
+    int how = wait == LockWait::skip_if_busy ? LOCK_EX | LOCK_NB : LOCK_EX;
+    int rc;
+    while ((rc = ::flock(fd.get(), how)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0 && errno == EWOULDBLOCK) return {};  // another process is flushing; ours go next time
+  }
   TierStats delta = counters().take();
   if (delta.hits + delta.misses + delta.promotions + delta.installs + delta.capacity_skips + delta.evictions +
           delta.errors ==
       0) {
     return {};
   }
-  auto made = impl_->ensure_dir(impl_->locks_dir);
-  if (!made) return made;
-  UniqueFd fd(::open(impl_->lock_path(".stats").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_entry_mode));
-  if (fd.valid()) {
-    while (::flock(fd.get(), LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
   TierStats total = read_stats_file(impl_->stats_file);
   total += delta;
-  return util::write_file_atomic(impl_->stats_file, stats_to_json(total).dump() + "\n", k_entry_mode);
+  // Counters are best effort: no fsync, which would put a disk flush on the hit path every few seconds.
+  return util::write_file_atomic(impl_->stats_file, stats_to_json(total).dump() + "\n", k_entry_mode,
+                                 util::Sync::no);
 }
 
 Result<void> ShardCacheTier::reset_stats() {

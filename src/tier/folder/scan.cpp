@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
 
 #include "util/fs.hpp"
@@ -51,18 +52,31 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
     return Error::from_errno(errno, "cannot read directory " + dir_path);
   }
   std::string hash_hex;
+  std::vector<std::string> sidecars;
+  const std::size_t first_entry = entries ? entries->size() : 0;
   while (struct dirent* d = ::readdir(dir.get())) {
     if (d->d_name[0] == '.' && (d->d_name[1] == 0 || (d->d_name[1] == '.' && d->d_name[2] == 0))) continue;
     struct stat st {};
     if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
     if (!S_ISREG(st.st_mode)) continue;
     out.used += Bytes{std::uint64_t(st.st_size)};
+    if (entries && !instance.empty() && std::strlen(d->d_name) == 71 &&
+        std::strcmp(d->d_name + 64, ".sha256") == 0) {
+      sidecars.emplace_back(d->d_name, 64);
+    }
     if (!instance.empty() && is_entry_name(d->d_name, hash_hex)) {
       ++out.entry_count;
       if (entries) {
         entries->push_back(ScannedEntry{instance, hash_hex, dir_path + "/" + d->d_name,
                                         Bytes{std::uint64_t(st.st_size)}, to_time_point(st.st_mtim)});
       }
+    }
+  }
+  if (entries && !sidecars.empty()) {
+    std::sort(sidecars.begin(), sidecars.end());
+    for (std::size_t i = first_entry; i < entries->size(); ++i) {
+      auto& e = (*entries)[i];
+      e.has_sidecar = std::binary_search(sidecars.begin(), sidecars.end(), e.hash_hex);
     }
   }
   return {};

@@ -18,6 +18,7 @@ struct ScannedEntry {
   std::string path;
   Bytes size;
   std::chrono::system_clock::time_point mtime;
+  bool has_sidecar = false;  // a <hash>.sha256 digest sidecar sits beside it
 };
 
 enum class ScanDetail { totals, entries };
