@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the main job: a short tour of the cache. It shows `datavo cache info`, then fetches
+# A short tour of the cache alone (no origin protocol): `datavo cache info`, then it fetches
 # one URL twice through a fresh cache from a loopback HTTP server: a miss (fetched from the origin), then a hit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
