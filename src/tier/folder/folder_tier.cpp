@@ -710,6 +710,15 @@ Result<TierStats> ShardCacheTier::cumulative_stats() {
 
 Result<void> ShardCacheTier::flush_stats(LockWait wait) {
   if (read_only()) return {};
+  {
+    // Nothing counted: touch nothing on disk (a command that failed early leaves the tier as it was).
+    TierStats pending = counters().snapshot();
+    if (pending.hits + pending.misses + pending.promotions + pending.installs + pending.capacity_skips +
+            pending.evictions + pending.errors ==
+        0) {
+      return {};
+    }
+  }
   auto made = impl_->ensure_dir(impl_->locks_dir);
   if (!made) return made;
   UniqueFd fd(::open(impl_->lock_path(".stats").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_entry_mode));
