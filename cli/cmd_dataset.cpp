@@ -348,7 +348,7 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   options.prefetch_shards = args.prefetch;
   auto client = options.client;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
-  while (!args.limit || stream.stats().samples < *args.limit) {
+  for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     auto sample = require(stream.next());
     if (!sample) break;
   }
