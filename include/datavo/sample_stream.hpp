@@ -19,9 +19,10 @@
 //   - Gets each shard with ShardCacheHierarchy::get_or_fetch: a hit is read in place with no request at all; a
 //     miss calls OriginClient::shard_fetcher (ticket, verified download, install). Single flight across the
 //     processes of a machine comes from the hierarchy.
-//   - A background prefetcher thread fetches and maps the next shards while the current one is read: at most
-//     `prefetch_shards` shards beyond the one being read are fetched or held ready (0: no thread, each shard is
-//     fetched when the reader reaches it).
+//   - Background prefetcher threads fetch and map the next shards while the current one is read: at most
+//     `prefetch_shards` shards beyond the one being read are fetched or held ready, up to
+//     min(prefetch_shards, 4) of them downloading at once (0: no thread, each shard is fetched when the reader
+//     reaches it). Samples are still yielded in shard order.
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //
@@ -33,7 +34,8 @@
 // Thread safety: one thread at a time calls next() and stats() of a SampleStream (it is movable, not copyable).
 // A SampleView is an independent value: it may be moved to and read from any thread, and it keeps its shard's
 // mapping alive after the stream and the cache entry are gone (an evicted entry stays readable through the map).
-// Destroying a stream stops the prefetcher (a download in progress is cancelled at its next chunk) and joins it.
+// Destroying a stream stops the prefetcher (downloads in progress are cancelled at their next chunk) and joins its
+// threads.
 #pragma once
 
 #include <cstddef>
@@ -117,7 +119,7 @@ struct SampleStreamOptions {
   std::uint64_t shuffle_seed = 0;
   std::uint64_t epoch = 0;
 
-  // Shards fetched ahead of the one being read. 0: no prefetcher thread.
+  // Shards fetched ahead of the one being read (up to 4 of them concurrently). 0: no prefetcher thread.
   std::size_t prefetch_shards = 2;
 };
 

@@ -1,22 +1,26 @@
-// Prefetcher: loads items 0..count-1 in order on one background thread, at most `depth` items ahead of the
-// consumer (an item being loaded counts), and hands them over in order.
+// Prefetcher: loads items 0..count-1 ahead of one consumer and hands them over in order. At most `depth` items
+// beyond those the consumer has taken are loaded or loading at any time, and up to min(depth, max_parallel) of
+// them load concurrently, on that many background threads.
 //
-// With depth 0 there is no thread: next() loads the item itself. The first Error ends the sequence: it is
-// returned by next() in its place, and again by every later call. The destructor cancels (the flag passed to the
-// loader turns true, and no new item is started) and joins the thread.
+// With depth 0 there is no thread: next() loads the item itself. The first Error ends the sequence: every item
+// before it is still handed over, then the Error in its place, and again on every later call; no item after it is
+// started. The destructor cancels (the flag passed to the loader turns true, and no new item is started) and joins
+// the threads.
 //
-// Thread safety: next() and max_ahead() are called by one consumer thread; the loader runs on the prefetcher's
-// thread (or on the consumer's, with depth 0).
+// Thread safety: next() and max_ahead() are called by one consumer thread. The loader runs on the prefetcher's
+// threads (several at once when max_parallel > 1; it must be thread-safe), or on the consumer's with depth 0.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "datavo/result.hpp"
 
@@ -28,8 +32,10 @@ class Prefetcher {
   // Loads item `ordinal`. Should return early (with any Error) once `cancelled` is true.
   using Loader = std::function<Result<T>(std::size_t ordinal, const std::atomic<bool>& cancelled)>;
 
-  Prefetcher(std::size_t count, std::size_t depth, Loader load) : count_(count), depth_(depth), load_(std::move(load)) {
-    if (depth_ > 0 && count_ > 0) thread_ = std::thread([this] { run(); });
+  Prefetcher(std::size_t count, std::size_t depth, Loader load, std::size_t max_parallel = 1)
+      : count_(count), depth_(depth), load_(std::move(load)) {
+    const std::size_t threads = std::min({depth_, count_, std::max<std::size_t>(max_parallel, 1)});
+    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
   }
   ~Prefetcher() {
     {
@@ -37,7 +43,7 @@ class Prefetcher {
       cancelled_.store(true);
     }
     space_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    for (auto& thread : threads_) thread.join();
   }
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -52,12 +58,18 @@ class Prefetcher {
       return std::optional<T>{std::move(*item)};
     }
     std::unique_lock lock(mu_);
-    ready_cv_.wait(lock, [&] { return !ready_.empty() || finished_; });
-    if (ready_.empty()) return std::optional<T>{};
-    Result<T> item = std::move(ready_.front());
-    ready_.pop_front();
+    // Every item started below next_to_start_ ends up in ready_, so once nothing is loading and the consumer has
+    // caught up with next_to_start_, nothing more will come.
+    ready_cv_.wait(lock, [&] {
+      return ready_.contains(taken_) || (in_flight_ == 0 && taken_ == next_to_start_ && no_more_starts());
+    });
+    auto found = ready_.find(taken_);
+    if (found == ready_.end()) return std::optional<T>{};
+    Result<T> item = std::move(found->second);
+    ready_.erase(found);
+    ++taken_;
     lock.unlock();
-    space_.notify_one();
+    space_.notify_all();
     if (!item) return fail(std::move(item).error());
     return std::optional<T>{std::move(*item)};
   }
@@ -74,28 +86,31 @@ class Prefetcher {
     return error;
   }
 
+  // REQUIRES: mu_ held.
+  bool no_more_starts() const { return next_to_start_ == count_ || failed_; }
+
   void run() {
-    for (std::size_t ordinal = 0; ordinal < count_; ++ordinal) {
+    for (;;) {
+      std::size_t ordinal = 0;
       {
         std::unique_lock lock(mu_);
-        space_.wait(lock, [&] { return cancelled_.load() || ready_.size() < depth_; });
-        if (cancelled_.load()) break;
-        max_ahead_ = std::max(max_ahead_, ready_.size() + 1);
+        space_.wait(lock, [&] { return cancelled_.load() || no_more_starts() || next_to_start_ < taken_ + depth_; });
+        if (cancelled_.load() || no_more_starts()) break;
+        ordinal = next_to_start_++;
+        ++in_flight_;
+        max_ahead_ = std::max(max_ahead_, next_to_start_ - taken_);
       }
       Result<T> item = load_(ordinal, cancelled_);
-      const bool failed = !item;
       {
         std::lock_guard lock(mu_);
-        ready_.push_back(std::move(item));
+        --in_flight_;
+        if (!item) failed_ = true;
+        ready_.emplace(ordinal, std::move(item));
       }
       ready_cv_.notify_one();
-      if (failed) break;
+      space_.notify_all();  // a failure releases the other threads waiting for room
     }
-    {
-      std::lock_guard lock(mu_);
-      finished_ = true;
-    }
-    ready_cv_.notify_all();
+    ready_cv_.notify_one();
   }
 
   const std::size_t count_;
@@ -104,17 +119,18 @@ class Prefetcher {
   std::atomic<bool> cancelled_{false};
 
   mutable std::mutex mu_;
-  std::condition_variable space_;     // the consumer took an item, or cancellation
-  std::condition_variable ready_cv_;  // an item is ready, or the thread finished
-  std::deque<Result<T>> ready_;       // guarded by mu_
-  bool finished_ = false;             // guarded by mu_
-  std::size_t max_ahead_ = 0;         // guarded by mu_
+  std::condition_variable space_;           // the consumer took an item, an item failed, or cancellation
+  std::condition_variable ready_cv_;        // an item is ready, or a thread stopped
+  std::map<std::size_t, Result<T>> ready_;  // guarded by mu_: loaded items not yet taken, by ordinal
+  std::size_t next_to_start_ = 0;           // guarded by mu_
+  std::size_t in_flight_ = 0;               // guarded by mu_
+  std::size_t taken_ = 0;                   // guarded by mu_ (written by the consumer only)
+  bool failed_ = false;                     // guarded by mu_: an item failed, start no more
+  std::size_t max_ahead_ = 0;               // guarded by mu_
 
-  // Consumer-only state.
-  std::size_t taken_ = 0;
-  std::optional<Error> error_;
+  std::optional<Error> error_;  // consumer only
 
-  std::thread thread_;  // last: started after every other member is initialised
+  std::vector<std::thread> threads_;  // last: started after every other member is initialised
 };
 
 }  // namespace datavo::client

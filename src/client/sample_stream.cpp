@@ -29,6 +29,10 @@ class CancellableSink final : public ByteSink {
   const std::atomic<bool>& cancelled_;
 };
 
+// Shards fetched at once by one stream. Each fetch pays a ticket, a hash and an fsync in series, so a few in
+// parallel keep a cold read busy; more would mostly hold server workers (8 by default) against other readers.
+constexpr std::size_t k_max_parallel_fetches = 4;
+
 struct LoadedShard {
   std::size_t position = 0;
   std::shared_ptr<const ShardMapping> mapping;
@@ -219,7 +223,8 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   Impl* raw = impl.get();
   impl->prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
       impl->positions.size(), options.prefetch_shards,
-      [raw](std::size_t ordinal, const std::atomic<bool>& cancelled) { return raw->load(ordinal, cancelled); });
+      [raw](std::size_t ordinal, const std::atomic<bool>& cancelled) { return raw->load(ordinal, cancelled); },
+      k_max_parallel_fetches);
   return SampleStream(std::move(impl));
 }
 

@@ -43,6 +43,72 @@ TEST(PrefetcherTest, NeverLoadsMoreThanDepthAhead) {
   EXPECT_LE(prefetcher.max_ahead(), k_depth);
 }
 
+TEST(PrefetcherTest, ParallelLoadsStayInOrderAndWithinTheBound) {
+  constexpr std::size_t k_depth = 3;
+  std::atomic<int> running{0}, peak{0};
+  Prefetcher<std::size_t> prefetcher(
+      30, k_depth,
+      [&](std::size_t i, const std::atomic<bool>&) -> Result<std::size_t> {
+        const int now = ++running;
+        for (int seen = peak.load(); now > seen && !peak.compare_exchange_weak(seen, now);) {
+        }
+        // Later items finish first now and then: the consumer must still see them in order.
+        std::this_thread::sleep_for(std::chrono::milliseconds((i * 7) % 5));
+        --running;
+        return i;
+      },
+      /*max_parallel=*/3);
+  for (std::size_t i = 0; i < 30; ++i) {
+    auto item = prefetcher.next();
+    ASSERT_TRUE(item && *item);
+    EXPECT_EQ(**item, i);
+  }
+  EXPECT_FALSE(*prefetcher.next());
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_LE(prefetcher.max_ahead(), k_depth);
+}
+
+TEST(PrefetcherTest, LoadsRunConcurrently) {
+  // Three loads that each wait for the other two to start: they only finish if they run at the same time.
+  std::atomic<int> started{0};
+  Prefetcher<int> prefetcher(
+      3, 3,
+      [&](std::size_t i, const std::atomic<bool>& cancelled) -> Result<int> {
+        ++started;
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (started.load() < 3 && !cancelled.load() && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(1ms);
+        if (started.load() < 3) return Error{ErrorCode::timeout, "loads did not overlap"};
+        return int(i);
+      },
+      /*max_parallel=*/3);
+  for (int i = 0; i < 3; ++i) {
+    auto item = prefetcher.next();
+    ASSERT_TRUE(item) << item.error().message;
+    ASSERT_TRUE(*item);
+  }
+}
+
+TEST(PrefetcherTest, ItemsBeforeAFailureAreStillDelivered) {
+  Prefetcher<int> prefetcher(
+      10, 4,
+      [&](std::size_t i, const std::atomic<bool>&) -> Result<int> {
+        if (i == 2) return Error{ErrorCode::remote, "item 2 failed"};
+        // Items 0 and 1 finish after item 2 has failed.
+        if (i < 2) std::this_thread::sleep_for(50ms);
+        return int(i);
+      },
+      /*max_parallel=*/4);
+  for (int i = 0; i < 2; ++i) {
+    auto item = prefetcher.next();
+    ASSERT_TRUE(item && *item);
+    EXPECT_EQ(**item, i);
+  }
+  auto failed = prefetcher.next();
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().message, "item 2 failed");
+}
+
 TEST(PrefetcherTest, SynchronousModeLoadsOnDemand) {
   std::atomic<std::size_t> started{0};
   Prefetcher<std::size_t> prefetcher(3, 0, [&](std::size_t i, const std::atomic<bool>&) -> Result<std::size_t> {
