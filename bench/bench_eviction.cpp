@@ -20,6 +20,8 @@
 // on whether writeback has run yet); sparse entries keep the comparison on the eviction logic and its syscalls.
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) must be on a real disk, not tmpfs.
 #include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -48,7 +50,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t k_entries = 100'000;
 constexpr std::size_t k_entry_bytes = 1024;
-constexpr std::uint32_t k_tmpfs_magic = 0x01021994;
 // The oldest entries (stashed and restored before each pass) cover the evicted ones with room for the stats
 // file (.stats.json counts toward usage, so a pass may evict one entry more once it exists).
 constexpr std::size_t k_reset_slack = 16;
@@ -58,33 +59,12 @@ constexpr std::size_t k_hit_margin = 1000;
 constexpr auto k_hit_warmup = std::chrono::milliseconds(200);
 constexpr auto k_idle_window = std::chrono::milliseconds(500);
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_eviction: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& what) { bench::die("bench_eviction", what); }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
+using bench::env_or;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = env_or("DATAVO_BENCH_DIR", "/var/tmp") + "/datavo-bench-eviction.XXXXXX";
-    if (!::mkdtemp(pattern.data())) die("mkdtemp " + pattern + ": " + std::strerror(errno));
-    path = pattern;
-    struct statfs fs {};
-    if (::statfs(path.c_str(), &fs) == 0 && std::uint32_t(fs.f_type) == k_tmpfs_magic) {
-      std::fprintf(stderr, "bench_eviction: WARNING: %s is on tmpfs, not a disk\n", path.c_str());
-    }
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+struct TempDir : bench::ScratchDir {
+  TempDir() : bench::ScratchDir("bench_eviction", "eviction") {}
 };
 
 std::uint64_t splitmix64(std::uint64_t& state) {

@@ -11,6 +11,8 @@
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) is where the temporary tier goes; DATAVO_BENCH_PYTHON (default
 // /usr/bin/python3) must import fsspec, else the fsspec rows are skipped with an error message.
 #include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -42,36 +44,13 @@ using Clock = std::chrono::steady_clock;
 constexpr Bytes k_shard_size = MiB(1);  // the hit path does not read the bytes: the size hardly matters
 // Timed fsspec hits per python process (one process per repetition); ~0.25 ms each on the reference machine.
 constexpr int k_fsspec_iterations = 2000;
-constexpr std::uint32_t k_tmpfs_magic = 0x01021994;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_hit_path: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& what) { bench::die("bench_hit_path", what); }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
+using bench::env_or;
 
-// A temporary directory on the bench disk, removed on destruction.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = env_or("DATAVO_BENCH_DIR", "/var/tmp") + "/datavo-bench-hit.XXXXXX";
-    if (!::mkdtemp(pattern.data())) die("mkdtemp " + pattern + ": " + std::strerror(errno));
-    path = pattern;
-    struct statfs fs {};
-    if (::statfs(path.c_str(), &fs) == 0 && std::uint32_t(fs.f_type) == k_tmpfs_magic) {
-      std::fprintf(stderr, "bench_hit_path: WARNING: %s is on tmpfs, not a disk\n", path.c_str());
-    }
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+struct TempDir : bench::ScratchDir {
+  TempDir() : bench::ScratchDir("bench_hit_path", "hit") {}
 };
 
 ShardKey make_key() {

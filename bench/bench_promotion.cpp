@@ -13,6 +13,8 @@
 // BM_PromotePaired repeats both like-for-like pairs with a promotion and a copy back to back in each iteration.
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) must be on a real disk, not tmpfs.
 #include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -41,38 +43,16 @@ namespace {
 using namespace datavo;
 
 constexpr Bytes k_shard_size = MiB(256);
-constexpr std::uint32_t k_tmpfs_magic = 0x01021994;
 // A durable copy of 256 MiB takes seconds on a virtual disk; a page-cache copy a tenth of that.
 constexpr int k_synced_iterations = 1;
 constexpr int k_unsynced_iterations = 4;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_promotion: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& what) { bench::die("bench_promotion", what); }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
+using bench::env_or;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = env_or("DATAVO_BENCH_DIR", "/var/tmp") + "/datavo-bench-promotion.XXXXXX";
-    if (!::mkdtemp(pattern.data())) die("mkdtemp " + pattern + ": " + std::strerror(errno));
-    path = pattern;
-    struct statfs fs {};
-    if (::statfs(path.c_str(), &fs) == 0 && std::uint32_t(fs.f_type) == k_tmpfs_magic) {
-      std::fprintf(stderr, "bench_promotion: WARNING: %s is on tmpfs, not a disk\n", path.c_str());
-    }
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+struct TempDir : bench::ScratchDir {
+  TempDir() : bench::ScratchDir("bench_promotion", "promotion") {}
 };
 
 // Runs argv[0] (looked up in PATH) and waits; true when it exits 0.
