@@ -20,8 +20,6 @@
 // on whether writeback has run yet); sparse entries keep the comparison on the eviction logic and its syscalls.
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) must be on a real disk, not tmpfs.
 #include <benchmark/benchmark.h>
-
-#include "bench_support.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -40,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 

@@ -11,8 +11,6 @@
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) is where the temporary tier goes; DATAVO_BENCH_PYTHON (default
 // /usr/bin/python3) must import fsspec, else the fsspec rows are skipped with an error message.
 #include <benchmark/benchmark.h>
-
-#include "bench_support.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -29,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 

@@ -13,8 +13,6 @@
 // BM_PromotePaired repeats both like-for-like pairs with a promotion and a copy back to back in each iteration.
 // Environment: DATAVO_BENCH_DIR (default /var/tmp) must be on a real disk, not tmpfs.
 #include <benchmark/benchmark.h>
-
-#include "bench_support.hpp"
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -33,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 

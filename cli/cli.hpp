@@ -3,8 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -43,7 +43,7 @@ inline void require(Result<void> result) {
 void print_json(const nlohmann::json& value);
 
 // Each command file registers its subcommands. The callbacks run after parsing, with `global` filled in.
-void add_cache_commands(CLI::App& app, GlobalOptions& global);    // cmd_cache.cpp
+void add_cache_commands(CLI::App& app, GlobalOptions& global);        // cmd_cache.cpp
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
 void add_origin_commands(CLI::App& app, GlobalOptions& global);       // cmd_origin.cpp: pack, serve
 void add_dataset_commands(CLI::App& app, GlobalOptions& global);      // cmd_dataset.cpp: warm, read, demo

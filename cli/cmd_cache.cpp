@@ -90,8 +90,10 @@ void cmd_info(const GlobalOptions& global) {
                 {"tiers", tiers}});
     return;
   }
-  if (s.config.path.empty()) std::cout << "config: built-in default\n";
-  else std::cout << "config: " << s.config.path << " (" << to_string(s.config.source) << ")\n";
+  if (s.config.path.empty())
+    std::cout << "config: built-in default\n";
+  else
+    std::cout << "config: " << s.config.path << " (" << to_string(s.config.source) << ")\n";
   for (const auto& c : s.config.skipped) std::cout << "  skipped " << c.path << ": " << c.reason << "\n";
   for (const auto& w : s.config.warnings) std::cout << "  warning: " << w << "\n";
   std::cout << "instance: " << s.instance.name() << "\n";
@@ -190,9 +192,12 @@ void cmd_rm(const GlobalOptions& global, const std::string& hash) {
     }
   }
   s.cache->flush_stats();
-  if (global.json) print_json({{"hash", hash}, {"removed_from", removed_from}});
-  else if (removed_from.empty()) std::cout << hash << " is not cached\n";
-  else for (const auto& t : removed_from) std::cout << "removed from " << t.get<std::string>() << "\n";
+  if (global.json)
+    print_json({{"hash", hash}, {"removed_from", removed_from}});
+  else if (removed_from.empty())
+    std::cout << hash << " is not cached\n";
+  else
+    for (const auto& t : removed_from) std::cout << "removed from " << t.get<std::string>() << "\n";
   if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "could not remove " + hash + " from every tier"}};
 }
 
@@ -220,8 +225,8 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
     if (!global.json) {
       std::cout << tier->name() << ": " << (dry_run ? "would evict " : "evicted ") << report->entries_evicted
                 << " entries (" << report->expired << " expired), " << human_bytes(report->bytes_freed.count())
-                << "; swept " << report->staging_swept << " staging and " << report->locks_swept
-                << " lock files; " << human_bytes(report->used_after.count()) << " in use\n";
+                << "; swept " << report->staging_swept << " staging and " << report->locks_swept << " lock files; "
+                << human_bytes(report->used_after.count()) << " in use\n";
     }
   }
   s.cache->flush_stats();
@@ -275,10 +280,11 @@ void cmd_stats(const GlobalOptions& global, bool reset) {
     print_json(rows);
     return;
   }
-  std::cout << std::left << std::setw(16) << "tier" << std::right << std::setw(9) << "hits" << std::setw(9)
-            << "misses" << std::setw(9) << "hit rate" << std::setw(11) << "promotions" << std::setw(9) << "installs"
-            << std::setw(9) << "skips" << std::setw(10) << "evictions" << std::setw(8) << "errors" << std::setw(12)
-            << "served" << std::setw(12) << "installed" << "\n";
+  std::cout << std::left << std::setw(16) << "tier" << std::right << std::setw(9) << "hits" << std::setw(9) << "misses"
+            << std::setw(9) << "hit rate" << std::setw(11) << "promotions" << std::setw(9) << "installs" << std::setw(9)
+            << "skips" << std::setw(10) << "evictions" << std::setw(8) << "errors" << std::setw(12) << "served"
+            << std::setw(12) << "installed"
+            << "\n";
   for (const auto& t : infos) {
     char rate[16];
     std::snprintf(rate, sizeof rate, "%.1f%%", 100.0 * t.stats.hit_rate());

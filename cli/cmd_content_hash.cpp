@@ -16,8 +16,10 @@ void add_content_hash_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--sample-id", identity->sample_ids, "sample id, in shard order (repeatable)");
   cmd->callback([identity, &global] {
     auto hash = compute_content_hash(*identity);
-    if (global.json) print_json({{"content_hash", hash.hex()}});
-    else std::cout << hash.hex() << "\n";
+    if (global.json)
+      print_json({{"content_hash", hash.hex()}});
+    else
+      std::cout << hash.hex() << "\n";
   });
 }
 

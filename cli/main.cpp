@@ -26,8 +26,10 @@ std::string human_bytes(std::uint64_t bytes) {
     ++unit;
   }
   char buffer[32];
-  if (unit == 0) std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
-  else std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
+  if (unit == 0)
+    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
   return buffer;
 }
 
@@ -44,8 +46,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", global.json, "print machine-readable JSON on stdout");
   app.add_flag("-v,--verbose", global.verbosity, "log more (-v info, -vv debug); see also $DATAVO_LOG_LEVEL");
   app.parse_complete_callback([&] {
-    if (global.verbosity >= 2) datavo::log::set_level(datavo::log::Level::debug);
-    else if (global.verbosity == 1) datavo::log::set_level(datavo::log::Level::info);
+    if (global.verbosity >= 2)
+      datavo::log::set_level(datavo::log::Level::debug);
+    else if (global.verbosity == 1)
+      datavo::log::set_level(datavo::log::Level::info);
   });
 
   add_cache_commands(app, global);

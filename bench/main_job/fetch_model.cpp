@@ -40,8 +40,8 @@ namespace {
 enum class Hash { none, inline_, thread };
 enum class Sync { none, fdatasync, range };
 
-constexpr std::size_t k_block = std::size_t{1} << 20;    // hand-off unit of --hash thread
-constexpr std::size_t k_blocks_in_flight = 16;            // bounds the memory of --hash thread to 16 MiB
+constexpr std::size_t k_block = std::size_t{1} << 20;  // hand-off unit of --hash thread
+constexpr std::size_t k_blocks_in_flight = 16;         // bounds the memory of --hash thread to 16 MiB
 constexpr std::size_t k_range_sync_every = std::size_t{8} << 20;
 
 class Sha256 {

@@ -189,10 +189,10 @@ int main(int argc, char** argv) {
     die("bad arguments; see the top of iterate_shard.cpp");
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("{\"mode\": \"%s\", \"samples\": %llu, \"fields\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
-              "\"checksum\": %llu}\n",
-              mode.c_str(), static_cast<unsigned long long>(totals.samples),
-              static_cast<unsigned long long>(totals.fields), static_cast<unsigned long long>(totals.bytes), seconds,
-              static_cast<unsigned long long>(totals.checksum));
+  std::printf(
+      "{\"mode\": \"%s\", \"samples\": %llu, \"fields\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
+      "\"checksum\": %llu}\n",
+      mode.c_str(), static_cast<unsigned long long>(totals.samples), static_cast<unsigned long long>(totals.fields),
+      static_cast<unsigned long long>(totals.bytes), seconds, static_cast<unsigned long long>(totals.checksum));
   return 0;
 }

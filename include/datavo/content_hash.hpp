@@ -37,8 +37,8 @@ class ContentHash {
 
 // What the content hash of a shard is computed from.
 struct ShardIdentity {
-  std::string manifest_ref;             // e.g. "voice_demo_v1/train@m1"
-  std::string revision;                 // the revision watermark, decimal ASCII, e.g. "42"
+  std::string manifest_ref;  // e.g. "voice_demo_v1/train@m1"
+  std::string revision;      // the revision watermark, decimal ASCII, e.g. "42"
   std::uint64_t shard_index = 0;
   std::vector<std::string> keys;        // any order, duplicates allowed: sorted and de-duplicated here
   std::vector<std::string> sample_ids;  // shard order

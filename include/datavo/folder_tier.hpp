@@ -36,10 +36,10 @@ enum class Repair { no, yes };
 enum class Durability { fsync_before_commit, no_sync };
 
 struct FolderTierOptions {
-  std::string path;                       // created on first write; ~ and $VAR already expanded
-  std::string name;                       // defaults to the path
-  std::optional<Bytes> max_bytes;         // nullopt (or 0 in config) means unbounded
-  std::optional<Seconds> max_age;         // entries not read within this are evicted
+  std::string path;                // created on first write; ~ and $VAR already expanded
+  std::string name;                // defaults to the path
+  std::optional<Bytes> max_bytes;  // nullopt (or 0 in config) means unbounded
+  std::optional<Seconds> max_age;  // entries not read within this are evicted
   Access access = Access::read_write;
   // Eviction stops once usage is at or below this fraction of max_bytes, so that it is not paid per install.
   double low_watermark = 0.9;
@@ -83,7 +83,7 @@ class StagingFile final : public ByteSink {
 struct EvictionReport {
   std::uint64_t entries_evicted = 0;
   Bytes bytes_freed;
-  std::uint64_t expired = 0;            // of which by max_age
+  std::uint64_t expired = 0;  // of which by max_age
   std::uint64_t staging_swept = 0;
   std::uint64_t locks_swept = 0;
   Bytes used_after;
@@ -92,8 +92,8 @@ struct EvictionReport {
 struct VerifyReport {
   std::uint64_t checked = 0;
   std::uint64_t ok = 0;
-  std::uint64_t bad = 0;          // digest or size mismatch
-  std::uint64_t unverifiable = 0; // no digest recorded
+  std::uint64_t bad = 0;           // digest or size mismatch
+  std::uint64_t unverifiable = 0;  // no digest recorded
   std::uint64_t quarantined = 0;
   std::vector<std::string> bad_paths;
 };

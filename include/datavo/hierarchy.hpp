@@ -45,8 +45,8 @@ enum class ServedFrom { hit, promoted, fetched };
 const char* to_string(ServedFrom source);
 
 struct FetchResult {
-  ShardHandle handle;      // open on the topmost installed copy
-  std::string tier_name;   // the tier that handle is in
+  ShardHandle handle;     // open on the topmost installed copy
+  std::string tier_name;  // the tier that handle is in
   std::size_t tier_index = 0;
   ServedFrom source = ServedFrom::hit;
 };
@@ -57,8 +57,8 @@ struct TierInfo {
   std::string location;
   std::optional<Bytes> max_bytes;
   bool read_only = false;
-  std::optional<TierUsage> usage;   // nullopt when the tier could not be measured
-  TierStats stats;                  // cumulative (persisted) for folder tiers, this process for others
+  std::optional<TierUsage> usage;  // nullopt when the tier could not be measured
+  TierStats stats;                 // cumulative (persisted) for folder tiers, this process for others
 };
 
 class ShardCacheHierarchy {

@@ -45,7 +45,7 @@ struct Error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool has_value() const noexcept { return state_.index() == 0; }
@@ -88,8 +88,8 @@ inline Result<void> ok() { return {}; }
 }  // namespace datavo
 
 // Propagates an error from an expression returning Result<...>.
-#define DATAVO_TRY(expr)                                  \
-  do {                                                    \
-    auto&& datavo_try_result_ = (expr);                   \
+#define DATAVO_TRY(expr)                                        \
+  do {                                                          \
+    auto&& datavo_try_result_ = (expr);                         \
     if (!datavo_try_result_) return datavo_try_result_.error(); \
   } while (false)

@@ -70,7 +70,7 @@ struct TierStats {
   std::uint64_t evictions = 0;       // entries removed by LRU, max_age or rm
   std::uint64_t errors = 0;          // failures that were degraded to a miss or a skip
   Bytes bytes_served;
-  Bytes bytes_installed;             // bytes of promotions and installs
+  Bytes bytes_installed;  // bytes of promotions and installs
 
   TierStats& operator+=(const TierStats& other);
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
@@ -78,15 +78,15 @@ struct TierStats {
 
 // Thread-safe counters behind TierStats.
 struct TierCounters {
-  std::atomic<std::uint64_t> hits{0}, misses{0}, promotions{0}, installs{0}, capacity_skips{0}, evictions{0},
-      errors{0}, bytes_served{0}, bytes_installed{0};
+  std::atomic<std::uint64_t> hits{0}, misses{0}, promotions{0}, installs{0}, capacity_skips{0}, evictions{0}, errors{0},
+      bytes_served{0}, bytes_installed{0};
   TierStats snapshot() const;
   // Returns the counts and zeroes them atomically per field.
   TierStats take();
 };
 
 struct TierUsage {
-  Bytes used;             // every byte under the tier (all instances, staging and sidecars included)
+  Bytes used;                 // every byte under the tier (all instances, staging and sidecars included)
   std::uint64_t entries = 0;  // committed entries, all instances
 };
 

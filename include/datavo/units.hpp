@@ -16,7 +16,10 @@ class Bytes {
   constexpr auto operator<=>(const Bytes&) const = default;
   constexpr Bytes operator+(Bytes other) const { return Bytes{count_ + other.count_}; }
   constexpr Bytes operator-(Bytes other) const { return Bytes{count_ > other.count_ ? count_ - other.count_ : 0}; }
-  constexpr Bytes& operator+=(Bytes other) { count_ += other.count_; return *this; }
+  constexpr Bytes& operator+=(Bytes other) {
+    count_ += other.count_;
+    return *this;
+  }
 
  private:
   std::uint64_t count_ = 0;

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cctype>
+#include <cstdlib>
 #include <optional>
 
 #include "util/fs.hpp"
@@ -46,9 +46,8 @@ Result<ContentHash> ContentHash::parse(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return Error{ErrorCode::invalid_argument,
-                   "content hash must be 64 lowercase hex characters; byte offset " + std::to_string(i) +
-                       " is not [0-9a-f]"};
+      return Error{ErrorCode::invalid_argument, "content hash must be 64 lowercase hex characters; byte offset " +
+                                                    std::to_string(i) + " is not [0-9a-f]"};
     }
   }
   return ContentHash(std::string(text));
@@ -174,7 +173,8 @@ Result<Instance> Instance::from_server(std::string_view url) {
     host = std::string(rest);
   }
   if (host.empty()) {
-    return Error{ErrorCode::invalid_argument, "server URL '" + std::string(url.substr(0, url.find("?"))) + "' has no host"};
+    return Error{ErrorCode::invalid_argument,
+                 "server URL '" + std::string(url.substr(0, url.find("?"))) + "' has no host"};
   }
   for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!port.empty()) host += "_" + port;

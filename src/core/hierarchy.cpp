@@ -138,7 +138,8 @@ class Walk {
           tier.counters().hits.fetch_add(1, std::memory_order_relaxed);
           tier.counters().bytes_served.fetch_add((*opened)->size().count(), std::memory_order_relaxed);
         }
-        if (i == 0) return std::optional<FetchResult>{FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit}};
+        if (i == 0)
+          return std::optional<FetchResult>{FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit}};
         return promote_local(i, std::move(**opened));
       }
       auto found = tier.contains(key_);
@@ -268,7 +269,8 @@ class Walk {
       }
     }
     // Every faster tier refused: the slower folder hit still serves the read.
-    if (!top) return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
+    if (!top)
+      return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
     return top;
   }
 
@@ -393,8 +395,8 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   for (ShardCacheTier* staging_tier : staging_candidates) {
     if (expected.size && !has_room(staging_tier->location(), *expected.size)) {
       staging_tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
-      LOG_WARNING(describe(*staging_tier) << " has no room on its filesystem for " << expected.size->count()
-                                          << " bytes; staging elsewhere");
+      LOG_WARNING(describe(*staging_tier)
+                  << " has no room on its filesystem for " << expected.size->count() << " bytes; staging elsewhere");
       continue;
     }
     auto staged = staging_tier->begin_staging();
@@ -437,17 +439,16 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
                                              std::to_string(want.size->count()) + "; discarded"};
     }
     if (want.sha256 && staged->digest() != *want.sha256) {
-      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " +
-                                             staged->digest().hex() + ", expected " + want.sha256->hex() +
-                                             "; discarded"};
+      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + staged->digest().hex() +
+                                             ", expected " + want.sha256->hex() + "; discarded"};
     }
     auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
     maybe_flush_stats();
     return installed;
   }
-  return Error{last_error ? last_error->code : ErrorCode::io,
-               "no folder tier could stage shard " + key.hash.hex() +
-                   (last_error ? ": " + last_error->message : std::string())};
+  return Error{
+      last_error ? last_error->code : ErrorCode::io,
+      "no folder tier could stage shard " + key.hash.hex() + (last_error ? ": " + last_error->message : std::string())};
 }
 
 std::vector<TierInfo> ShardCacheHierarchy::cache_info() {

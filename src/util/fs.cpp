@@ -66,8 +66,8 @@ Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const
       if (errno == EINTR) continue;
       return Error::from_errno(errno, "cannot read " + what);
     }
-    if (n == 0) return Error{ErrorCode::io, "unexpected end of file in " + what + " at byte offset " +
-                                                std::to_string(offset)};
+    if (n == 0)
+      return Error{ErrorCode::io, "unexpected end of file in " + what + " at byte offset " + std::to_string(offset)};
     p += n;
     size -= static_cast<std::size_t>(n);
     offset += n;
@@ -133,7 +133,8 @@ Result<void> write_file_atomic(const std::string& path, std::string_view data, m
   if (!fd.valid()) return Error::from_errno(errno, "cannot create " + tmp);
   auto written = write_all(fd.get(), data.data(), data.size(), tmp);
   if (written && sync == Sync::yes && ::fsync(fd.get()) != 0) written = Error::from_errno(errno, "cannot fsync " + tmp);
-  if (written && ::rename(tmp.c_str(), path.c_str()) != 0) written = Error::from_errno(errno, "cannot rename to " + path);
+  if (written && ::rename(tmp.c_str(), path.c_str()) != 0)
+    written = Error::from_errno(errno, "cannot rename to " + path);
   if (!written) ::unlink(tmp.c_str());
   return written;
 }

@@ -38,11 +38,16 @@ void set_level(Level l) { level_storage().store(static_cast<int>(l), std::memory
 bool enabled(Level l) { return static_cast<int>(l) <= level_storage().load(std::memory_order_relaxed); }
 
 bool parse_level(std::string_view text, Level& out) {
-  if (text == "error") out = Level::error;
-  else if (text == "warning" || text == "warn") out = Level::warning;
-  else if (text == "info") out = Level::info;
-  else if (text == "debug") out = Level::debug;
-  else return false;
+  if (text == "error")
+    out = Level::error;
+  else if (text == "warning" || text == "warn")
+    out = Level::warning;
+  else if (text == "info")
+    out = Level::info;
+  else if (text == "debug")
+    out = Level::debug;
+  else
+    return false;
   return true;
 }
 

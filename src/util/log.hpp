@@ -24,13 +24,13 @@ std::string redact_url(std::string_view url);
 
 }  // namespace datavo::log
 
-#define DATAVO_LOG(lvl, expr)                                  \
-  do {                                                         \
-    if (::datavo::log::enabled(::datavo::log::Level::lvl)) {   \
-      std::ostringstream datavo_log_os_;                       \
-      datavo_log_os_ << expr;                                  \
+#define DATAVO_LOG(lvl, expr)                                                \
+  do {                                                                       \
+    if (::datavo::log::enabled(::datavo::log::Level::lvl)) {                 \
+      std::ostringstream datavo_log_os_;                                     \
+      datavo_log_os_ << expr;                                                \
       ::datavo::log::write(::datavo::log::Level::lvl, datavo_log_os_.str()); \
-    }                                                          \
+    }                                                                        \
   } while (false)
 #define LOG_ERROR(expr) DATAVO_LOG(error, expr)
 #define LOG_WARNING(expr) DATAVO_LOG(warning, expr)

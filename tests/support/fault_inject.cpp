@@ -25,10 +25,9 @@ int errno_named(const char* variable) {
     const char* name;
     int value;
   };
-  static const Named names[] = {{"ENOLCK", ENOLCK}, {"ENOSYS", ENOSYS},   {"EOPNOTSUPP", EOPNOTSUPP},
-                                {"EPERM", EPERM},   {"EROFS", EROFS},     {"EACCES", EACCES},
-                                {"ENOTSUP", ENOTSUP}, {"EINVAL", EINVAL}, {"EIO", EIO},
-                                {"ENOSPC", ENOSPC}};
+  static const Named names[] = {{"ENOLCK", ENOLCK}, {"ENOSYS", ENOSYS}, {"EOPNOTSUPP", EOPNOTSUPP}, {"EPERM", EPERM},
+                                {"EROFS", EROFS},   {"EACCES", EACCES}, {"ENOTSUP", ENOTSUP},       {"EINVAL", EINVAL},
+                                {"EIO", EIO},       {"ENOSPC", ENOSPC}};
   for (const auto& n : names) {
     if (std::strcmp(n.name, value) == 0) return n.value;
   }

@@ -254,18 +254,13 @@ class CountingFetcher {
       }
       Expectation e;
       switch (state->report) {
-        case Report::nothing:
-          break;
+        case Report::nothing: break;
         case Report::size_and_sha:
           e.size = Bytes{state->bytes.size()};
           e.sha256 = sha256_of(state->bytes);
           break;
-        case Report::wrong_size:
-          e.size = Bytes{state->bytes.size() + 1};
-          break;
-        case Report::wrong_sha:
-          e.sha256 = sha256_of(state->bytes + "x");
-          break;
+        case Report::wrong_size: e.size = Bytes{state->bytes.size() + 1}; break;
+        case Report::wrong_sha: e.sha256 = sha256_of(state->bytes + "x"); break;
       }
       return e;
     };

@@ -429,9 +429,8 @@ Result<std::vector<EntryInfo>> ShardCacheTier::list() {
     if (!hash) continue;
     out.push_back(EntryInfo{e.instance, *hash, e.size, e.mtime});
   }
-  std::sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) {
-    return a.last_access > b.last_access;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_access > b.last_access; });
   return out;
 }
 
@@ -509,7 +508,8 @@ void ShardCacheTier::enforce_budget(const ShardKey* just_installed, Bytes instal
     std::lock_guard lock(impl_->budget_mu);
     bool estimate_fresh = impl_->usage_estimate && now - impl_->estimate_time < k_usage_estimate_ttl;
     if (estimate_fresh) *impl_->usage_estimate += installed.count();
-    bool under_budget = !options_.max_bytes || (estimate_fresh && *impl_->usage_estimate <= options_.max_bytes->count());
+    bool under_budget =
+        !options_.max_bytes || (estimate_fresh && *impl_->usage_estimate <= options_.max_bytes->count());
     bool expiry_due = options_.max_age && now - impl_->last_expiry_pass >= k_expiry_pass_interval;
     if (under_budget && !expiry_due) return;
   }
@@ -613,18 +613,16 @@ Result<ShardCacheTier::ShardLock> ShardCacheTier::lock_shard(const ShardKey& key
   // From here the State destructor releases the in-process slot on every path.
   if (read_only()) return lock;
   if (auto made = impl_->ensure_dir(impl_->locks_dir); !made) {
-    log::warn_once("lockdir:" + impl_->locks_dir, "tier '" + name() + "': cannot create " +
-                                                      impl_->locks_dir + " (" + made.error().message +
-                                                      "); single flight is per process only");
+    log::warn_once("lockdir:" + impl_->locks_dir, "tier '" + name() + "': cannot create " + impl_->locks_dir + " (" +
+                                                      made.error().message + "); single flight is per process only");
     return lock;
   }
   const std::string& path = lock.state_->path;
   for (;;) {
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_entry_mode));
     if (!fd.valid()) {
-      log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path +
-                                                         ": " + std::strerror(errno) +
-                                                         "; single flight is per process only");
+      log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path + ": " +
+                                                         std::strerror(errno) + "; single flight is per process only");
       return lock;
     }
     int rc;
@@ -633,16 +631,17 @@ Result<ShardCacheTier::ShardLock> ShardCacheTier::lock_shard(const ShardKey& key
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
       if (is_flock_unsupported(errno)) {
-        log::warn_once("flock:" + impl_->locks_dir,
-                       "tier '" + name() + "': flock is not supported on " + impl_->locks_dir + " (" +
-                           std::strerror(errno) + "); relying on atomic rename alone");
+        log::warn_once("flock:" + impl_->locks_dir, "tier '" + name() + "': flock is not supported on " +
+                                                        impl_->locks_dir + " (" + std::strerror(errno) +
+                                                        "); relying on atomic rename alone");
         return lock;
       }
       return Error::from_errno(errno, "cannot lock " + path);
     }
     // The holder before us may have unlinked the file after we opened it; then we hold a lock nobody else
     // will see, and must start over on the file now at the path.
-    struct stat held_st {}, path_st {};
+    struct stat held_st {
+    }, path_st{};
     if (::fstat(fd.get(), &held_st) == 0 && ::stat(path.c_str(), &path_st) == 0 && held_st.st_ino == path_st.st_ino &&
         held_st.st_dev == path_st.st_dev) {
       std::string owner = util::host_name() + " " + std::to_string(::getpid()) + "\n";
@@ -738,8 +737,7 @@ Result<void> ShardCacheTier::flush_stats(LockWait wait) {
   TierStats total = read_stats_file(impl_->stats_file);
   total += delta;
   // Counters are best effort: no fsync, which would put a disk flush on the hit path every few seconds.
-  return util::write_file_atomic(impl_->stats_file, stats_to_json(total).dump() + "\n", k_entry_mode,
-                                 util::Sync::no);
+  return util::write_file_atomic(impl_->stats_file, stats_to_json(total).dump() + "\n", k_entry_mode, util::Sync::no);
 }
 
 Result<void> ShardCacheTier::reset_stats() {

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 
 #include "util/fs.hpp"
@@ -60,8 +60,7 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
     if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
     if (!S_ISREG(st.st_mode)) continue;
     out.used += Bytes{std::uint64_t(st.st_size)};
-    if (entries && !instance.empty() && std::strlen(d->d_name) == 71 &&
-        std::strcmp(d->d_name + 64, ".sha256") == 0) {
+    if (entries && !instance.empty() && std::strlen(d->d_name) == 71 && std::strcmp(d->d_name + 64, ".sha256") == 0) {
       sidecars.emplace_back(d->d_name, 64);
     }
     if (!instance.empty() && is_entry_name(d->d_name, hash_hex)) {

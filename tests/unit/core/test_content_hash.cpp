@@ -1,6 +1,6 @@
-#include "datavo/content_hash.hpp"
-
 #include <gtest/gtest.h>
+
+#include "datavo/content_hash.hpp"
 
 namespace datavo {
 namespace {
@@ -43,8 +43,9 @@ TEST(ContentHash, SampleOrderMatters) {
 TEST(ContentHash, ParseRefusesAnythingButLowercaseHex) {
   const std::string good(64, 'a');
   EXPECT_TRUE(ContentHash::parse(good));
-  for (std::string bad : {std::string(63, 'a'), std::string(65, 'a'), std::string(64, 'A'), std::string("../") +
-                          std::string(61, 'a'), std::string(63, 'a') + "/", std::string(63, 'a') + '\0'}) {
+  for (std::string bad :
+       {std::string(63, 'a'), std::string(65, 'a'), std::string(64, 'A'), std::string("../") + std::string(61, 'a'),
+        std::string(63, 'a') + "/", std::string(63, 'a') + '\0'}) {
     auto parsed = ContentHash::parse(bad);
     ASSERT_FALSE(parsed) << bad;
     EXPECT_EQ(parsed.error().code, ErrorCode::invalid_argument);

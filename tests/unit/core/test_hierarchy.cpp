@@ -1,8 +1,6 @@
 // Tests of the shard cache hierarchy (src/core/hierarchy.cpp) against include/datavo/hierarchy.hpp and the spec's
 // Reads, Writes (populate on miss, promote on hit), Reads from remote tiers, Hits do not refetch and Concurrency.
 // Folder tiers live in a fresh temp dir per test; the memory tier stands in for a remote tier.
-#include "datavo/hierarchy.hpp"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "datavo/hierarchy.hpp"
 #include "datavo/memory_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
@@ -71,7 +70,8 @@ void seed_tier(Tier& tier, const TempDir& dir, const ShardKey& key, const std::s
 // A remote tier double that counts downloads (read_into calls) and makes each one take `delay`.
 class CountingRemote final : public Tier {
  public:
-  CountingRemote(std::shared_ptr<Tier> inner, std::chrono::milliseconds delay) : inner_(std::move(inner)), delay_(delay) {}
+  CountingRemote(std::shared_ptr<Tier> inner, std::chrono::milliseconds delay)
+      : inner_(std::move(inner)), delay_(delay) {}
   const std::string& name() const override { return inner_->name(); }
   std::string_view type() const override { return inner_->type(); }
   std::optional<Bytes> max_bytes() const override { return inner_->max_bytes(); }

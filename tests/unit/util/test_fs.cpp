@@ -1,13 +1,11 @@
-#include "util/fs.hpp"
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include "support/temp_dir.hpp"
+#include "util/fs.hpp"
 
 namespace datavo::util {
 namespace {

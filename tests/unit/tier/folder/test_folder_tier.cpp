@@ -1,6 +1,4 @@
 // Tests of the folder tier (src/tier/folder/folder_tier.cpp) against its contract in include/datavo/folder_tier.hpp.
-#include "datavo/folder_tier.hpp"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
@@ -352,7 +351,8 @@ TEST(FolderTier, EntriesAreGroupReadableEvenWithUmask077) {
   auto committed = commit_bytes(*tier, committed_key, "group readable");
   ShardHandle source = handle_on_new_file(dir.sub("source"), "copied too");
   auto copied = tier->install_copy(copied_key, source, sha256_of("copied too"));
-  struct stat committed_st {}, copied_st {};
+  struct stat committed_st {
+  }, copied_st{};
   const int committed_rc = ::stat(tier->entry_path(committed_key).c_str(), &committed_st);
   const int copied_rc = ::stat(tier->entry_path(copied_key).c_str(), &copied_st);
   ::umask(saved);

@@ -1,21 +1,20 @@
 // Tests of the folder tier's directory scans (src/tier/folder/scan.cpp): usage accounting over the whole tier path
 // and the sweep of leftovers (staging files of dead writers, orphaned lock files), through ShardCacheTier.
-#include "tier/folder/scan.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "tier/folder/scan.hpp"
 
 namespace datavo {
 namespace {
@@ -69,10 +68,10 @@ TEST(Scan, OnlyHashTarNamesInInstanceDirectoriesAreEntriesButEveryFileCounts) {
   make_dir(root + "/local");
   make_dir(root + "/.staging");
   make_dir(root + "/.quarantine");
-  write_random_file(root + "/local/" + hex + ".tar", 100, 1);           // an entry
-  write_random_file(root + "/local/" + hex + ".sha256", 65, 2);         // a sidecar
+  write_random_file(root + "/local/" + hex + ".tar", 100, 1);                  // an entry
+  write_random_file(root + "/local/" + hex + ".sha256", 65, 2);                // a sidecar
   write_random_file(root + "/local/" + std::string(64, 'A') + ".tar", 10, 3);  // not lowercase hex
-  write_random_file(root + "/.quarantine/" + hex + ".tar", 20, 4);      // quarantined, not an entry
+  write_random_file(root + "/.quarantine/" + hex + ".tar", 20, 4);             // quarantined, not an entry
   write_random_file(root + "/.staging/h.1.r.tmp", 30, 5);
   write_random_file(root + "/.stats.json", 40, 6);
 
@@ -283,8 +282,7 @@ TEST(Scan, DryRunDeletesNothingButReports) {
   ASSERT_TRUE(commit_bytes(*tier, expired, random_bytes(700, 50)));
   ASSERT_TRUE(commit_bytes(*tier, fresh, random_bytes(700, 51)));
   set_mtime_ago(tier->entry_path(expired), 2h);
-  const std::string dead_staging =
-      root + "/.staging/" + host + "." + std::to_string(dead_pid()) + ".89abcdef.tmp";
+  const std::string dead_staging = root + "/.staging/" + host + "." + std::to_string(dead_pid()) + ".89abcdef.tmp";
   write_random_file(dead_staging, 100, 52);
   make_dir(root + "/.locks");
   const std::string orphan_lock = root + "/.locks/local." + make_key(53).hash.hex() + ".lock";

@@ -1,12 +1,11 @@
 // Tests of the in-memory remote tier (src/tier/memory/memory_tier.cpp), the test double for remote tiers.
-#include "datavo/memory_tier.hpp"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "datavo/memory_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
