@@ -141,9 +141,13 @@ struct ShardCacheTier::Impl {
 
   // In-process lock table in front of flock: threads of this process queue here, so that flock only arbitrates
   // between processes and a filesystem without flock still gets in-process single flight.
-  std::mutex table_mu;
-  std::condition_variable table_cv;
-  std::unordered_map<std::string, bool> held;
+  // Shared with every ShardLock, so that a lock may outlive the tier object that issued it.
+  struct LockTable {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::unordered_map<std::string, bool> held;
+  };
+  std::shared_ptr<LockTable> lock_table = std::make_shared<LockTable>();
 
   std::mutex dirs_mu;
   std::vector<std::string> created_dirs;
@@ -191,7 +195,7 @@ struct ShardCacheTier::Impl {
 };
 
 struct ShardCacheTier::ShardLock::State {
-  ShardCacheTier::Impl* impl = nullptr;
+  std::shared_ptr<ShardCacheTier::Impl::LockTable> table;
   std::string name;
   std::string path;
   UniqueFd fd;  // invalid when the filesystem has no working flock
@@ -202,9 +206,9 @@ struct ShardCacheTier::ShardLock::State {
       ::unlink(path.c_str());
       fd.reset();
     }
-    std::lock_guard lock(impl->table_mu);
-    impl->held.erase(name);
-    impl->table_cv.notify_all();
+    std::lock_guard lock(table->mu);
+    table->held.erase(name);
+    table->cv.notify_all();
   }
 };
 
@@ -602,13 +606,14 @@ Result<ShardCacheTier::ShardLock> ShardCacheTier::lock_shard(const ShardKey& key
   const std::string lock_name = key.instance.name() + "." + key.hash.hex();
   ShardLock lock;
   lock.state_ = std::make_unique<ShardLock::State>();
-  lock.state_->impl = impl_.get();
+  lock.state_->table = impl_->lock_table;
   lock.state_->name = lock_name;
   lock.state_->path = impl_->lock_path(lock_name);
   {
-    std::unique_lock table(impl_->table_mu);
-    impl_->table_cv.wait(table, [&] { return impl_->held.count(lock_name) == 0; });
-    impl_->held[lock_name] = true;
+    auto& locks = *impl_->lock_table;
+    std::unique_lock table(locks.mu);
+    locks.cv.wait(table, [&] { return locks.held.count(lock_name) == 0; });
+    locks.held[lock_name] = true;
   }
   // From here the State destructor releases the in-process slot on every path.
   if (read_only()) return lock;
