@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "datavo/tar.hpp"
+#include "support/tar_fixtures.hpp"
 
 namespace datavo {
 namespace {
@@ -23,64 +24,17 @@ using ::testing::HasSubstr;
 std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s)); }
 std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
-// A fresh directory per test case, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "datavo_tar_XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
+using tartest::have_tool;
+using tartest::Member;
+using tartest::read_file;
+using tartest::run;
+using tartest::write_file;
 
- private:
-  fs::path path_;
+struct TempDir : tartest::TempDir {
+  TempDir() : tartest::TempDir("datavo_tar_") {}
 };
 
-int run(const std::string& command) {
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-bool have_tool(const std::string& tool) { return run("command -v " + tool + " >/dev/null 2>&1") == 0; }
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void write_file(const fs::path& path, const std::string& contents) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << contents;
-}
-
-// Deterministic bytes covering all 256 values.
-std::string payload(std::size_t size, unsigned seed) {
-  std::string out(size, '\0');
-  std::uint32_t state = seed * 2654435761u + 1;
-  for (char& c : out) {
-    state = state * 1664525u + 1013904223u;
-    c = static_cast<char>(state >> 24);
-  }
-  return out;
-}
-
-struct Member {
-  std::string name;
-  std::string data;
-  bool operator==(const Member&) const = default;
-};
-
-std::ostream& operator<<(std::ostream& os, const Member& m) {
-  return os << '"' << m.name << "\" (" << m.data.size() << " bytes)";
-}
+std::string payload(std::size_t size, unsigned seed) { return tartest::payload(size, seed, 1); }
 
 // Every regular member, or the error message.
 Result<std::vector<Member>> read_members(const std::string& archive, TarReaderOptions options = {}) {
