@@ -1,6 +1,7 @@
 // Helpers shared by the tar reader and writer tests: scratch directories, external tools, deterministic payloads.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -10,8 +11,6 @@
 #include <ostream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace datavo::tartest {
 
