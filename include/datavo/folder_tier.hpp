@@ -46,10 +46,20 @@ struct FolderTierOptions {
   // Staging files untouched for this long are swept even when their writer's pid cannot be checked.
   Seconds stale_staging_age = std::chrono::hours(6);
   // fsync_before_commit: after a crash the final name holds the whole entry or nothing (docs/layout.md).
+  // no_sync: no fdatasync. A killed process still never leaves a partial entry (the rename comes after the last
+  // byte), but after a power loss or kernel crash an entry may hold fewer or zeroed bytes until `cache verify`.
+  // For scratch disks that do not outlive the machine. shards.yaml: `durability: fsync | none`.
   Durability durability = Durability::fsync_before_commit;
 };
 
+namespace folder {
+class TrailingDigest;
+}
+
 // A staging file in a folder tier's .staging/. Unlinked on destruction unless committed. Movable only.
+// Files of a few MiB and more are hashed by a background thread that reads the written bytes back while the
+// writer goes on (src/tier/folder/trailing_digest.hpp), so write() costs a write(2) and no hashing.
+// Not thread-safe: one thread at a time uses a StagingFile.
 class StagingFile final : public ByteSink {
  public:
   StagingFile() = default;
@@ -63,21 +73,22 @@ class StagingFile final : public ByteSink {
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
-  // The SHA-256 of everything written so far.
-  Sha256 digest();
+  // The SHA-256 of everything written so far, as read back from the file (an I/O error if it cannot be). Waits
+  // for the background hash to catch up; the answer is remembered until the next write or restart.
+  Result<Sha256> digest();
   // Adopts bytes written into fd() by other means (copy_file_range): sets the size and digest directly.
   void adopt(Bytes size, const Sha256& digest);
 
  private:
   friend class ShardCacheTier;
-  StagingFile(int fd, std::string path);
+  StagingFile(int fd, std::string path, Durability durability);
   // After the rename: nothing is left to unlink.
   void mark_committed();
   int fd_ = -1;
   std::string path_;
   Bytes written_;
-  std::unique_ptr<Sha256Hasher> hasher_;
-  std::optional<Sha256> adopted_digest_;
+  std::unique_ptr<folder::TrailingDigest> hasher_;
+  std::optional<Sha256> digest_;  // known: finished, or adopted
 };
 
 struct EvictionReport {

@@ -172,7 +172,8 @@ class Walk {
   // `how` is fetched for origin bytes and promoted for bytes materialized from a remote tier.
   Result<FetchResult> install_fetched(ShardCacheTier& staging_tier, StagingFile staged, ServedFrom how) {
     const Bytes size = staged.written();
-    const Sha256 digest = staged.digest();
+    auto digest = staged.digest();
+    if (!digest) return std::move(digest).error();
     std::optional<FetchResult> top;
     std::optional<ShardHandle> source;  // a readable copy of the bytes, for the tiers installed by copy
     const std::string staged_path = staged.path();
@@ -209,7 +210,7 @@ class Walk {
         warn_capacity_skip(tier, size);
         continue;
       }
-      auto installed = tier.install_copy(key_, *source, digest);
+      auto installed = tier.install_copy(key_, *source, *digest);
       if (!installed) {
         degrade(tier, "install", installed.error());
         continue;
@@ -438,9 +439,18 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
                                              std::to_string(staged->written().count()) + " bytes, expected " +
                                              std::to_string(want.size->count()) + "; discarded"};
     }
-    if (want.sha256 && staged->digest() != *want.sha256) {
-      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + staged->digest().hex() +
-                                             ", expected " + want.sha256->hex() + "; discarded"};
+    if (want.sha256) {
+      auto digest = staged->digest();
+      if (!digest) {
+        // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
+        degrade(*staging_tier, "staging", digest.error());
+        last_error = digest.error();
+        continue;
+      }
+      if (*digest != *want.sha256) {
+        return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
+                                               ", expected " + want.sha256->hex() + "; discarded"};
+      }
     }
     auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
     maybe_flush_stats();

@@ -25,6 +25,7 @@ constexpr std::size_t k_max_error_body = 64 * 1024;
 // How much of an error body goes into an Error message: enough for an S3 <Code> and <Message>.
 constexpr std::size_t k_error_excerpt = 200;
 constexpr long k_max_redirects = 5;
+constexpr long k_download_buffer = 512L * 1024;
 // Idle handles kept for connection reuse; beyond this, handles of a burst of threads are freed.
 constexpr std::size_t k_max_idle_handles = 16;
 constexpr const char* k_user_agent = "datavo";
@@ -514,6 +515,12 @@ Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& reques
   set(curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers));
   set(curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header));
   set(curl_easy_setopt(handle, CURLOPT_HEADERDATA, &attempt));
+  // Downloads into a sink receive in large reads: a fetch of hundreds of MiB then costs a few thousand recv,
+  // write and callback rounds instead of tens of thousands (measured in docs/BENCHMARKS-main-job.md, item 1b).
+  // Advisory: libcurl 7.88 refuses a new size on a handle whose previous transfer failed before it started (an
+  // unsupported scheme), and the request works with either size.
+  (void)curl_easy_setopt(handle, CURLOPT_BUFFERSIZE,
+                         request.sink != nullptr ? k_download_buffer : long(CURL_MAX_WRITE_SIZE));
   set(curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, on_body));
   set(curl_easy_setopt(handle, CURLOPT_WRITEDATA, &attempt));
   set(curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L));

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "tier/folder/scan.hpp"
+#include "tier/folder/trailing_digest.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -68,10 +69,11 @@ Result<std::optional<Sha256>> read_digest_xattr(int fd) {
 // ---------------------------------------------------------------------------------------------------------------
 // StagingFile
 
-StagingFile::StagingFile(int fd, std::string path)
-    : fd_(fd), path_(std::move(path)), hasher_(std::make_unique<Sha256Hasher>()) {}
+StagingFile::StagingFile(int fd, std::string path, Durability durability)
+    : fd_(fd), path_(std::move(path)), hasher_(std::make_unique<folder::TrailingDigest>(fd, durability)) {}
 
 StagingFile::~StagingFile() {
+  hasher_.reset();  // joins its thread before the fd it reads goes away
   if (fd_ >= 0) ::close(fd_);
   if (!path_.empty()) ::unlink(path_.c_str());
 }
@@ -81,20 +83,21 @@ StagingFile::StagingFile(StagingFile&& other) noexcept
       path_(std::move(other.path_)),
       written_(other.written_),
       hasher_(std::move(other.hasher_)),
-      adopted_digest_(other.adopted_digest_) {
+      digest_(other.digest_) {
   other.fd_ = -1;
   other.path_.clear();
 }
 
 StagingFile& StagingFile::operator=(StagingFile&& other) noexcept {
   if (this != &other) {
+    hasher_.reset();
     if (fd_ >= 0) ::close(fd_);
     if (!path_.empty()) ::unlink(path_.c_str());
     fd_ = other.fd_;
     path_ = std::move(other.path_);
     written_ = other.written_;
     hasher_ = std::move(other.hasher_);
-    adopted_digest_ = other.adopted_digest_;
+    digest_ = other.digest_;
     other.fd_ = -1;
     other.path_.clear();
   }
@@ -102,35 +105,48 @@ StagingFile& StagingFile::operator=(StagingFile&& other) noexcept {
 }
 
 Result<void> StagingFile::write(const void* data, std::size_t size) {
+  if (digest_) {
+    // Bytes after a finished or adopted digest: hash everything again from the file.
+    hasher_->reset();
+    digest_.reset();
+  }
   DATAVO_TRY(util::write_all(fd_, data, size, "staging file " + path_));
-  hasher_->update(data, size);
   written_ += Bytes{size};
+  hasher_->appended(written_);
   return {};
 }
 
 Result<void> StagingFile::restart() {
+  hasher_->reset();
   if (::ftruncate(fd_, 0) != 0) return Error::from_errno(errno, "cannot truncate staging file " + path_);
   if (::lseek(fd_, 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind staging file " + path_);
-  hasher_ = std::make_unique<Sha256Hasher>();
   written_ = Bytes{0};
-  adopted_digest_.reset();
+  digest_.reset();
   return {};
 }
 
-Sha256 StagingFile::digest() {
-  if (!adopted_digest_) adopted_digest_ = hasher_->finish();
-  return *adopted_digest_;
+Result<Sha256> StagingFile::digest() {
+  if (!digest_) {
+    auto computed = hasher_->finish(written_);
+    if (!computed) {
+      return Error{computed.error().code, "cannot hash staging file " + path_ + ": " + computed.error().message};
+    }
+    digest_ = *computed;
+  }
+  return *digest_;
 }
 
 void StagingFile::mark_committed() {
+  hasher_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   path_.clear();
 }
 
 void StagingFile::adopt(Bytes size, const Sha256& digest) {
+  hasher_->reset();
   written_ = size;
-  adopted_digest_ = digest;
+  digest_ = digest;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -300,7 +316,7 @@ Result<StagingFile> ShardCacheTier::begin_staging() {
     std::string path = impl_->staging_dir + "/" + util::host_name() + "." + std::to_string(::getpid()) + "." +
                        util::random_hex(8) + ".tmp";
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, k_entry_mode);
-    if (fd >= 0) return StagingFile(fd, std::move(path));
+    if (fd >= 0) return StagingFile(fd, std::move(path), options_.durability);
     if (errno != EEXIST) return Error::from_errno(errno, "cannot create staging file in " + impl_->staging_dir);
   }
   return Error{ErrorCode::internal, "cannot find a free staging file name in " + impl_->staging_dir};
@@ -313,8 +329,9 @@ Result<ShardCacheTier::Impl::CommitOutcome> ShardCacheTier::Impl::commit_staged(
   const mode_t umask_bits = current_umask();
   DATAVO_TRY(impl.ensure_dir(impl.instance_dir(key.instance)));
   const std::string final_path = impl.entry_path(key);
-  const Sha256 digest = staged.digest();
-  const std::string digest_hex = digest.hex();
+  auto digest = staged.digest();
+  if (!digest) return std::move(digest).error();
+  const std::string digest_hex = digest->hex();
 
   // Group members must be able to read entries (and bump their mtime) whatever the writer's umask.
   mode_t mode = (k_entry_mode & ~umask_bits) | k_entry_mode_floor;
