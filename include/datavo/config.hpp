@@ -35,6 +35,8 @@ namespace datavo {
 
 struct FolderTierConfig {
   std::string path;  // expanded: ~ and $VAR / ${VAR}
+  // `durability: fsync` (the default) or `none`; see FolderTierOptions::durability.
+  Durability durability = Durability::fsync_before_commit;
 };
 struct S3TierConfig {
   std::string bucket;

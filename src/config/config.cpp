@@ -43,7 +43,7 @@ const std::vector<std::string>& common_fields() {
 // The fields of each tier type beyond the common ones; also the list of known types, in the order shown to users.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& type_fields() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
-      {k_folder, {"path"}},
+      {k_folder, {"path", "durability"}},
       {k_s3, {"bucket", "region", "prefix"}},
       {k_gcs, {"bucket", "project", "prefix"}},
       {k_azure_blob, {"container_url", "sas_token", "prefix", "managed_identity_client_id"}},
@@ -439,7 +439,20 @@ class Parser {
         return fail(find("path")->mark, path + ".path", "\"" + *expanded + "\" is not an absolute path");
       }
       default_name = *expanded;
-      tier.backend = FolderTierConfig{std::move(*expanded)};
+      FolderTierConfig folder{std::move(*expanded)};
+      if (const Field* field = find("durability")) {
+        auto value = string_value(*field);
+        if (!value) return value.error();
+        if (*value == "fsync") {
+          folder.durability = Durability::fsync_before_commit;
+        } else if (*value == "none") {
+          folder.durability = Durability::no_sync;
+        } else {
+          return fail(field->mark, field->path,
+                      "unknown durability \"" + *value + "\" (expected fsync, the default, or none)");
+        }
+      }
+      tier.backend = std::move(folder);
     } else if (tier.type == k_s3 || tier.type == k_gcs) {
       auto bucket = required("bucket");
       if (!bucket) return bucket.error();

@@ -15,6 +15,7 @@ Result<std::shared_ptr<Tier>> make_folder(const TierConfig& config) {
   options.max_bytes = config.max_bytes;
   options.max_age = config.max_age;
   options.access = config.access;
+  options.durability = folder.durability;
   auto tier = ShardCacheTier::create(std::move(options));
   if (!tier) return std::move(tier).error();
   return std::shared_ptr<Tier>(std::move(*tier));

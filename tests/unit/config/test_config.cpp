@@ -248,6 +248,25 @@ TEST_F(ConfigParse, ReadOnlyTakesTrueOrFalse) {
   EXPECT_EQ(config->tiers[1].access, Access::read_write);
 }
 
+TEST_F(ConfigParse, DurabilityIsFsyncByDefaultOrNone) {
+  auto config = parse(
+      "tiers:\n  - {name: a, path: /a, durability: none}\n  - {name: b, path: /b, durability: fsync}\n"
+      "  - {name: c, path: /c}\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[0].backend).durability, Durability::no_sync);
+  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[1].backend).durability, Durability::fsync_before_commit);
+  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[2].backend).durability, Durability::fsync_before_commit);
+}
+
+TEST_F(ConfigParse, BadDurabilityIsAnErrorNamingTheLine) {
+  EXPECT_EQ(error_of("tiers:\n  - path: /a\n    durability: fast\n"),
+            "/etc/datavo/shards.yaml:3: tiers[0].durability: unknown durability \"fast\" (expected fsync, the "
+            "default, or none)");
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n    durability: [none]\n"), HasSubstr(":3: tiers[0].durability:"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    durability: none\n"),
+              HasSubstr(":5: tiers[1].durability: unknown key for an s3 tier (durability belongs to folder tiers)"));
+}
+
 TEST_F(ConfigParse, TierLineIsOneBased) {
   auto config = parse("# comment\n\ntiers:\n  - name: a\n    path: /a\n\n  - name: b\n    path: /b\n");
   ASSERT_TRUE(config) << config.error().message;
@@ -353,7 +372,7 @@ TEST_F(ConfigParse, UnknownTopLevelKeyIsAnError) {
 TEST_F(ConfigParse, UnknownTierKeyIsAnErrorPerType) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    bucket: my-bucket\n"),
             "/etc/datavo/shards.yaml:3: tiers[0].bucket: unknown key for a folder tier (bucket belongs to s3 and gcs "
-            "tiers); a folder tier takes type, name, max_bytes, max_age, read_only, path");
+            "tiers); a folder tier takes type, name, max_bytes, max_age, read_only, path, durability");
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n    max_size: 5GB\n"),
               HasSubstr(":3: tiers[0].max_size: unknown key for a folder tier;"));
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    path: /b\n"),

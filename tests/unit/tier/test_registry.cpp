@@ -22,6 +22,7 @@ TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
   config.max_bytes = MiB(5);
   config.max_age = std::chrono::hours(24);
   config.access = Access::read_only;
+  std::get<FolderTierConfig>(config.backend).durability = Durability::no_sync;
   auto tier = make_tier(config);
   ASSERT_TRUE(tier) << tier.error().message;
   EXPECT_EQ((*tier)->name(), "fast");
@@ -30,6 +31,7 @@ TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
   EXPECT_TRUE((*tier)->read_only());
   EXPECT_EQ((*tier)->max_bytes(), MiB(5));
   EXPECT_EQ((*tier)->as_folder()->options().max_age, std::chrono::seconds(std::chrono::hours(24)));
+  EXPECT_EQ((*tier)->as_folder()->options().durability, Durability::no_sync);
 }
 
 TEST(TierRegistry, CloudTypesAreKnownButNotBuiltYet) {
