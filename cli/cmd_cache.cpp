@@ -124,6 +124,7 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   if (args.size) expected.size = Bytes{*args.size};
   TransportOptions transport;
   if (const char* token = std::getenv("DATAVO_TOKEN"); token && *token) transport.bearer_token = token;
+  if (auto stall = require(stall_timeout_from_env())) transport.stall_timeout = *stall;
   auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport), expected));
   print_fetch_result(global, result);
 }

@@ -44,6 +44,7 @@ struct ServeArgs {
   std::string token_file;
   std::string port_file;
   std::int64_t ticket_ttl = 900;
+  std::int64_t ticket_wait_ms = 5000;
   int threads = 8;
   bool quiet = false;
 };
@@ -69,6 +70,7 @@ void cmd_serve(const ServeArgs& args) {
   options.port = args.port;
   if (!args.token_file.empty()) options.token = read_token(args.token_file);
   options.ticket_ttl = Seconds{args.ticket_ttl};
+  options.ticket_wait = Milliseconds{args.ticket_wait_ms};
   options.log_requests = !args.quiet;
   options.threads = args.threads;
 
@@ -123,6 +125,11 @@ void add_origin_commands(CLI::App& app, GlobalOptions& global) {
                     "require `Authorization: Bearer <first line of this file>` on every API call");
   serve->add_option("--port-file", serve_args->port_file, "write the bound port here (atomically) once listening");
   serve->add_option("--ticket-ttl", serve_args->ticket_ttl, "lifetime of stream tickets in seconds (default 900)");
+  serve
+      ->add_option("--ticket-wait-ms", serve_args->ticket_wait_ms,
+                   "how long a ticket request waits for its shard's tar to be built before it is answered 202 "
+                   "(preparing) and the client asks again (default 5000)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{600'000}));
   serve->add_option("--threads", serve_args->threads, "worker threads (default 8)")->check(CLI::Range(1, 1024));
   serve->add_flag("--quiet", serve_args->quiet, "do not log one line per request on stderr");
   serve->callback([serve_args] { cmd_serve(*serve_args); });

@@ -48,7 +48,10 @@ struct OriginServerOptions {
   std::uint16_t port = 0;          // 0: an ephemeral port, see OriginServer::port()
   // When set, every request but GET /v1/metrics needs "Authorization: Bearer <token>".
   std::optional<std::string> token;
-  Seconds ticket_ttl{900};   // lifetime of stream tickets; >= 1 s
+  Seconds ticket_ttl{900};  // lifetime of stream tickets; >= 1 s
+  // How long a ticket request waits for its key-group tar to be built before it is answered 202 ("preparing",
+  // with Retry-After) while the build goes on in the background. Zero answers 202 whenever a build is needed.
+  Milliseconds ticket_wait{5'000};
   bool log_requests = true;  // one line per request on stderr (tickets redacted)
   int threads = 8;           // worker threads, each serving one connection at a time; >= 1
 };

@@ -132,8 +132,15 @@ struct OriginClientOptions {
   std::optional<Offline> offline;
   // The cache instance. nullopt: Instance::from_server(server). Needed offline when there is no server.
   std::optional<std::string> instance;
-  // Retries, timeouts and backoff of every request. bearer_token is overwritten by `token`.
+  // Retries, timeouts and backoff of every request. bearer_token is overwritten by `token`, stall_timeout by
+  // `stall_timeout`.
   TransportOptions transport;
+  // A transfer that moves no byte for this long is retried. nullopt: $DATAVO_STALL_TIMEOUT (whole seconds,
+  // 1..86400; anything else is invalid_argument), else transport.stall_timeout (30 s).
+  std::optional<Seconds> stall_timeout;
+  // A ticket request the origin answers 202 ("preparing": it is building the shard's tar) is asked again after
+  // its Retry-After (at most 10 s) until this much time has passed; then it fails with ErrorCode::timeout.
+  Seconds preparing_timeout{3600};
 };
 
 class OriginClient {

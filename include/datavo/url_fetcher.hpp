@@ -25,6 +25,10 @@ struct TransportOptions {
   std::optional<std::string> bearer_token;
 };
 
+// $DATAVO_STALL_TIMEOUT: nullopt when unset or empty; invalid_argument naming the variable unless it is a whole
+// number of seconds from 1 to 86400.
+Result<std::optional<Seconds>> stall_timeout_from_env();
+
 // The returned fetcher reports the Content-Length as the expected size when the server sends one.
 Fetcher make_url_fetcher(std::string url, TransportOptions options = {});
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "client/manifest_cache.hpp"
 #include "net/http_client.hpp"
@@ -15,6 +16,9 @@ namespace datavo {
 namespace {
 
 constexpr std::size_t k_max_name_size = 128;
+// A 202 "preparing" without a usable Retry-After is asked again after this; a longer Retry-After is capped.
+constexpr Milliseconds k_default_preparing_wait{1'000};
+constexpr Milliseconds k_max_preparing_wait{10'000};
 
 // [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere: the rule of docs/protocol.md for dataset, split and key
 // names.
@@ -236,6 +240,7 @@ struct OriginClient::Impl {
   std::string manifest_dir;
   std::unique_ptr<client::ManifestCache> cache;
   std::unique_ptr<net::HttpClient> http;
+  Seconds preparing_timeout{3600};
   // For ticket URLs on another origin (a CDN, a bucket): the ticket's signature authorises them, and the bearer
   // token must not leak to a third party.
   std::unique_ptr<net::HttpClient> http_without_token;
@@ -341,9 +346,30 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
   request.body = body.dump();
   // Issuing a ticket changes nothing on the server that a second identical request could double.
   request.idempotent = true;
-  ticket_requests.fetch_add(1, std::memory_order_relaxed);
-  auto response = http->perform(request);
-  if (!response) return in_context(std::move(response).error(), context);
+  const auto deadline = std::chrono::steady_clock::now() + preparing_timeout;
+  bool told = false;
+  Result<net::HttpResponse> response = Error{ErrorCode::internal, "no request made"};
+  for (;;) {
+    ticket_requests.fetch_add(1, std::memory_order_relaxed);
+    response = http->perform(request);
+    if (!response) return in_context(std::move(response).error(), context);
+    if (response->status != 202) break;
+    // The origin is building the shard's tar: ask again after Retry-After, for as long as preparing_timeout allows.
+    Milliseconds wait = k_default_preparing_wait;
+    if (auto header = response->header("Retry-After")) {
+      if (auto parsed = net::parse_retry_after(*header, std::chrono::system_clock::now())) wait = *parsed;
+    }
+    wait = std::clamp(wait, Milliseconds{0}, k_max_preparing_wait);
+    if (std::chrono::steady_clock::now() + wait > deadline) {
+      return Error{ErrorCode::timeout, context + ": the origin was still preparing the shard after " +
+                                           std::to_string(preparing_timeout.count()) + " s"};
+    }
+    if (!told) {
+      LOG_INFO(context << ": the origin is preparing the shard; asking again every " << wait.count() << " ms");
+      told = true;
+    }
+    std::this_thread::sleep_for(wait);
+  }
   if (response->status != 200)
     return Error{ErrorCode::remote, context + ": unexpected HTTP " + std::to_string(response->status)};
 
@@ -423,8 +449,16 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
   } else {
     transport.bearer_token.reset();
   }
+  if (options.stall_timeout) {
+    transport.stall_timeout = *options.stall_timeout;
+  } else {
+    auto from_env = stall_timeout_from_env();
+    if (!from_env) return std::move(from_env).error();
+    if (*from_env) transport.stall_timeout = **from_env;
+  }
   TransportOptions anonymous = transport;
   anonymous.bearer_token.reset();
+  impl.preparing_timeout = options.preparing_timeout;
   impl.http = std::make_unique<net::HttpClient>(std::move(transport));
   impl.http_without_token = std::make_unique<net::HttpClient>(std::move(anonymous));
   return client;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -88,6 +89,23 @@ Result<Expectation> fetch_file(const std::string& path, ByteSink& sink) {
 }
 
 }  // namespace
+
+Result<std::optional<Seconds>> stall_timeout_from_env() {
+  const char* env = std::getenv("DATAVO_STALL_TIMEOUT");
+  if (env == nullptr || *env == '\0') return std::optional<Seconds>{};
+  const std::string_view text(env);
+  long value = 0;
+  bool digits = text.size() <= 5;
+  for (char c : text) {
+    if (c < '0' || c > '9') digits = false;
+    if (digits) value = value * 10 + (c - '0');
+  }
+  if (!digits || value < 1 || value > 86'400) {
+    return Error{ErrorCode::invalid_argument,
+                 "DATAVO_STALL_TIMEOUT=" + std::string(text) + ": expected a whole number of seconds from 1 to 86400"};
+  }
+  return std::optional<Seconds>{Seconds{value}};
+}
 
 Fetcher make_url_fetcher(std::string url, TransportOptions options) {
   const std::string scheme = scheme_of(url);

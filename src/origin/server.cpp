@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,8 @@ constexpr time_t k_keep_alive_seconds = 1;
 constexpr Seconds k_stale_temporary_age{3600};
 // How long start() waits for the accept loop to run before giving up.
 constexpr std::chrono::seconds k_start_timeout{10};
+// What a 202 "preparing" answer asks the client to wait before it asks again.
+constexpr Seconds k_preparing_retry_after{1};
 constexpr const char* k_immutable = "public, max-age=31536000, immutable";
 
 // --- metrics ----------------------------------------------------------------------------------------------------
@@ -148,8 +151,8 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void send_json(httplib::Response& res, const nlohmann::json& body) {
-  res.status = 200;
+void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200) {
+  res.status = status;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
@@ -310,6 +313,9 @@ class ServerImpl final : public OriginServer {
                                                                              httplib::Response& res);
   // The key-group tar of a shard, materialised on first use (once per hash in this process), or a response.
   std::variant<KeyGroupTar, Refused> key_group(const TicketFields& fields, httplib::Response& res);
+  // key_group() for a ticket request: a tar that is not built within options_.ticket_wait is built on in the
+  // background, and the request is answered 202 with Retry-After (docs/protocol.md, "Preparing").
+  std::variant<KeyGroupTar, Refused> key_group_for_ticket(const TicketFields& fields, httplib::Response& res);
 
   OriginServerOptions options_;
   Store store_;
@@ -326,6 +332,17 @@ class ServerImpl final : public OriginServer {
   std::mutex state_mu_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
+
+  // Background builds of key-group tars for ticket requests, by content hash. The tar, or the refusal that
+  // key_group() answered. Declared last: destroying a std::async future waits for its build, which uses every
+  // member above.
+  struct Prepared {
+    std::optional<KeyGroupTar> tar;
+    int status = 0;
+    std::string body;
+  };
+  std::mutex preparing_mu_;
+  std::map<std::string, std::shared_future<Prepared>> preparing_;
 };
 
 Result<void> ServerImpl::run() {
@@ -596,7 +613,7 @@ void ServerImpl::handle_ticket(const httplib::Request& req, httplib::Response& r
   ShardIdentity identity{rev.manifest_ref, std::to_string(rev.revision), fields.shard_index, fields.keys, {}};
   for (const auto& sample : rev.shards[fields.shard_index].samples) identity.sample_ids.push_back(sample.id);
   fields.content_hash = compute_content_hash(identity).hex();
-  auto tar = key_group(fields, res);
+  auto tar = key_group_for_ticket(fields, res);
   if (std::holds_alternative<Refused>(tar)) return;
   const KeyGroupTar& group = std::get<KeyGroupTar>(tar);
 
@@ -609,6 +626,49 @@ void ServerImpl::handle_ticket(const httplib::Request& req, httplib::Response& r
                   {"sha256", group.sha256.hex()},
                   {"url", origin::ticket_url(fields, signature)},
                   {"expires_at", fields.expires_at}});
+}
+
+std::variant<KeyGroupTar, Refused> ServerImpl::key_group_for_ticket(const TicketFields& fields,
+                                                                    httplib::Response& res) {
+  const auto hash = ContentHash::parse(fields.content_hash).value();
+  if (auto existing = store_.find_key_group(hash); existing && *existing) return std::move(**existing);
+
+  std::shared_future<Prepared> build;
+  {
+    std::lock_guard lock(preparing_mu_);
+    auto it = preparing_.find(hash.hex());
+    if (it == preparing_.end()) {
+      auto job = std::async(std::launch::async, [this, fields] {
+        httplib::Response scratch;
+        auto made = key_group(fields, scratch);
+        Prepared out;
+        if (auto* tar = std::get_if<KeyGroupTar>(&made)) {
+          out.tar = std::move(*tar);
+        } else {
+          out.status = scratch.status;
+          out.body = scratch.body;
+        }
+        return out;
+      });
+      it = preparing_.emplace(hash.hex(), job.share()).first;
+    }
+    build = it->second;
+  }
+  // A tar of many GiB takes longer to build than a client waits for a response; the client comes back instead.
+  if (build.wait_for(options_.ticket_wait) != std::future_status::ready) {
+    res.set_header("Retry-After", std::to_string(k_preparing_retry_after.count()));
+    send_json(res, {{"status", "preparing"}, {"content_hash", hash.hex()}}, 202);
+    return Refused{};
+  }
+  {
+    std::lock_guard lock(preparing_mu_);
+    preparing_.erase(hash.hex());  // built (or refused): the store answers from now on, or the next try rebuilds
+  }
+  const Prepared& done = build.get();
+  if (done.tar) return *done.tar;
+  res.status = done.status;
+  res.set_content(done.body, "application/json");
+  return Refused{};
 }
 
 std::variant<KeyGroupTar, Refused> ServerImpl::key_group(const TicketFields& fields, httplib::Response& res) {
@@ -737,6 +797,7 @@ void ServerImpl::handle_metrics(const httplib::Request&, httplib::Response& res)
 Result<std::unique_ptr<OriginServer>> OriginServer::start(OriginServerOptions options) {
   if (options.threads < 1) return Error{ErrorCode::invalid_argument, "threads must be at least 1"};
   if (options.ticket_ttl.count() < 1) return Error{ErrorCode::invalid_argument, "ticket_ttl must be at least 1 s"};
+  if (options.ticket_wait.count() < 0) return Error{ErrorCode::invalid_argument, "ticket_wait must not be negative"};
   if (options.token && options.token->empty()) return Error{ErrorCode::invalid_argument, "the token is empty"};
   auto store = Store::open(options.store, Store::Create::no);
   if (!store) return store.error();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job through real processes: `datavo pack`, `datavo serve` (--port 0 --port-file), then `datavo warm` and
 # `datavo read` twice. The second pass makes 0 shard and 0 ticket requests, counted on the server's /v1/metrics;
-# a pinned revision and DATAVO_OFFLINE=1 make no request at all; dry runs, key groups, errors and the bearer token.
+# a pinned revision and DATAVO_OFFLINE=1 make no request at all; dry runs, key groups, errors, an origin that answers
+# 202 "preparing", DATAVO_STALL_TIMEOUT and the bearer token.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 E2E_CMD_TIMEOUT=30
@@ -183,6 +184,25 @@ expect_eq "bad dataset name: exit 2" 2 "$RC"
 env -u DATAVO_SERVER timeout 30 "$DATAVO_BIN" --config "$E2E_CONFIG" read "$DS" --key audio.wav >/dev/null 2>"$E2E_TMP/err" && rc=0 || rc=$?
 expect_eq "no server: exit 2" 2 "$rc"
 expect_contains "no server: says how to give one" "DATAVO_SERVER" "$(cat "$E2E_TMP/err")"
+
+# --- an origin still preparing its tars (202 + Retry-After), the stall timeout ------------------------------------
+
+# --ticket-wait-ms 0: every first ticket of a key group is answered 202 while the tar is built in the background.
+stop_pid "$ORIGIN_PID"
+start_origin "$E2E_TMP/store" --ticket-wait-ms 0
+export DATAVO_SERVER="$ORIGIN_URL"
+run --json warm "$DS" --key transcript.txt --jobs 4
+expect_eq "preparing: warm exit 0, every shard from the origin" "[0, $SHARDS, 0]" \
+  "[$RC, $(json "j['origin']['shards']" <<<"$OUT"), $(json "j['failed']" <<<"$OUT")]"
+expect_cmp "preparing: at least one 202 per shard" "$(requests ticket 202)" -ge "$SHARDS"
+expect_eq "preparing: then one ticket per shard" "$SHARDS" "$(requests ticket 200)"
+expect_eq "preparing: one download per shard" "$SHARDS" "$(requests shard)"
+DATAVO_STALL_TIMEOUT=soon run read "$DS" --key transcript.txt
+expect_eq "bad DATAVO_STALL_TIMEOUT: exit 2" 2 "$RC"
+expect_contains "bad DATAVO_STALL_TIMEOUT: names the variable" "DATAVO_STALL_TIMEOUT=soon" "$ERR"
+DATAVO_STALL_TIMEOUT=45 run --json read "$DS" --key transcript.txt
+expect_eq "DATAVO_STALL_TIMEOUT=45: exit 0, every sample" "[0, $SAMPLES]" "[$RC, $(json "j['samples']" <<<"$OUT")]"
+check_deadline
 
 # --- the bearer token -------------------------------------------------------------------------------------------
 

@@ -61,9 +61,10 @@ class SampleStreamOriginTest : public ::testing::Test {
     start_server(std::nullopt);
   }
 
-  void start_server(std::optional<std::string> token) {
+  void start_server(std::optional<std::string> token, Milliseconds ticket_wait = Milliseconds{5'000}) {
     server.reset();
     OriginServerOptions options;
+    options.ticket_wait = ticket_wait;
     options.store = dir.sub("store");
     options.log_requests = false;
     options.threads = 4;
@@ -122,6 +123,54 @@ TEST_F(SampleStreamOriginTest, ColdPassFetchesEveryShardOnce) {
   const Counts before = requests();
   EXPECT_EQ(read_all(options()), k_samples);
   EXPECT_EQ(minus(requests(), before), (Counts{1, k_shards, k_shards}));
+}
+
+// With ticket_wait 0 the server answers every first ticket of a shard 202 ("preparing", Retry-After: 1) and builds
+// the tar in the background; the client waits and asks again, and the pass reads every byte once.
+TEST_F(SampleStreamOriginTest, TicketsAnsweredPreparingAreAskedForAgainUntilReady) {
+  start_server(std::nullopt, Milliseconds{0});
+  EXPECT_EQ(read_all(options()), k_samples);
+  auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+  auto metrics = client->metrics();
+  ASSERT_TRUE(metrics) << metrics.error().message;
+  EXPECT_GE(metrics->requests_for("ticket", "202"), k_shards);
+  EXPECT_EQ(metrics->requests_for("ticket", "200"), k_shards);
+  EXPECT_EQ(metrics->requests_for("shard", "200"), k_shards);
+}
+
+TEST_F(SampleStreamOriginTest, AShardStillPreparingAfterPreparingTimeoutIsATimeoutError) {
+  start_server(std::nullopt, Milliseconds{0});
+  auto options = clienttest::client_options(server->base_url(), dir.sub("manifests"));
+  options.preparing_timeout = Seconds{0};
+  auto client = clienttest::make_client(options);
+  auto manifest = client->manifest(DatasetName{"voice_demo_v1", "train"}, std::nullopt);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  auto ticket = client->request_ticket(manifest->manifest, 0, {"audio.wav", "transcript.txt"});
+  ASSERT_FALSE(ticket);
+  EXPECT_EQ(ticket.error().code, ErrorCode::timeout);
+  EXPECT_NE(ticket.error().message.find("still preparing the shard after 0 s"), std::string::npos)
+      << ticket.error().message;
+}
+
+TEST_F(SampleStreamOriginTest, StallTimeoutComesFromTheEnvironmentAndABadValueIsRefused) {
+  {
+    clienttest::ScopedEnv env("DATAVO_STALL_TIMEOUT", "120");
+    auto from_env = stall_timeout_from_env();
+    ASSERT_TRUE(from_env);
+    EXPECT_EQ(*from_env, std::optional<Seconds>(Seconds{120}));
+  }
+  for (const char* bad : {"0", "-5", "1.5", "30s", "86401", "999999999999"}) {
+    clienttest::ScopedEnv env("DATAVO_STALL_TIMEOUT", bad);
+    auto client = OriginClient::create(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+    ASSERT_FALSE(client) << bad;
+    EXPECT_EQ(client.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(client.error().message.find(std::string("DATAVO_STALL_TIMEOUT=") + bad), std::string::npos)
+        << client.error().message;
+  }
+  clienttest::ScopedEnv unset("DATAVO_STALL_TIMEOUT", std::nullopt);
+  auto from_env = stall_timeout_from_env();
+  ASSERT_TRUE(from_env);
+  EXPECT_FALSE(*from_env);
 }
 
 TEST_F(SampleStreamOriginTest, WarmPassWithAPinnedRevisionMakesZeroRequests) {

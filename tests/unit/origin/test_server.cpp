@@ -568,6 +568,34 @@ TEST_F(OriginServerTest, ConcurrentFirstTicketsForOneKeyGroupAgree) {
   }
 }
 
+TEST_F(OriginServerTest, ATarNotBuiltWithinTicketWaitIsAnswered202AndBuiltInTheBackground) {
+  OriginServerOptions options;
+  options.ticket_wait = Milliseconds{0};
+  start(options);
+  const std::string body =
+      json{{"dataset", "voice"}, {"split", "train"}, {"revision", 1}, {"shard_index", 0}, {"keys", {"audio.wav"}}}
+          .dump();
+  auto first = post_ticket(body);
+  ASSERT_EQ(first.status, 202) << first.body;
+  EXPECT_EQ(first.header("retry-after"), "1");
+  json preparing = json_of(first);
+  EXPECT_EQ(preparing["status"], "preparing");
+  HttpResult ready = first;
+  for (int i = 0; i < 400 && ready.status == 202; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    ready = post_ticket(body);
+  }
+  ASSERT_EQ(ready.status, 200) << ready.body;
+  json t = json_of(ready);
+  EXPECT_EQ(t["content_hash"], preparing["content_hash"]);
+  EXPECT_EQ(sha256_hex(download(t)), t["sha256"]);
+  // Built once, a ticket is answered at once even with ticket_wait 0.
+  EXPECT_EQ(post_ticket(body).status, 200);
+  auto metrics = get("/v1/metrics");
+  EXPECT_NE(metrics.body.find("datavo_requests_total{route=\"ticket\",status=\"202\"}"), std::string::npos)
+      << metrics.body;
+}
+
 TEST_F(OriginServerTest, AMissingTarIsMaterialisedAgain) {
   start();
   json t = ticket(1, 0, {"audio.wav"});
