@@ -218,7 +218,7 @@ class Bench:
         self.report.append(text)
         print(text, flush=True)
 
-    def fresh_cache(self, name):
+    def fresh_cache(self, name, durability=None):
         """A fresh folder tier and manifest cache; returns (config path, manifest dir, cache dir)."""
         base = self.path(name)
         shutil.rmtree(base, ignore_errors=True)
@@ -227,6 +227,8 @@ class Bench:
         config = os.path.join(base, "shards.yaml")
         with open(config, "w") as f:
             f.write(f"tiers:\n  - name: bench\n    path: {cache}\n")
+            if durability:
+                f.write(f"    durability: {durability}\n")
         return config, os.path.join(base, "manifests"), cache
 
     def client_env(self, server, config, manifests):
@@ -321,8 +323,9 @@ class Bench:
 
     # item 1 ----------------------------------------------------------------------------------------------------
 
-    # Configurations of fetch_model (item 1b): (label, flags). The fourth is Datavo's design: libcurl's default
-    # 16 KiB buffer, SHA-256 inline on the receiving thread, fdatasync before the commit.
+    # Configurations of fetch_model (item 1b): (label, flags). The fourth was Datavo's first design (libcurl's
+    # default 16 KiB buffer, SHA-256 inline on the receiving thread, fdatasync before the commit); the last two are
+    # its current one, with and without the fdatasync (`durability: fsync`, the default, and `durability: none`).
     MODELS = [
         ("model: 16 KiB buffer, no hash, no sync (what `curl -o FILE` does)", ["--hash", "none", "--sync", "none"]),
         ("model: 16 KiB, inline SHA-256, no sync", ["--hash", "inline", "--sync", "none"]),
@@ -332,7 +335,10 @@ class Bench:
          ["--buffer", str(512 * 1024), "--hash", "inline", "--sync", "fdatasync"]),
         ("model: 512 KiB, SHA-256 on a 2nd thread, sync_file_range every 8 MiB + fdatasync",
          ["--buffer", str(512 * 1024), "--hash", "thread", "--sync", "range"]),
+        ("model: 512 KiB, SHA-256 on a 2nd thread, no sync",
+         ["--buffer", str(512 * 1024), "--hash", "thread", "--sync", "none"]),
     ]
+    NO_SYNC = " (durability: none)"
 
     def item1(self):
         self.log("item 1: cold fetch of one shard, datavo vs curl (and item 1b: fetch_model)")
@@ -340,7 +346,8 @@ class Bench:
         sha = self.one_ticket["sha256"]
         out_file = self.path("curl-out.tar")
         store_tar = os.path.join(self.small_store, "tars", self.one_ticket["content_hash"] + ".tar")
-        main = ["curl -o /dev/null", "curl -o FILE", "datavo warm", "datavo cache fetch", "openssl dgst -sha256"]
+        main = ["curl -o /dev/null", "curl -o FILE", "datavo warm", "datavo cache fetch",
+                "datavo warm" + self.NO_SYNC, "datavo cache fetch" + self.NO_SYNC, "openssl dgst -sha256"]
         models = [label for label, _ in self.MODELS]
         variants = main + (models if self.model else [])
         walls = {v: [] for v in variants + ["sync FILE", "curl -o FILE + sync FILE"]}
@@ -349,8 +356,10 @@ class Bench:
         for rep in range(self.reps):
             for v in rotated(variants, rep):
                 ticket = self.server.ticket("bench/one", self.one_revision, 0)
-                config, manifests, cache = self.fresh_cache("item1-cache")
+                no_sync = v.endswith(self.NO_SYNC)
+                config, manifests, cache = self.fresh_cache("item1-cache", "none" if no_sync else None)
                 env = self.client_env(self.server, config, manifests)
+                v_cmd = v[:-len(self.NO_SYNC)] if no_sync else v
                 if os.path.exists(out_file):
                     os.unlink(out_file)
                 sync()
@@ -363,12 +372,12 @@ class Bench:
                     s = run(["sync", out_file], self.env, self.work)
                     walls["sync FILE"].append(s.wall)
                     walls["curl -o FILE + sync FILE"].append(r.wall + s.wall)
-                elif v == "datavo warm":
+                elif v_cmd == "datavo warm":
                     r = run([self.datavo, "--config", config, "--json", "warm", "bench/one", "--key", KEYS[0],
                              "--key", KEYS[1]], env, self.work, rss=True)
                     if r.json()["origin"]["bytes"] != size:
                         raise SystemExit("datavo warm did not fetch the shard from the origin")
-                elif v == "datavo cache fetch":
+                elif v_cmd == "datavo cache fetch":
                     r = run([self.datavo, "--config", config, "--json", "cache", "fetch", ticket["content_hash"],
                              "--url", ticket["url"], "--sha256", sha, "--size", str(size)], env, self.work, rss=True)
                 elif v == "openssl dgst -sha256":
@@ -405,13 +414,16 @@ class Bench:
                    "vs curl -o FILE, paired", "vs curl -o /dev/null", "CPU s", "peak RSS MiB"]
         rows = [row(v, f"`{v}`") for v in ["curl -o /dev/null", "curl -o FILE", "curl -o FILE + sync FILE",
                                             "datavo warm", "datavo cache fetch"]]
+        rows += [row(v, f"`{v[:-len(self.NO_SYNC)]}`, `durability: none`")
+                 for v in ["datavo warm" + self.NO_SYNC, "datavo cache fetch" + self.NO_SYNC]]
         rows.append(row("openssl dgst -sha256", "reference: `openssl dgst -sha256` of the origin's tar (no fetch)"))
         self.emit(f"## 1. Cold fetch of one {size / MiB:.1f} MiB shard from `datavo serve` on loopback\n")
         self.emit(f"{self.reps} repetitions; the origin's tar is warm in the page cache; each datavo run starts with "
                   "an empty cache (and, for `warm`, an empty manifest cache); `sync` before every run. `datavo warm` "
                   "includes process start, the manifest and ticket requests; curl and `cache fetch` get a fresh "
                   "ticket URL made before the timed run. `curl -o FILE + sync FILE` adds the time of `sync FILE` "
-                  "after curl (datavo fdatasyncs before it commits). CPU s is user + system time of the process "
+                  "after curl (with the default `durability: fsync`, datavo fdatasyncs before it commits; the "
+                  "`durability: none` rows do not). CPU s is user + system time of the process "
                   "(`/usr/bin/time`), which the load of a shared machine does not inflate. The last row is not a "
                   "fetch: it is the cost of the SHA-256 that datavo verifies every download with, alone. \"vs\" "
                   "columns are throughput ratios: of the medians, and \"paired\", the median over the repetitions of "
@@ -426,6 +438,8 @@ class Bench:
             rows = [row("curl -o FILE", "`curl -o FILE` (from the table above)")]
             rows += [row(v, v) for v in models]
             rows.append(row("datavo cache fetch", "`datavo cache fetch` (from the table above)"))
+            rows.append(row("datavo cache fetch" + self.NO_SYNC,
+                            "`datavo cache fetch`, `durability: none` (from the table above)"))
             self.emit(table(headers, rows))
             self.emit("")
 
