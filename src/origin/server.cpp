@@ -305,6 +305,7 @@ class ServerImpl final : public OriginServer {
   void handle_ticket(const httplib::Request& req, httplib::Response& res);
   void handle_shard(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(const httplib::Request& req, httplib::Response& res);
+  void count_request(const httplib::Request& req, const httplib::Response& res);
 
   // Revision `revision` (nullopt: the latest) of a dataset, or a 404/500 response.
   std::variant<std::shared_ptr<const CachedRevision>, Refused> find_revision(const std::string& dataset,
@@ -420,6 +421,10 @@ void ServerImpl::install_handlers() {
     LOG_ERROR("origin: " << req.method << " " << req.path << ": unhandled exception");
     send_error(res, 500, "internal error");
   });
+  // Counted before the response is written (httplib runs the post-routing handler first), so that a client that
+  // has its answer and then reads /v1/metrics always finds its request there; the logger runs after the write.
+  http_.set_post_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { count_request(req, res); });
   http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) { log_request(req, res); });
 }
 
@@ -449,12 +454,15 @@ httplib::Server::HandlerResponse ServerImpl::pre_routing(const httplib::Request&
   return httplib::Server::HandlerResponse::Handled;
 }
 
-void ServerImpl::log_request(const httplib::Request& req, const httplib::Response& res) {
-  Route route = route_of(req.path);
-  std::uint64_t bytes = req.method == "HEAD" ? 0 : res.body.size();
-  metrics_.add_bytes(route, bytes);
-  bytes += t_request.streamed;
+void ServerImpl::count_request(const httplib::Request& req, const httplib::Response& res) {
+  const Route route = route_of(req.path);
+  metrics_.add_bytes(route, req.method == "HEAD" ? 0 : res.body.size());
   metrics_.count_request(route, res.status);
+}
+
+void ServerImpl::log_request(const httplib::Request& req, const httplib::Response& res) {
+  std::uint64_t bytes = req.method == "HEAD" ? 0 : res.body.size();
+  bytes += t_request.streamed;
   if (options_.log_requests) {
     char elapsed[32] = "-";
     if (t_request.started) {
@@ -780,10 +788,11 @@ void ServerImpl::handle_shard(const httplib::Request& req, httplib::Response& re
           LOG_ERROR("origin: " << read.error().message);
           return false;
         }
-        if (!sink.write(buffer->data(), n)) return false;
+        // Counted before the write: once the client holds the bytes, /v1/metrics already shows them. A download
+        // cut during this write counts its last chunk.
         metrics->add_bytes(Route::shard, n);
         t_request.streamed += n;
-        return true;
+        return sink.write(buffer->data(), n);
       });
 }
 
