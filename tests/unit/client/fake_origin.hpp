@@ -73,8 +73,11 @@ class FakeOrigin {
   std::atomic<bool> corrupt_bytes{false};       // downloads flip one byte (size and ticket sha256 unchanged)
   std::atomic<bool> broken_tar{false};          // the tar itself is broken (and the ticket describes it truly)
   // When set, ticket URLs are absolute with this base (e.g. "http://localhost:<port>": another origin string).
-  // REQUIRES: set before any request.
-  std::string shard_url_base;
+  // May be changed between requests (a server thread reads it under the lock).
+  void set_shard_url_base(std::string base) {
+    std::lock_guard lock(shard_url_base_mu_);
+    shard_url_base_ = std::move(base);
+  }
 
   // Counters.
   std::atomic<int> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0};
@@ -98,6 +101,10 @@ class FakeOrigin {
   }
 
  private:
+  std::string shard_url_base() {
+    std::lock_guard lock(shard_url_base_mu_);
+    return shard_url_base_;
+  }
   std::string etag() const { return "\"" + data_.manifest_ref + "." + std::to_string(data_.revision) + "\""; }
 
   void manifest(const httplib::Request& req, httplib::Response& res) {
@@ -153,7 +160,7 @@ class FakeOrigin {
         {"content_hash", hash},
         {"size", tar.size()},
         {"sha256", hasher.finish().hex()},
-        {"url", shard_url_base + "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
+        {"url", shard_url_base() + "/shards/" + compute_content_hash(identity).hex() + ".tar?sig=x"},
         {"expires_at", 4102444800}};
     res.set_content(out.dump(), "application/json");
   }
@@ -187,6 +194,8 @@ class FakeOrigin {
   std::thread thread_;
   std::mutex mu_;
   std::map<std::string, std::string> tars_;  // guarded by mu_
+  std::mutex shard_url_base_mu_;
+  std::string shard_url_base_;
 };
 
 }  // namespace datavo::clienttest

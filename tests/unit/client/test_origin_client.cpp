@@ -343,7 +343,7 @@ TEST_F(OriginClientFakeTest, TokenGoesOnlyToTheServersOwnOrigin) {
   EXPECT_EQ(origin.shard_requests_with_authorization.load(), 1) << "a relative ticket URL is the server's own";
 
   // The same server under another name is another origin as far as the client can tell.
-  origin.shard_url_base = "http://localhost:" + std::to_string(origin.port());
+  origin.set_shard_url_base("http://localhost:" + std::to_string(origin.port()));
   ASSERT_TRUE(
       cache->get_or_fetch(c->shard_key(manifest->manifest, 1, keys), c->shard_fetcher(manifest->manifest, 1, keys)));
   EXPECT_EQ(origin.shard_requests.load(), 2);
