@@ -128,8 +128,8 @@ void add_origin_commands(CLI::App& app, GlobalOptions& global) {
   serve
       ->add_option("--ticket-wait-ms", serve_args->ticket_wait_ms,
                    "how long a ticket request waits for its shard's tar to be built before it is answered 202 "
-                   "(preparing) and the client asks again (default 5000)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{600'000}));
+                   "(preparing) and the client asks again (default 5000, at most 20000)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{20'000}));
   serve->add_option("--threads", serve_args->threads, "worker threads (default 8)")->check(CLI::Range(1, 1024));
   serve->add_flag("--quiet", serve_args->quiet, "do not log one line per request on stderr");
   serve->callback([serve_args] { cmd_serve(*serve_args); });

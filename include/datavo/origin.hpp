@@ -50,7 +50,8 @@ struct OriginServerOptions {
   std::optional<std::string> token;
   Seconds ticket_ttl{900};  // lifetime of stream tickets; >= 1 s
   // How long a ticket request waits for its key-group tar to be built before it is answered 202 ("preparing",
-  // with Retry-After) while the build goes on in the background. Zero answers 202 whenever a build is needed.
+  // with Retry-After) while the build goes on in the background (two builds at a time). Zero answers 202 whenever a
+  // build is needed; at most 20 s, so that a waiting request never looks stalled to a client.
   Milliseconds ticket_wait{5'000};
   bool log_requests = true;  // one line per request on stderr (tickets redacted)
   int threads = 8;           // worker threads, each serving one connection at a time; >= 1

@@ -19,6 +19,8 @@ constexpr std::size_t k_max_name_size = 128;
 // A 202 "preparing" without a usable Retry-After is asked again after this; a longer Retry-After is capped.
 constexpr Milliseconds k_default_preparing_wait{1'000};
 constexpr Milliseconds k_max_preparing_wait{10'000};
+// A Retry-After of 0 (or a date in the past) would make the loop spin.
+constexpr Milliseconds k_min_preparing_wait{100};
 
 // [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere: the rule of docs/protocol.md for dataset, split and key
 // names.
@@ -359,11 +361,13 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
     if (auto header = response->header("Retry-After")) {
       if (auto parsed = net::parse_retry_after(*header, std::chrono::system_clock::now())) wait = *parsed;
     }
-    wait = std::clamp(wait, Milliseconds{0}, k_max_preparing_wait);
-    if (std::chrono::steady_clock::now() + wait > deadline) {
+    wait = std::clamp(wait, k_min_preparing_wait, k_max_preparing_wait);
+    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= Milliseconds{0}) {
       return Error{ErrorCode::timeout, context + ": the origin was still preparing the shard after " +
                                            std::to_string(preparing_timeout.count()) + " s"};
     }
+    wait = std::min(wait, left);  // and ask a last time at the deadline
     if (!told) {
       LOG_INFO(context << ": the origin is preparing the shard; asking again every " << wait.count() << " ms");
       told = true;
@@ -450,6 +454,8 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     transport.bearer_token.reset();
   }
   if (options.stall_timeout) {
+    if (options.stall_timeout->count() < 1)
+      return Error{ErrorCode::invalid_argument, "stall_timeout must be at least 1 s (0 would abort every transfer)"};
     transport.stall_timeout = *options.stall_timeout;
   } else {
     auto from_env = stall_timeout_from_env();

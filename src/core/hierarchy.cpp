@@ -321,6 +321,10 @@ class Walk {
         return std::optional<FetchResult>{};
       }
       if (!*read) return std::optional<FetchResult>{};
+      if (auto digest = staged->digest(); !digest) {
+        degrade(*folder, "staging", digest.error());
+        continue;  // the landing zone cannot read back what it just wrote: try the next one
+      }
       remote.counters().hits.fetch_add(1, std::memory_order_relaxed);
       remote.counters().bytes_served.fetch_add(staged->written().count(), std::memory_order_relaxed);
       // Install into the folder tiers above the hit: the landing tier by rename, the rest by copy.
@@ -439,18 +443,17 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
                                              std::to_string(staged->written().count()) + " bytes, expected " +
                                              std::to_string(want.size->count()) + "; discarded"};
     }
-    if (want.sha256) {
-      auto digest = staged->digest();
-      if (!digest) {
-        // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
-        degrade(*staging_tier, "staging", digest.error());
-        last_error = digest.error();
-        continue;
-      }
-      if (*digest != *want.sha256) {
-        return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
-                                               ", expected " + want.sha256->hex() + "; discarded"};
-      }
+    // Needed for the entry's recorded digest even when nobody expects one.
+    auto digest = staged->digest();
+    if (!digest) {
+      // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
+      degrade(*staging_tier, "staging", digest.error());
+      last_error = digest.error();
+      continue;
+    }
+    if (want.sha256 && *digest != *want.sha256) {
+      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
+                                             ", expected " + want.sha256->hex() + "; discarded"};
     }
     auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
     maybe_flush_stats();

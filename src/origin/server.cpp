@@ -18,7 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <future>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -57,6 +57,11 @@ constexpr Seconds k_stale_temporary_age{3600};
 constexpr std::chrono::seconds k_start_timeout{10};
 // What a 202 "preparing" answer asks the client to wait before it asks again.
 constexpr Seconds k_preparing_retry_after{1};
+// Threads that build key-group tars for ticket requests: builds are disk-bound, and more at once only thrash.
+constexpr int k_builders = 2;
+// A ticket request holds its connection silent while it waits; clients give up on a silent transfer after their
+// stall window (30 s by default), so the wait stays well inside it.
+constexpr Milliseconds k_max_ticket_wait{20'000};
 constexpr const char* k_immutable = "public, max-age=31536000, immutable";
 
 // --- metrics ----------------------------------------------------------------------------------------------------
@@ -141,6 +146,7 @@ const char* error_code_for(int status) {
     case 410: return "expired";
     case 413: return "payload_too_large";
     case 416: return "range_not_satisfiable";
+    case 503: return "unavailable";
     default: return status >= 500 ? "internal" : "error";
   }
 }
@@ -288,6 +294,7 @@ class ServerImpl final : public OriginServer {
     std::lock_guard stop_lock(stop_mu_);
     http_.stop();
     if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    stop_builders();
     {
       std::lock_guard lock(state_mu_);
       stopped_ = true;
@@ -334,16 +341,31 @@ class ServerImpl final : public OriginServer {
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
 
-  // Background builds of key-group tars for ticket requests, by content hash. The tar, or the refusal that
-  // key_group() answered. Declared last: destroying a std::async future waits for its build, which uses every
-  // member above.
+  // Key-group tars built for ticket requests by k_builders threads of their own (key_group_for_ticket), one build
+  // per content hash whoever asks. A preparation is in preparing_ from the request that queues it until its
+  // builder finishes it; waiters hold it by shared_ptr beyond that.
   struct Prepared {
-    std::optional<KeyGroupTar> tar;
+    std::optional<KeyGroupTar> tar;  // the tar, or the refusal that key_group() answered:
     int status = 0;
     std::string body;
   };
+  struct Preparation {
+    TicketFields fields;
+    std::mutex mu;
+    std::condition_variable finished;
+    bool done = false;  // guarded by mu
+    Prepared result;    // guarded by mu; set once, with done
+  };
+  void run_builder();
+  void finish_preparation(Preparation& preparation, Prepared result);
+  void stop_builders();
+
   std::mutex preparing_mu_;
-  std::map<std::string, std::shared_future<Prepared>> preparing_;
+  std::condition_variable build_wanted_;
+  std::map<std::string, std::shared_ptr<Preparation>> preparing_;  // guarded by preparing_mu_
+  std::deque<std::shared_ptr<Preparation>> build_queue_;           // guarded by preparing_mu_
+  bool builders_stopping_ = false;                                 // guarded by preparing_mu_
+  std::vector<std::thread> builders_;
 };
 
 Result<void> ServerImpl::run() {
@@ -370,6 +392,7 @@ Result<void> ServerImpl::run() {
                                     " (address in use, not local, or not permitted)"};
   }
   port_ = static_cast<std::uint16_t>(port);
+  for (int i = 0; i < k_builders; ++i) builders_.emplace_back([this] { run_builder(); });
   thread_ = std::thread([this] {
     http_.listen_after_bind();
     std::lock_guard lock(state_mu_);
@@ -641,42 +664,97 @@ std::variant<KeyGroupTar, Refused> ServerImpl::key_group_for_ticket(const Ticket
   const auto hash = ContentHash::parse(fields.content_hash).value();
   if (auto existing = store_.find_key_group(hash); existing && *existing) return std::move(**existing);
 
-  std::shared_future<Prepared> build;
+  std::shared_ptr<Preparation> preparation;
   {
     std::lock_guard lock(preparing_mu_);
-    auto it = preparing_.find(hash.hex());
-    if (it == preparing_.end()) {
-      auto job = std::async(std::launch::async, [this, fields] {
-        httplib::Response scratch;
-        auto made = key_group(fields, scratch);
-        Prepared out;
-        if (auto* tar = std::get_if<KeyGroupTar>(&made)) {
-          out.tar = std::move(*tar);
-        } else {
-          out.status = scratch.status;
-          out.body = scratch.body;
-        }
-        return out;
-      });
-      it = preparing_.emplace(hash.hex(), job.share()).first;
+    if (builders_stopping_) {
+      send_error(res, 503, "the server is stopping");
+      return Refused{};
     }
-    build = it->second;
+    auto& slot = preparing_[hash.hex()];
+    if (!slot) {
+      slot = std::make_shared<Preparation>();
+      slot->fields = fields;
+      build_queue_.push_back(slot);
+      build_wanted_.notify_one();
+    }
+    preparation = slot;
   }
+  std::unique_lock lock(preparation->mu);
   // A tar of many GiB takes longer to build than a client waits for a response; the client comes back instead.
-  if (build.wait_for(options_.ticket_wait) != std::future_status::ready) {
+  if (!preparation->finished.wait_for(lock, options_.ticket_wait, [&] { return preparation->done; })) {
     res.set_header("Retry-After", std::to_string(k_preparing_retry_after.count()));
     send_json(res, {{"status", "preparing"}, {"content_hash", hash.hex()}}, 202);
     return Refused{};
   }
-  {
-    std::lock_guard lock(preparing_mu_);
-    preparing_.erase(hash.hex());  // built (or refused): the store answers from now on, or the next try rebuilds
-  }
-  const Prepared& done = build.get();
+  const Prepared& done = preparation->result;
   if (done.tar) return *done.tar;
   res.status = done.status;
   res.set_content(done.body, "application/json");
   return Refused{};
+}
+
+void ServerImpl::run_builder() {
+  for (;;) {
+    std::shared_ptr<Preparation> preparation;
+    {
+      std::unique_lock lock(preparing_mu_);
+      build_wanted_.wait(lock, [this] { return builders_stopping_ || !build_queue_.empty(); });
+      if (builders_stopping_) return;
+      preparation = std::move(build_queue_.front());
+      build_queue_.pop_front();
+    }
+    Prepared out;
+    try {
+      httplib::Response scratch;
+      auto made = key_group(preparation->fields, scratch);
+      if (auto* tar = std::get_if<KeyGroupTar>(&made)) {
+        out.tar = std::move(*tar);
+      } else {
+        out.status = scratch.status;
+        out.body = scratch.body;
+      }
+    } catch (const std::exception& e) {
+      LOG_ERROR("origin: building the tar of " << preparation->fields.content_hash << " failed: " << e.what());
+      httplib::Response scratch;
+      send_error(scratch, 500, "the store failed: internal");
+      out.status = scratch.status;
+      out.body = scratch.body;
+    }
+    finish_preparation(*preparation, std::move(out));
+  }
+}
+
+void ServerImpl::finish_preparation(Preparation& preparation, Prepared result) {
+  {
+    std::lock_guard lock(preparing_mu_);
+    // Built (or refused): from now on the store answers, or the next request queues a new build.
+    auto it = preparing_.find(preparation.fields.content_hash);
+    if (it != preparing_.end() && it->second.get() == &preparation) preparing_.erase(it);
+  }
+  {
+    std::lock_guard lock(preparation.mu);
+    preparation.result = std::move(result);
+    preparation.done = true;
+  }
+  preparation.finished.notify_all();
+}
+
+void ServerImpl::stop_builders() {
+  std::deque<std::shared_ptr<Preparation>> abandoned;
+  {
+    std::lock_guard lock(preparing_mu_);
+    builders_stopping_ = true;
+    abandoned.swap(build_queue_);
+  }
+  build_wanted_.notify_all();
+  for (auto& builder : builders_) builder.join();  // a build under way finishes first
+  builders_.clear();
+  for (auto& preparation : abandoned) {
+    httplib::Response scratch;
+    send_error(scratch, 503, "the server is stopping");
+    finish_preparation(*preparation, Prepared{std::nullopt, scratch.status, scratch.body});
+  }
 }
 
 std::variant<KeyGroupTar, Refused> ServerImpl::key_group(const TicketFields& fields, httplib::Response& res) {
@@ -806,7 +884,11 @@ void ServerImpl::handle_metrics(const httplib::Request&, httplib::Response& res)
 Result<std::unique_ptr<OriginServer>> OriginServer::start(OriginServerOptions options) {
   if (options.threads < 1) return Error{ErrorCode::invalid_argument, "threads must be at least 1"};
   if (options.ticket_ttl.count() < 1) return Error{ErrorCode::invalid_argument, "ticket_ttl must be at least 1 s"};
-  if (options.ticket_wait.count() < 0) return Error{ErrorCode::invalid_argument, "ticket_wait must not be negative"};
+  if (options.ticket_wait.count() < 0 || options.ticket_wait > k_max_ticket_wait) {
+    return Error{ErrorCode::invalid_argument,
+                 "ticket_wait must be from 0 to " + std::to_string(k_max_ticket_wait.count()) +
+                     " ms: a request held longer would look stalled to clients (30 s by default)"};
+  }
   if (options.token && options.token->empty()) return Error{ErrorCode::invalid_argument, "the token is empty"};
   auto store = Store::open(options.store, Store::Create::no);
   if (!store) return store.error();

@@ -28,9 +28,16 @@ void TrailingDigest::appended(Bytes total) {
   if (now - notified_ < k_chunk) return;
   notified_ = now;
   if (!thread_.joinable()) {
-    if (now < k_background_threshold.count()) return;
+    if (now < k_background_threshold.count() || background_failed_) return;
     available_ = now;
-    thread_ = std::thread([this] { run(); });
+    // This runs inside libcurl's write callback, where an exception must not escape: without a thread (no
+    // memory, no threads left) finish() simply hashes everything itself.
+    try {
+      buffer_.resize(k_chunk);
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::exception&) {
+      background_failed_ = true;
+    }
     return;
   }
   {
@@ -41,7 +48,6 @@ void TrailingDigest::appended(Bytes total) {
 }
 
 void TrailingDigest::run() {
-  std::vector<char> buffer(k_chunk);
   for (;;) {
     std::uint64_t end = 0;
     {
@@ -50,7 +56,7 @@ void TrailingDigest::run() {
       if (stopping_) return;
       end = available_;
     }
-    if (auto done = hash_up_to(end, buffer); !done) {
+    if (auto done = hash_up_to(end, buffer_, StopCheck::between_chunks); !done) {
       error_ = std::move(done).error();
       return;
     }
@@ -62,8 +68,10 @@ void TrailingDigest::run() {
   }
 }
 
-Result<void> TrailingDigest::hash_up_to(std::uint64_t end, std::vector<char>& buffer) {
+Result<void> TrailingDigest::hash_up_to(std::uint64_t end, std::vector<char>& buffer, StopCheck check) {
   while (hashed_ < end) {
+    // A reset() or finish() should not wait for bytes the owner is about to discard or will hash itself.
+    if (check == StopCheck::between_chunks && stop_requested_.load(std::memory_order_relaxed)) return {};
     const std::size_t want = std::size_t(std::min<std::uint64_t>(end - hashed_, buffer.size()));
     DATAVO_TRY(util::pread_all(fd_, buffer.data(), want, off_t(hashed_), "staging file (hashing)"));
     hasher_.update(buffer.data(), want);
@@ -78,16 +86,20 @@ void TrailingDigest::stop() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  stop_requested_.store(true, std::memory_order_relaxed);
   wake_.notify_one();
   thread_.join();
   stopping_ = false;
+  stop_requested_.store(false, std::memory_order_relaxed);
 }
 
 Result<Sha256> TrailingDigest::finish(Bytes total) {
   stop();
   if (error_) return *error_;
-  std::vector<char> buffer(std::size_t(std::min<std::uint64_t>(std::max<std::uint64_t>(total.count(), 1), k_chunk)));
-  DATAVO_TRY(hash_up_to(total.count(), buffer));
+  if (hashed_ < total.count() && buffer_.empty()) {
+    buffer_.resize(std::size_t(std::min<std::uint64_t>(total.count() - hashed_, k_chunk)));
+  }
+  DATAVO_TRY(hash_up_to(total.count(), buffer_, StopCheck::never));
   return hasher_.finish();
 }
 
@@ -96,6 +108,7 @@ void TrailingDigest::reset() {
   hasher_ = Sha256Hasher();
   hashed_ = writeback_ = notified_ = available_ = 0;
   error_.reset();
+  background_failed_ = false;
 }
 
 }  // namespace datavo::folder

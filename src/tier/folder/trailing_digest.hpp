@@ -11,16 +11,19 @@
 // Contract:
 //   - `fd` must stay open and readable for the lifetime of this object; only the owner writes to it, and only by
 //     appending. The owner calls appended(total) after each write with the file's new length.
-//   - Files under k_background_threshold never start a thread: finish() hashes them inline.
+//   - Files under k_background_threshold never start a thread: finish() hashes them inline. So does a file whose
+//     thread could not be started (no memory or threads left): appended() never throws.
 //   - reset() must be called before the file is truncated; it stops the thread and forgets every byte.
 //   - Not thread-safe: one owner thread calls every method. The destructor stops and joins the thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "datavo/content_hash.hpp"
 #include "datavo/folder_tier.hpp"
@@ -48,18 +51,22 @@ class TrailingDigest {
   void reset();
 
  private:
+  enum class StopCheck { never, between_chunks };
   void run();
   void stop();
-  // Hashes [hashed_, end) with pread on the calling thread.
-  Result<void> hash_up_to(std::uint64_t end, std::vector<char>& buffer);
+  // Hashes [hashed_, end) with pread on the calling thread; with between_chunks, stops early once stop() asks.
+  Result<void> hash_up_to(std::uint64_t end, std::vector<char>& buffer, StopCheck check);
 
   const int fd_;
   const Durability durability_;
   Sha256Hasher hasher_;
-  std::uint64_t hashed_ = 0;     // owned by the thread while it runs, by the owner otherwise
-  std::uint64_t writeback_ = 0;  // end of the range whose writeback has been started
-  std::optional<Error> error_;   // the thread's read error, reported by finish()
-  std::uint64_t notified_ = 0;   // owner only: the length last published
+  std::uint64_t hashed_ = 0;        // owned by the thread while it runs, by the owner otherwise
+  std::uint64_t writeback_ = 0;     // end of the range whose writeback has been started
+  std::optional<Error> error_;      // the thread's read error, reported by finish()
+  std::uint64_t notified_ = 0;      // owner only: the length last published
+  bool background_failed_ = false;  // owner only: no thread could be started; finish() hashes everything
+  std::vector<char> buffer_;        // the thread's while it runs, the owner's otherwise
+  std::atomic<bool> stop_requested_{false};
 
   std::mutex mutex_;
   std::condition_variable wake_;

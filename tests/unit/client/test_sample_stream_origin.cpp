@@ -167,6 +167,11 @@ TEST_F(SampleStreamOriginTest, StallTimeoutComesFromTheEnvironmentAndABadValueIs
     EXPECT_NE(client.error().message.find(std::string("DATAVO_STALL_TIMEOUT=") + bad), std::string::npos)
         << client.error().message;
   }
+  auto zero = clienttest::client_options(server->base_url(), dir.sub("manifests"));
+  zero.stall_timeout = Seconds{0};
+  auto refused = OriginClient::create(zero);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
   clienttest::ScopedEnv unset("DATAVO_STALL_TIMEOUT", std::nullopt);
   auto from_env = stall_timeout_from_env();
   ASSERT_TRUE(from_env);

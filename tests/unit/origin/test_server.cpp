@@ -596,6 +596,68 @@ TEST_F(OriginServerTest, ATarNotBuiltWithinTicketWaitIsAnswered202AndBuiltInTheB
       << metrics.body;
 }
 
+// More builds than builder threads, all queued at once: every one is built in the end.
+TEST_F(OriginServerTest, ManyShardsPreparingAtOnceAreAllBuilt) {
+  OriginServerOptions options;
+  options.ticket_wait = Milliseconds{0};
+  start(options);
+  const std::size_t shards = manifest()["shards"].size();
+  ASSERT_GE(shards, 3u);
+  std::vector<std::string> bodies;
+  for (std::size_t shard = 0; shard < shards; ++shard) {
+    for (const char* key : {"audio.wav", "transcript.txt"}) {
+      bodies.push_back(
+          json{{"dataset", "voice"}, {"split", "train"}, {"revision", 1}, {"shard_index", shard}, {"keys", {key}}}
+              .dump());
+      EXPECT_EQ(post_ticket(bodies.back()).status, 202);
+    }
+  }
+  for (const auto& body : bodies) {
+    HttpResult r = post_ticket(body);
+    for (int i = 0; i < 400 && r.status == 202; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      r = post_ticket(body);
+    }
+    ASSERT_EQ(r.status, 200) << body << ": " << r.body;
+    json t = json_of(r);
+    EXPECT_EQ(sha256_hex(download(t)), t["sha256"]);
+  }
+}
+
+// Stopping with builds queued and under way neither hangs nor leaves a temporary tar behind.
+TEST_F(OriginServerTest, StoppingWithBuildsQueuedReturnsAndLeavesNoTemporaries) {
+  OriginServerOptions options;
+  options.ticket_wait = Milliseconds{0};
+  start(options);
+  const std::size_t shards = manifest()["shards"].size();
+  for (std::size_t shard = 0; shard < shards; ++shard) {
+    EXPECT_EQ(post_ticket(json{{"dataset", "voice"},
+                               {"split", "train"},
+                               {"revision", 1},
+                               {"shard_index", shard},
+                               {"keys", {"audio.wav", "transcript.txt"}}}
+                              .dump())
+                  .status,
+              202);
+  }
+  server_->stop();
+  server_.reset();
+  for (const auto& entry : std::filesystem::directory_iterator(store_root() + "/tars")) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
+TEST_F(OriginServerTest, TicketWaitBeyondTheClientsStallWindowIsRefused) {
+  OriginServerOptions options;
+  options.store = store_root();
+  options.ticket_wait = Milliseconds{20'001};
+  auto started = OriginServer::start(options);
+  ASSERT_FALSE(started);
+  EXPECT_EQ(started.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(started.error().message.find("ticket_wait must be from 0 to 20000 ms"), std::string::npos)
+      << started.error().message;
+}
+
 TEST_F(OriginServerTest, AMissingTarIsMaterialisedAgain) {
   start();
   json t = ticket(1, 0, {"audio.wav"});
