@@ -363,19 +363,13 @@ BENCHMARK(BM_InstallIntoLargeTier)->Arg(0)->Arg(1)->Iterations(3)->UseRealTime()
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  {
-    Fixture fixture;
-    g_fixture = &fixture;
-    benchmark::AddCustomContext("bench_dir", fixture.dir.path);
-    benchmark::AddCustomContext("entries", std::to_string(k_entries));
-    benchmark::AddCustomContext("entry_bytes", std::to_string(k_entry_bytes));
-    benchmark::AddCustomContext("evicted_per_pass", std::to_string(fixture.evict_count));
-    benchmark::AddCustomContext("build_seconds", std::to_string(fixture.build_seconds));
-    benchmark::RunSpecifiedBenchmarks();
-    g_fixture = nullptr;
-  }
-  benchmark::Shutdown();
-  return 0;
+  return datavo::bench::run_benchmarks(argc, argv, g_fixture, [](const Fixture& fixture) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"bench_dir", fixture.dir.path},
+        {"entries", std::to_string(k_entries)},
+        {"entry_bytes", std::to_string(k_entry_bytes)},
+        {"evicted_per_pass", std::to_string(fixture.evict_count)},
+        {"build_seconds", std::to_string(fixture.build_seconds)},
+    };
+  });
 }

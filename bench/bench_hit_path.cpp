@@ -261,16 +261,10 @@ BENCHMARK(BM_FsspecSimplecacheHit)->Arg(0)->Arg(1)->Iterations(1)->UseManualTime
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  {
-    Fixture fixture;
-    g_fixture = &fixture;
-    benchmark::AddCustomContext("bench_dir", fixture.dir.path);
-    benchmark::AddCustomContext("shard_bytes", std::to_string(k_shard_size.count()));
-    benchmark::RunSpecifiedBenchmarks();
-    g_fixture = nullptr;
-  }
-  benchmark::Shutdown();
-  return 0;
+  return datavo::bench::run_benchmarks(argc, argv, g_fixture, [](const Fixture& fixture) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"bench_dir", fixture.dir.path},
+        {"shard_bytes", std::to_string(k_shard_size.count())},
+    };
+  });
 }

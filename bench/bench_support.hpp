@@ -1,7 +1,9 @@
-// Helpers shared by the cache-core benchmarks: fatal errors and a scratch directory on the bench disk.
+// Helpers shared by the cache-core benchmarks: fatal errors, a scratch directory on the bench disk and the main()
+// that runs a program's benchmarks around its fixture.
 // Header-only; each benchmark program includes it once.
 #pragma once
 
+#include <benchmark/benchmark.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/vfs.h>
@@ -11,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace datavo::bench {
 
@@ -48,5 +52,22 @@ class ScratchDir {
 
   std::string path;
 };
+
+// The body of each benchmark program's main(): builds one Fixture (its set-up can take minutes), points `global` at
+// it while the benchmarks run, and records `context(fixture)` (name, value pairs) in the report.
+template <typename Fixture, typename Context>
+int run_benchmarks(int argc, char** argv, Fixture*& global, Context context) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  {
+    Fixture fixture;
+    global = &fixture;
+    for (const auto& [name, value] : context(fixture)) benchmark::AddCustomContext(name, value);
+    benchmark::RunSpecifiedBenchmarks();
+    global = nullptr;
+  }
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace datavo::bench

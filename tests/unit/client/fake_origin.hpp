@@ -35,6 +35,17 @@ struct FakeDataset {
   std::vector<std::vector<std::string>> shards;  // sample ids per shard
 };
 
+// `shards` shards of `per_shard` samples each, named s<shard>_<index>.
+inline FakeDataset fake_dataset(std::size_t shards, std::size_t per_shard) {
+  FakeDataset data;
+  for (std::size_t s = 0; s < shards; ++s) {
+    std::vector<std::string> ids;
+    for (std::size_t i = 0; i < per_shard; ++i) ids.push_back("s" + std::to_string(s) + "_" + std::to_string(i));
+    data.shards.push_back(ids);
+  }
+  return data;
+}
+
 // Payload of member <id>.<key>: deterministic, a few hundred bytes.
 inline std::string fake_payload(const std::string& id, const std::string& key) {
   std::string out;

@@ -14,19 +14,12 @@
 namespace datavo {
 namespace {
 
+using clienttest::fake_dataset;
 using clienttest::FakeDataset;
 using clienttest::FakeOrigin;
 using shardtest::TempDir;
 
-FakeDataset small_dataset(std::size_t shards = 3, std::size_t per_shard = 4) {
-  FakeDataset data;
-  for (std::size_t s = 0; s < shards; ++s) {
-    std::vector<std::string> ids;
-    for (std::size_t i = 0; i < per_shard; ++i) ids.push_back("s" + std::to_string(s) + "_" + std::to_string(i));
-    data.shards.push_back(ids);
-  }
-  return data;
-}
+FakeDataset small_dataset() { return fake_dataset(3, 4); }
 
 TEST(DatasetNameTest, ParsesDatasetAndSplit) {
   auto name = DatasetName::parse("voice_demo_v1/train");

@@ -17,24 +17,15 @@ namespace datavo {
 namespace {
 
 using namespace std::chrono_literals;
+using clienttest::fake_dataset;
 using clienttest::FakeDataset;
 using clienttest::FakeOrigin;
 using shardtest::TempDir;
 
-FakeDataset dataset(std::size_t shards, std::size_t per_shard) {
-  FakeDataset data;
-  for (std::size_t s = 0; s < shards; ++s) {
-    std::vector<std::string> ids;
-    for (std::size_t i = 0; i < per_shard; ++i) ids.push_back("s" + std::to_string(s) + "_" + std::to_string(i));
-    data.shards.push_back(ids);
-  }
-  return data;
-}
-
 class SampleStreamTest : public ::testing::Test {
  protected:
   explicit SampleStreamTest(std::size_t shards = 6, std::size_t per_shard = 5)
-      : origin(dataset(shards, per_shard)), cache(clienttest::fresh_cache(dir.sub("cache"))) {}
+      : origin(fake_dataset(shards, per_shard)), cache(clienttest::fresh_cache(dir.sub("cache"))) {}
 
   SampleStreamOptions options(std::vector<std::string> keys = {"audio.wav", "transcript.txt"}) {
     SampleStreamOptions o;

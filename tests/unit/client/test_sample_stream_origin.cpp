@@ -50,15 +50,21 @@ class SampleStreamOriginTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir.sub("src"));
     write_source(dir.sub("src/part-0.tar"), 0, k_samples);
-    PackOptions pack;
-    pack.source = dir.sub("src");
-    pack.store = dir.sub("store");
-    pack.dataset = "voice_demo_v1/train";
-    pack.samples_per_shard = k_per_shard;
-    auto packed = pack_dataset(pack);
-    ASSERT_TRUE(packed) << packed.error().message;
-    revision = packed->revision;
+    revision = pack();
+    ASSERT_GT(revision, 0u);
     start_server(std::nullopt);
+  }
+
+  // Packs dir/src into dir/store as voice_demo_v1/train; the new revision (0 after a failure, which it reports).
+  std::uint64_t pack() {
+    PackOptions options;
+    options.source = dir.sub("src");
+    options.store = dir.sub("store");
+    options.dataset = "voice_demo_v1/train";
+    options.samples_per_shard = k_per_shard;
+    auto packed = pack_dataset(options);
+    EXPECT_TRUE(packed) << packed.error().message;
+    return packed ? packed->revision : 0;
   }
 
   void start_server(std::optional<std::string> token, Milliseconds ticket_wait = Milliseconds{5'000}) {
@@ -247,14 +253,7 @@ TEST_F(SampleStreamOriginTest, BearerToken) {
 TEST_F(SampleStreamOriginTest, NewRevisionIsSeenWithoutAPin) {
   EXPECT_EQ(read_all(options()), k_samples);
   write_source(dir.sub("src/part-1.tar"), k_samples, k_samples + 3);
-  PackOptions pack;
-  pack.source = dir.sub("src");
-  pack.store = dir.sub("store");
-  pack.dataset = "voice_demo_v1/train";
-  pack.samples_per_shard = k_per_shard;
-  auto packed = pack_dataset(pack);
-  ASSERT_TRUE(packed) << packed.error().message;
-  EXPECT_EQ(packed->revision, revision + 1);
+  EXPECT_EQ(pack(), revision + 1);
   EXPECT_EQ(read_all(options()), k_samples + 3);
   // The old revision is still readable, from the cache, without a request.
   const Counts before = requests();
