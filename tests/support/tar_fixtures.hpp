@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -63,6 +65,11 @@ inline std::string payload(std::size_t size, unsigned seed, std::uint32_t salt) 
     c = static_cast<char>(state >> 24);
   }
   return out;
+}
+
+// The bytes of a field or a written chunk as a string, for comparisons.
+inline std::string text_of(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 struct Member {

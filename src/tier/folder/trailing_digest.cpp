@@ -71,7 +71,7 @@ void TrailingDigest::run() {
 Result<void> TrailingDigest::hash_up_to(std::uint64_t end, std::vector<char>& buffer, StopCheck check) {
   while (hashed_ < end) {
     // A reset() or finish() should not wait for bytes the owner is about to discard or will hash itself.
-    if (check == StopCheck::between_chunks && stop_requested_.load(std::memory_order_relaxed)) return {};
+    if (check == StopCheck::between_chunks && stopping_.load(std::memory_order_relaxed)) return {};
     const std::size_t want = std::size_t(std::min<std::uint64_t>(end - hashed_, buffer.size()));
     DATAVO_TRY(util::pread_all(fd_, buffer.data(), want, off_t(hashed_), "staging file (hashing)"));
     hasher_.update(buffer.data(), want);
@@ -83,14 +83,12 @@ Result<void> TrailingDigest::hash_up_to(std::uint64_t end, std::vector<char>& bu
 void TrailingDigest::stop() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);  // set under the lock, so that the thread cannot miss the wake-up
     stopping_ = true;
   }
-  stop_requested_.store(true, std::memory_order_relaxed);
   wake_.notify_one();
   thread_.join();
   stopping_ = false;
-  stop_requested_.store(false, std::memory_order_relaxed);
 }
 
 Result<Sha256> TrailingDigest::finish(Bytes total) {

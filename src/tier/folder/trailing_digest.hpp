@@ -66,12 +66,11 @@ class TrailingDigest {
   std::uint64_t notified_ = 0;      // owner only: the length last published
   bool background_failed_ = false;  // owner only: no thread could be started; finish() hashes everything
   std::vector<char> buffer_;        // the thread's while it runs, the owner's otherwise
-  std::atomic<bool> stop_requested_{false};
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::uint64_t available_ = 0;  // guarded by mutex_
-  bool stopping_ = false;        // guarded by mutex_
+  std::uint64_t available_ = 0;        // guarded by mutex_
+  std::atomic<bool> stopping_{false};  // written under mutex_; read without it between chunks
   std::thread thread_;
 };
 

@@ -20,12 +20,11 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s)); }
-std::string text_of(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
-
 using tartest::have_tool;
 using tartest::Member;
 using tartest::read_file;
 using tartest::run;
+using tartest::text_of;
 using tartest::write_file;
 
 struct TempDir : tartest::TempDir {
