@@ -132,13 +132,17 @@ fi
 hb=$(hash_for killed_before_rename)
 gdb_dir="$E2E_TMP/gdb"
 mkdir -p "$gdb_dir"
-# gdb stops the fetch at renameat2, prints the rename's arguments (x86-64: rsi = old path, rcx = new path), creates
-# at_break, then waits (bounded) for this script to create `go` before it quits.
+# gdb stops the fetch at renameat2 and prints the breakpoint and the rename's arguments (x86-64: rsi = old path,
+# rcx = new path) into a file of their own, at_rename: gdb's logging file, closed and so flushed by `set logging
+# enabled off` before at_break exists. (gdb's stdout to a file is block-buffered unless PYTHONUNBUFFERED is set, so
+# the main log may not hold those lines yet when at_break appears.) It then creates at_break, and waits (bounded)
+# for this script to create `go` before it quits.
 gdb_wait="i=0; while [ ! -e $gdb_dir/go ] && [ \$i -lt 900 ]; do sleep 0.1; i=\$((i+1)); done"
 timeout -k 5 120 gdb -q -batch -nx --readnever \
   -ex 'set breakpoint pending on' -ex 'set disable-randomization off' -ex 'set confirm off' \
-  -ex 'break renameat2' -ex run \
-  -ex 'x/s $rsi' -ex 'x/s $rcx' \
+  -ex "set logging file $gdb_dir/at_rename" -ex 'set logging overwrite on' -ex 'set logging redirect on' \
+  -ex 'set logging enabled on' -ex 'break renameat2' -ex run \
+  -ex 'x/s $rsi' -ex 'x/s $rcx' -ex 'set logging enabled off' \
   -ex "shell touch $gdb_dir/at_break" -ex "shell $gdb_wait" \
   -ex kill -ex quit \
   --args "$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$hb" --url "$SERVER_URL/mid.bin" \
@@ -154,14 +158,15 @@ if ! wait_until 60 test -e "$gdb_dir/at_break"; then
   stop_server
   finish
 fi
-if grep -q 'Breakpoint 1,.*renameat2' "$gdb_dir/log"; then
+if grep -q 'Breakpoint 1,.*renameat2' "$gdb_dir/at_rename"; then
   pass "B: gdb stopped the fetch at renameat2"
 else
-  fail "B: gdb stopped the fetch at renameat2" "gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
+  fail "B: gdb stopped the fetch at renameat2" \
+    "at_rename: $(cat "$gdb_dir/at_rename" 2>&1); gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
 fi
 if [ "$(uname -m)" = x86_64 ]; then
   expect_contains "B: the stopped rename is the commit of our entry (target $hb.tar)" "\"$t1/local/$hb.tar\"" \
-    "$(cat "$gdb_dir/log")"
+    "$(cat "$gdb_dir/at_rename" 2>&1)"
 fi
 staged=$(find "$t1/.staging" -name '*.tmp' -type f)
 expect_eq "B: one staging file" 1 "$(grep -c . <<<"$staged")"
