@@ -123,9 +123,10 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   if (!args.sha256.empty()) expected.sha256 = require(Sha256::parse(args.sha256));
   if (args.size) expected.size = Bytes{*args.size};
   TransportOptions transport;
-  if (const char* token = std::getenv("DATAVO_TOKEN"); token && *token) transport.bearer_token = token;
+  std::optional<std::string> token;
+  if (const char* env = std::getenv("DATAVO_TOKEN"); env && *env) token = env;
   if (auto stall = require(stall_timeout_from_env())) transport.stall_timeout = *stall;
-  auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport), expected));
+  auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token), expected));
   print_fetch_result(global, result);
 }
 

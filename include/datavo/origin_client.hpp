@@ -44,8 +44,8 @@
 #include "datavo/content_hash.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
+#include "datavo/transport.hpp"
 #include "datavo/units.hpp"
-#include "datavo/url_fetcher.hpp"
 
 namespace datavo {
 
@@ -132,8 +132,7 @@ struct OriginClientOptions {
   std::optional<Offline> offline;
   // The cache instance. nullopt: Instance::from_server(server). Needed offline when there is no server.
   std::optional<std::string> instance;
-  // Retries, timeouts and backoff of every request. bearer_token is overwritten by `token`, stall_timeout by
-  // `stall_timeout`.
+  // Retries, timeouts and backoff of every request. stall_timeout is overwritten by `stall_timeout`.
   TransportOptions transport;
   // A transfer that moves no byte for this long is retried. nullopt: $DATAVO_STALL_TIMEOUT (whole seconds,
   // 1..86400; anything else is invalid_argument), else transport.stall_timeout (30 s).

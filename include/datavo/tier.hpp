@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "datavo/byte_sink.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
@@ -48,16 +49,6 @@ class ShardHandle {
   int fd_ = -1;
   std::string path_;
   Bytes size_;
-};
-
-// Receives a shard's bytes on their way into a staging file, hashing them as they pass.
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  virtual Result<void> write(const void* data, std::size_t size) = 0;
-  virtual Bytes written() const = 0;
-  // Discards every byte written so far, so that a retry can start from scratch.
-  virtual Result<void> restart() = 0;
 };
 
 // Cumulative per-tier counters (cf. zarr's cache_info, with a typed return).

@@ -242,10 +242,10 @@ struct OriginClient::Impl {
   std::string manifest_dir;
   std::unique_ptr<client::ManifestCache> cache;
   std::unique_ptr<net::HttpClient> http;
+  // The bearer token, or nullptr. Sent to the server's own origin only: ticket URLs on another origin (a CDN, a
+  // bucket) are authorised by the ticket's signature, and the token must not leak to a third party.
+  std::shared_ptr<net::RequestAuth> token;
   Seconds preparing_timeout{3600};
-  // For ticket URLs on another origin (a CDN, a bucket): the ticket's signature authorises them, and the bearer
-  // token must not leak to a third party.
-  std::unique_ptr<net::HttpClient> http_without_token;
 
   std::atomic<std::uint64_t> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0},
       shard_bytes{0};
@@ -271,6 +271,7 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   request.url = url("/v1/datasets/" + name.dataset + "/" + name.split + "/manifest");
   if (revision) request.url += "?revision=" + std::to_string(*revision);
   if (etag != nullptr) request.headers.push_back({"If-None-Match", *etag});
+  request.auth = token.get();
   manifest_requests.fetch_add(1, std::memory_order_relaxed);
   auto response = http->perform(request);
   if (!response) return in_context(std::move(response).error(), "manifest of " + name.full());
@@ -351,6 +352,7 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
   const auto deadline = std::chrono::steady_clock::now() + preparing_timeout;
   bool told = false;
   Result<net::HttpResponse> response = Error{ErrorCode::internal, "no request made"};
+  request.auth = token.get();
   for (;;) {
     ticket_requests.fetch_add(1, std::memory_order_relaxed);
     response = http->perform(request);
@@ -447,11 +449,9 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
 
   TransportOptions transport = std::move(options.transport);
   if (options.token) {
-    transport.bearer_token = options.token->empty() ? std::nullopt : options.token;
+    if (!options.token->empty()) impl.token = net::bearer_auth(*options.token);
   } else if (const char* token = std::getenv("DATAVO_TOKEN"); token != nullptr && *token != '\0') {
-    transport.bearer_token = token;
-  } else {
-    transport.bearer_token.reset();
+    impl.token = net::bearer_auth(token);
   }
   if (options.stall_timeout) {
     if (options.stall_timeout->count() < 1)
@@ -462,11 +462,8 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     if (!from_env) return std::move(from_env).error();
     if (*from_env) transport.stall_timeout = **from_env;
   }
-  TransportOptions anonymous = transport;
-  anonymous.bearer_token.reset();
   impl.preparing_timeout = options.preparing_timeout;
   impl.http = std::make_unique<net::HttpClient>(std::move(transport));
-  impl.http_without_token = std::make_unique<net::HttpClient>(std::move(anonymous));
   return client;
 }
 
@@ -518,9 +515,9 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       request.url = ticket->url;
       request.sink = &sink;
       request.accepted_statuses = {410};
+      if (origin_of(ticket->url) == origin_of(impl.server)) request.auth = impl.token.get();
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      net::HttpClient& http = origin_of(ticket->url) == origin_of(impl.server) ? *impl.http : *impl.http_without_token;
-      auto response = http.perform(request);
+      auto response = impl.http->perform(request);
       if (!response) return in_context(std::move(response).error(), what);
       if (response->status == 410) {
         if (round < k_ticket_rounds) {

@@ -269,7 +269,7 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
   const size_t want = std::min<std::uint64_t>(room, remaining);
   ssize_t got;
   do {
-    got = ::pread(file->fd, buffer, want, off_t(attempt.upload_offset));
+    got = ::pread(file->fd, buffer, want, off_t(file->offset + attempt.upload_offset));
   } while (got < 0 && errno == EINTR);
   if (got <= 0) {
     attempt.local_error =
@@ -306,6 +306,7 @@ struct Outcome {
   Error error;
   std::optional<Milliseconds> retry_after;
   bool immediate = false;  // retry at once: nothing is wrong with the server's health
+  bool refreshed = false;  // the request's RequestAuth refreshed its credential after a refusal
 
   static Outcome done() { return {}; }
   static Outcome fail(Error e) { return {Kind::fail, std::move(e), std::nullopt, false}; }
@@ -448,18 +449,36 @@ struct HttpClient::Impl {
     if (idle.size() < k_max_idle_handles) idle.push_back(std::move(handle));
   }
 
-  Result<Slist> build_headers(const HttpRequest& request, const Attempt& attempt,
-                              const std::optional<std::string>& validator, const std::string& context) const;
-  Result<void> configure(CURL* handle, const HttpRequest& request, Attempt& attempt, curl_slist* headers,
-                         char* error_buffer) const;
-  Outcome classify(CURLcode code, const Attempt& attempt, bool idempotent, const std::string& context,
+  // The attempt as it will be sent: the request's headers, the transport's own (Range, If-Range), then what the
+  // request's RequestAuth adds.
+  Result<PreparedRequest> prepare(const HttpRequest& request, const Attempt& attempt,
+                                  const std::optional<std::string>& validator, int attempt_number) const;
+  Result<Slist> build_headers(const PreparedRequest& prepared, const std::string& context) const;
+  Result<void> configure(CURL* handle, const HttpRequest& request, const std::string& url, Attempt& attempt,
+                         curl_slist* headers, char* error_buffer) const;
+  Outcome classify(CURLcode code, const Attempt& attempt, bool idempotent, bool may_refresh, const std::string& context,
                    const char* error_buffer) const;
   Result<HttpResponse> perform(const HttpRequest& request);
 };
 
-Result<Slist> HttpClient::Impl::build_headers(const HttpRequest& request, const Attempt& attempt,
-                                              const std::optional<std::string>& validator,
-                                              const std::string& context) const {
+Result<PreparedRequest> HttpClient::Impl::prepare(const HttpRequest& request, const Attempt& attempt,
+                                                  const std::optional<std::string>& validator,
+                                                  int attempt_number) const {
+  PreparedRequest prepared;
+  prepared.method = request.method;
+  prepared.url = request.url;
+  prepared.headers = request.headers;
+  prepared.body = &request.body;
+  prepared.body_size = body_size(request.body);
+  if (attempt.sent_range) {
+    prepared.headers.push_back({"Range", "bytes=" + std::to_string(request.sink->written().count()) + "-"});
+    if (validator) prepared.headers.push_back({"If-Range", *validator});
+  }
+  if (request.auth != nullptr) DATAVO_TRY(request.auth->prepare(prepared, attempt_number));
+  return prepared;
+}
+
+Result<Slist> HttpClient::Impl::build_headers(const PreparedRequest& prepared, const std::string& context) const {
   Slist list;
   auto append = [&list](const std::string& line) {
     curl_slist* head = curl_slist_append(list.get(), line.c_str());
@@ -469,36 +488,27 @@ Result<Slist> HttpClient::Impl::build_headers(const HttpRequest& request, const 
     return true;
   };
   bool appended = true;
-  for (const auto& header : request.headers) {
+  for (const auto& header : prepared.headers) {
     if (header.name.empty() || !valid_header_text(header.name) || !valid_header_text(header.value) ||
         header.name.find(':') != std::string::npos)
       return Error{ErrorCode::invalid_argument, context + ": malformed request header \"" + header.name + "\""};
     // curl drops "Name:" (that is how it removes its own headers); "Name;" sends an empty value.
     appended = appended && append(header.value.empty() ? header.name + ";" : header.name + ": " + header.value);
   }
-  if (options.bearer_token && !find_header(request.headers, "Authorization")) {
-    if (!valid_header_text(*options.bearer_token))
-      return Error{ErrorCode::invalid_argument, context + ": the bearer token contains a line break"};
-    appended = appended && append("Authorization: Bearer " + *options.bearer_token);
-  }
   // "Expect: 100-continue" would cost a round trip (or a 1 s wait) on every upload.
-  if (!find_header(request.headers, "Expect")) appended = appended && append("Expect:");
+  if (!find_header(prepared.headers, "Expect")) appended = appended && append("Expect:");
   // Without this curl labels a POST body as a form.
-  if (request.method == HttpMethod::post && !find_header(request.headers, "Content-Type"))
+  if (prepared.method == HttpMethod::post && !find_header(prepared.headers, "Content-Type"))
     appended = appended && append("Content-Type:");
-  if (attempt.sent_range) {
-    appended = appended && append("Range: bytes=" + std::to_string(request.sink->written().count()) + "-");
-    if (validator) appended = appended && append("If-Range: " + *validator);
-  }
   if (!appended) return Error{ErrorCode::internal, context + ": out of memory building the request headers"};
   return list;
 }
 
-Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& request, Attempt& attempt,
-                                         curl_slist* headers, char* error_buffer) const {
+Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& request, const std::string& url,
+                                         Attempt& attempt, curl_slist* headers, char* error_buffer) const {
   bool all_set = true;
   auto set = [&all_set](CURLcode code) { all_set = all_set && code == CURLE_OK; };
-  set(curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str()));
+  set(curl_easy_setopt(handle, CURLOPT_URL, url.c_str()));
   set(curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer));
   // Signals are not thread-safe; without this curl uses SIGALRM for DNS timeouts.
   set(curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L));
@@ -558,8 +568,8 @@ Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& reques
   return datavo::ok();
 }
 
-Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool idempotent, const std::string& context,
-                                   const char* error_buffer) const {
+Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool idempotent, bool may_refresh,
+                                   const std::string& context, const char* error_buffer) const {
   if (attempt.local_error) return Outcome::fail(*attempt.local_error);
   if (code == CURLE_OK) {
     const bool has_entity_body = attempt.request.method != HttpMethod::head && attempt.status >= 200 &&
@@ -585,6 +595,15 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
                                       : error_for_status(attempt.status, context);
     if (!attempt.reason.empty()) error.message += " " + attempt.reason;
     if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
+    // A stale credential (an expired session token, a rotated key): refreshed, the same request is worth one
+    // more attempt at once; only this request is repeated, never a whole transfer.
+    if (may_refresh && attempt.status >= 400 &&
+        attempt.request.auth->refresh_after_refusal(attempt.status, attempt.headers, attempt.body)) {
+      Outcome outcome = Outcome::retry(std::move(error));
+      outcome.immediate = true;
+      outcome.refreshed = true;
+      return outcome;
+    }
     // 429 and 503 say the server did not act on the request, so even a POST may be repeated.
     const bool refused = attempt.status == 429 || attempt.status == 503;
     if (!is_transient_status(attempt.status) || !(idempotent || refused)) return Outcome::fail(std::move(error));
@@ -644,7 +663,14 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
   const bool idempotent = request.idempotent.value_or(request.method != HttpMethod::post);
   const bool may_resume = request.sink != nullptr && request.resume == Resume::if_supported &&
                           request.method == HttpMethod::get && !find_header(request.headers, "Range");
-  const int max_attempts = std::max(1, options.max_attempts);
+  int max_attempts = std::max(1, options.max_attempts);
+  bool refreshed_credentials = false;  // at most one refresh per perform(): a second refusal is the answer
+  std::optional<SteadyClock::time_point> deadline_at;
+  if (request.deadline) deadline_at = started + *request.deadline;
+  auto past_deadline = [&] {
+    return Error{ErrorCode::timeout,
+                 context + ": the deadline of " + std::to_string(request.deadline->count()) + " ms passed"};
+  };
   Lease lease(*this);
   if (lease.get() == nullptr) return Error{ErrorCode::internal, context + ": curl_easy_init failed"};
   if (request.sink != nullptr && request.sink->written().count() > 0) DATAVO_TRY(request.sink->restart());
@@ -663,13 +689,20 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
       else
         DATAVO_TRY(request.sink->restart());
     }
-    auto headers = build_headers(request, attempt, validator, context);
+    auto prepared = prepare(request, attempt, validator, attempt_number);
+    if (!prepared) return std::move(prepared).error();
+    auto headers = build_headers(*prepared, context);
     if (!headers) return std::move(headers).error();
     char error_buffer[CURL_ERROR_SIZE] = {};
-    DATAVO_TRY(configure(lease.get(), request, attempt, headers->get(), error_buffer));
+    DATAVO_TRY(configure(lease.get(), request, prepared->url, attempt, headers->get(), error_buffer));
+    if (deadline_at) {
+      const auto left = std::chrono::duration_cast<Milliseconds>(*deadline_at - clock->now());
+      if (left <= Milliseconds{0}) return past_deadline();
+      curl_easy_setopt(lease.get(), CURLOPT_TIMEOUT_MS, long(left.count()));
+    }
     LOG_DEBUG(context << ": attempt " << attempt_number << " of " << max_attempts
                       << (attempt.sent_range ? ", resuming at byte " + std::to_string(have) : std::string())
-                      << (request.headers.empty() ? std::string() : "; " + headers_for_log(request.headers)));
+                      << (prepared->headers.empty() ? std::string() : "; " + headers_for_log(prepared->headers)));
 
     attempt.last_progress = SteadyClock::now();
     const CURLcode code = curl_easy_perform(lease.get());
@@ -688,14 +721,21 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
     // If-Range needs a strong validator; a weak ETag could pair bytes of two versions.
     if (auto etag = find_header(attempt.headers, "ETag"); etag && !etag->starts_with("W/")) validator = *etag;
 
-    const Outcome outcome = classify(code, attempt, idempotent, context, error_buffer);
+    const bool may_refresh = request.auth != nullptr && !refreshed_credentials;
+    const Outcome outcome = classify(code, attempt, idempotent, may_refresh, context, error_buffer);
     LOG_DEBUG(context << ": attempt " << attempt_number << ": "
                       << (attempt.status != 0 ? "HTTP " + std::to_string(attempt.status) : std::string("no status"))
                       << ", " << attempt.received << " body bytes"
                       << (outcome.kind == Outcome::Kind::done
                               ? std::string()
                               : "; " + without_context(outcome.error.message, context)));
+    if (deadline_at && code == CURLE_OPERATION_TIMEDOUT && clock->now() >= *deadline_at) return past_deadline();
     if (outcome.kind == Outcome::Kind::fail) return outcome.error;
+    if (outcome.refreshed) {
+      refreshed_credentials = true;
+      ++max_attempts;  // the refusal was the credential's fault, not the server's: it costs no attempt
+      LOG_INFO(outcome.error.message << "; credentials refreshed, repeating the request");
+    }
     if (outcome.kind == Outcome::Kind::done) {
       HttpResponse response;
       response.status = attempt.status;
@@ -727,11 +767,38 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
       delay = std::min(*outcome.retry_after, k_max_retry_after);
     else if (!outcome.immediate)
       delay = full_jitter_backoff(attempt_number, options.initial_backoff, options.max_backoff, random_unit());
-    LOG_INFO(outcome.error.message << "; retrying in " << delay.count() << " ms (attempt " << attempt_number + 1
-                                   << " of " << max_attempts << ")");
+    if (deadline_at && clock->now() + delay >= *deadline_at) {
+      Error error = past_deadline();
+      error.message += " (last failure: " + without_context(outcome.error.message, context) + ")";
+      return error;
+    }
+    if (!outcome.refreshed) {
+      LOG_INFO(outcome.error.message << "; retrying in " << delay.count() << " ms (attempt " << attempt_number + 1
+                                     << " of " << max_attempts << ")");
+    }
     clock->sleep_for(delay);
   }
 }
+
+namespace {
+
+class BearerAuth final : public RequestAuth {
+ public:
+  explicit BearerAuth(std::string token) : header_value_("Bearer " + std::move(token)) {}
+  Result<void> prepare(PreparedRequest& request, int) override {
+    if (!valid_header_text(header_value_))
+      return Error{ErrorCode::invalid_argument, "the bearer token contains a line break"};
+    request.headers.push_back({"Authorization", header_value_});
+    return datavo::ok();
+  }
+
+ private:
+  const std::string header_value_;
+};
+
+}  // namespace
+
+std::shared_ptr<RequestAuth> bearer_auth(std::string token) { return std::make_shared<BearerAuth>(std::move(token)); }
 
 HttpClient::HttpClient(TransportOptions options, std::shared_ptr<Clock> clock) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);

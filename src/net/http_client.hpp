@@ -22,8 +22,12 @@
 //   - Status mapping: 2xx and 3xx (e.g. 304 Not Modified; redirects are followed, at most 5, http/https only) are
 //     responses. A status >= 400 is an Error (error_for_status) unless it is listed in accepted_statuses, in which
 //     case it is a response too (e.g. 404 for a tier that treats it as a miss).
-//   - Authentication: TransportOptions::bearer_token is sent as "Authorization: Bearer ..." unless the request sets
-//     its own Authorization header (e.g. a SigV4 signature).
+//   - Authentication is per request (HttpRequest::auth, a RequestAuth): before every attempt, after the transport
+//     has added its own headers (Range, If-Range), the request's RequestAuth prepares the attempt (adds a bearer
+//     token, signs it with SigV4 or SharedKey, appends a SAS), so that a signature covers every header sent and a
+//     retry is signed afresh. When an attempt is refused (401, 403, or an error body such as ExpiredToken) and the
+//     RequestAuth says it refreshed its credentials, that one request is repeated at once (once per perform()).
+//   - Deadline: HttpRequest::deadline bounds the whole perform(), retries and backoff included (ErrorCode::timeout).
 //   - Logging: one DEBUG line per attempt, an INFO line per retry. URLs pass through log::redact_url (query string
 //     and user:password@ removed); Authorization and other credential headers are never logged, and Error messages
 //     carry the redacted URL only.
@@ -42,10 +46,10 @@
 #include <variant>
 #include <vector>
 
+#include "datavo/byte_sink.hpp"
 #include "datavo/result.hpp"
-#include "datavo/tier.hpp"
+#include "datavo/transport.hpp"
 #include "datavo/units.hpp"
-#include "datavo/url_fetcher.hpp"
 
 namespace datavo::net {
 
@@ -79,11 +83,13 @@ using HttpHeaders = std::vector<HttpHeader>;
 // The value of the first header called `name` (ASCII case-insensitive), or nullopt.
 std::optional<std::string_view> find_header(const HttpHeaders& headers, std::string_view name);
 
-// An upload read from a file descriptor with pread() from offset 0, so that every retry resends it whole.
-// The descriptor is borrowed: it must stay open for the duration of perform().
+// An upload of `size` bytes read from a file descriptor with pread() from `offset`, so that every retry resends
+// it whole and parts of one file can be sent by several threads at once. The descriptor is borrowed: it must stay
+// open for the duration of perform().
 struct FileBody {
   int fd = -1;
   Bytes size;
+  std::uint64_t offset = 0;
 };
 
 // No body, a body held in memory, or a file.
@@ -91,6 +97,34 @@ using RequestBody = std::variant<std::monostate, std::string, FileBody>;
 
 // Whether a streamed GET that fails mid-body may continue with a Range request (see the top of this file).
 enum class Resume { if_supported, never };
+
+// One attempt of a request as it will be sent: what a RequestAuth sees and may change.
+struct PreparedRequest {
+  HttpMethod method = HttpMethod::get;
+  std::string url;      // a RequestAuth may append query parameters (a SAS)
+  HttpHeaders headers;  // the request's headers, then the transport's (Range, If-Range); a RequestAuth adds its own
+  const RequestBody* body = nullptr;
+  std::uint64_t body_size = 0;
+};
+
+// Per-request authentication, called by the transport for every attempt (see the top of this file).
+// Implementations must be thread-safe: one RequestAuth serves many requests at once.
+class RequestAuth {
+ public:
+  virtual ~RequestAuth() = default;
+  // Adds the credential to `request` (attempt is 1-based). An Error ends perform() with it, unretried (e.g. no
+  // credentials could be found: permission_denied naming where they were looked for).
+  virtual Result<void> prepare(PreparedRequest& request, int attempt) = 0;
+  // The attempt was answered `status` (>= 400) with `body` (at most 64 KiB). Returns true when the credential
+  // was stale and has been refreshed, so that the request is worth repeating at once.
+  virtual bool refresh_after_refusal(long status, const HttpHeaders& headers, std::string_view body) {
+    (void)status, (void)headers, (void)body;
+    return false;
+  }
+};
+
+// "Authorization: Bearer <token>". Never logged.
+std::shared_ptr<RequestAuth> bearer_auth(std::string token);
 
 struct HttpRequest {
   HttpMethod method = HttpMethod::get;
@@ -108,6 +142,11 @@ struct HttpRequest {
   std::vector<long> accepted_statuses;
   // Whether the request may be repeated after the server may have acted on it. Default: every method but POST.
   std::optional<bool> idempotent;
+  // Signs or authorizes every attempt; nullptr sends the request as it is. Not owned.
+  RequestAuth* auth = nullptr;
+  // The most the whole perform() may take, retries and backoff included. nullopt: no limit (a slow but moving
+  // download goes on).
+  std::optional<Milliseconds> deadline;
 };
 
 struct HttpResponse {
@@ -135,7 +174,8 @@ class HttpClient {
 
   // Performs `request` with the policies described at the top of this file. Errors: invalid_argument (malformed
   // or non-http(s) URL, HTTP 400), not_found (404), permission_denied (401, 403), timeout (the last attempt timed
-  // out or stalled), remote (other statuses, connection failures, protocol errors), or the sink's own Error.
+  // out or stalled, or the deadline passed), remote (other statuses, connection failures, protocol errors), the
+  // sink's own Error, or the RequestAuth's.
   Result<HttpResponse> perform(const HttpRequest& request);
 
   const TransportOptions& options() const;

@@ -107,7 +107,7 @@ Result<std::optional<Seconds>> stall_timeout_from_env() {
   return std::optional<Seconds>{Seconds{value}};
 }
 
-Fetcher make_url_fetcher(std::string url, TransportOptions options) {
+Fetcher make_url_fetcher(std::string url, TransportOptions options, std::optional<std::string> bearer_token) {
   const std::string scheme = scheme_of(url);
   if (scheme == "file") {
     return [url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
@@ -119,10 +119,13 @@ Fetcher make_url_fetcher(std::string url, TransportOptions options) {
   if (scheme == "http" || scheme == "https") {
     // Shared by copies of the fetcher, so that retries of the hierarchy reuse the connection.
     auto client = std::make_shared<net::HttpClient>(std::move(options));
-    return [client, url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
+    std::shared_ptr<net::RequestAuth> auth;
+    if (bearer_token) auth = net::bearer_auth(std::move(*bearer_token));
+    return [client, auth, url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
       net::HttpRequest request;
       request.url = url;
       request.sink = &sink;
+      request.auth = auth.get();
       auto response = client->perform(request);
       if (!response) return std::move(response).error();
       LOG_DEBUG(net::describe_for_log(request.method, url)

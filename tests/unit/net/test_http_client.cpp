@@ -455,19 +455,164 @@ TEST_F(HttpClientTest, PostIsRetriedWhenTheServerRefusedIt) {
   EXPECT_EQ(server_->requests("/faults/status503/_echo"), 2);
 }
 
-TEST_F(HttpClientTest, SendsTheBearerTokenUnlessTheRequestHasAuthorization) {
-  TransportOptions options;
-  options.bearer_token = "tok-123";
-  HttpClient http(options, clock_);
-  auto response = http.perform(get(server_->url("/_echo")));
+TEST_F(HttpClientTest, BearerAuthSendsTheToken) {
+  auto http = client();
+  auto auth = bearer_auth("tok-123");
+  auto request = get(server_->url("/_echo"));
+  request.auth = auth.get();
+  auto response = http.perform(request);
   ASSERT_TRUE(response) << response.error().message;
   EXPECT_EQ(response->header("X-Echo-Authorization"), "Bearer tok-123");
 
-  auto request = get(server_->url("/_echo"));
-  request.headers = {{"Authorization", "AWS4-HMAC-SHA256 Credential=..."}};
-  response = http.perform(request);
+  response = http.perform(get(server_->url("/_echo")));  // per request: another request goes without it
   ASSERT_TRUE(response) << response.error().message;
-  EXPECT_EQ(response->header("X-Echo-Authorization"), "AWS4-HMAC-SHA256 Credential=...");
+  EXPECT_EQ(response->header("X-Echo-Authorization"), "");
+}
+
+// Records what it saw of every attempt and signs it with the attempt number.
+class RecordingAuth final : public RequestAuth {
+ public:
+  Result<void> prepare(PreparedRequest& request, int attempt) override {
+    std::lock_guard lock(mutex);
+    seen.push_back(request.headers);
+    attempts.push_back(attempt);
+    urls.push_back(request.url);
+    request.headers.push_back(
+        {"Authorization", "Sig attempt=" + std::to_string(attempt) +
+                              " range=" + std::string(find_header(request.headers, "Range").value_or("none"))});
+    if (!query.empty()) request.url += (request.url.find('?') == std::string::npos ? "?" : "&") + query;
+    return datavo::ok();
+  }
+  bool refresh_after_refusal(long status, const HttpHeaders&, std::string_view body) override {
+    std::lock_guard lock(mutex);
+    refusals.push_back({status, std::string(body)});
+    return refresh;
+  }
+  std::mutex mutex;
+  std::vector<HttpHeaders> seen;
+  std::vector<int> attempts;
+  std::vector<std::string> urls;
+  std::vector<std::pair<long, std::string>> refusals;
+  std::string query;
+  bool refresh = false;
+};
+
+TEST_F(HttpClientTest, RequestAuthSignsEveryAttemptAfterTheTransportsOwnHeaders) {
+  auto http = client();
+  RecordingAuth auth;
+  StringSink sink;
+  auto request = get(server_->url("/faults/truncate/big.bin"), &sink);
+  request.auth = &auth;
+  auto response = http.perform(request);
+  ASSERT_TRUE(response) << response.error().message;
+  EXPECT_TRUE(sink.data() == big());
+  ASSERT_EQ(auth.attempts, (std::vector<int>{1, 2}));  // the retry is signed afresh
+  EXPECT_FALSE(find_header(auth.seen[0], "Range"));
+  // The resume's Range and If-Range are there when the signer runs, so that a signature covers them.
+  auto range = find_header(auth.seen[1], "Range");
+  ASSERT_TRUE(range);
+  EXPECT_EQ(*range, "bytes=" + std::to_string(k_big_size / 2) + "-");
+  EXPECT_TRUE(find_header(auth.seen[1], "If-Range"));
+}
+
+TEST_F(HttpClientTest, RequestAuthMayExtendTheUrlAndItIsNotLogged) {
+  auto http = client();
+  RecordingAuth auth;
+  auth.query = "sig=SAS-SECRET";
+  auto request = get(server_->url("/faults/403/small.txt"));
+  request.auth = &auth;
+  auto response = http.perform(request);
+  ASSERT_FALSE(response);
+  EXPECT_EQ(response.error().code, ErrorCode::permission_denied);
+  EXPECT_THAT(response.error().message, Not(HasSubstr("SAS-SECRET")));
+  EXPECT_THAT(server_->stats_json(), HasSubstr("sig=SAS-SECRET"));  // the server did get it
+}
+
+TEST_F(HttpClientTest, ARefusalAfterARefreshedCredentialIsRepeatedOnceWithoutCostingAnAttempt) {
+  auto http = client(/*max_attempts=*/1);
+  RecordingAuth auth;
+  auth.refresh = true;
+  // require_auth refuses every attempt: the first refusal is refreshed and repeated, the second is the answer.
+  auto request = get(server_->url("/small.txt?require_auth=never"));
+  request.auth = &auth;
+  auto response = http.perform(request);
+  ASSERT_FALSE(response);
+  EXPECT_EQ(response.error().code, ErrorCode::permission_denied);
+  EXPECT_EQ(auth.attempts, (std::vector<int>{1, 2}));
+  ASSERT_EQ(auth.refusals.size(), 1u);
+  EXPECT_EQ(auth.refusals[0].first, 401);
+  EXPECT_EQ(clock_->sleeps(), (std::vector<Milliseconds>{0ms}));  // repeated at once
+  EXPECT_EQ(server_->requests("/small.txt"), 2);
+
+  RecordingAuth stale_is_final;  // a RequestAuth that refreshes nothing: a refusal is final at once
+  request.auth = &stale_is_final;
+  ASSERT_TRUE(server_->reset());
+  response = http.perform(request);
+  ASSERT_FALSE(response);
+  EXPECT_EQ(stale_is_final.attempts, (std::vector<int>{1}));
+  EXPECT_EQ(server_->requests("/small.txt"), 1);
+}
+
+TEST_F(HttpClientTest, AnErrorFromTheRequestAuthEndsThePerformUnretried) {
+  class NoCredentials final : public RequestAuth {
+   public:
+    Result<void> prepare(PreparedRequest&, int) override {
+      return Error{ErrorCode::permission_denied, "no credentials found (looked in the environment)"};
+    }
+  } auth;
+  auto http = client();
+  auto request = get(server_->url("/small.txt"));
+  request.auth = &auth;
+  auto response = http.perform(request);
+  ASSERT_FALSE(response);
+  EXPECT_EQ(response.error().code, ErrorCode::permission_denied);
+  EXPECT_THAT(response.error().message, HasSubstr("no credentials found"));
+  EXPECT_EQ(server_->requests("/small.txt"), 0);
+}
+
+TEST_F(HttpClientTest, TheDeadlineBoundsTheWholePerformRetriesIncluded) {
+  TransportOptions options;
+  options.max_attempts = 100;
+  options.initial_backoff = 200ms;
+  options.max_backoff = 200ms;
+  HttpClient http(options);  // the real clock: the deadline is real time
+  auto request = get(server_->url("/faults/status500/small.txt?count=1000"));
+  request.deadline = 1500ms;
+  const auto started = std::chrono::steady_clock::now();
+  auto response = http.perform(request);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(response);
+  EXPECT_EQ(response.error().code, ErrorCode::timeout);
+  EXPECT_THAT(response.error().message, HasSubstr("deadline of 1500 ms"));
+  EXPECT_LT(took, 5s);
+  EXPECT_LT(server_->requests("/faults/status500/small.txt"), 100);
+
+  // A transfer that outlives the deadline is cut by it (the body trickles at 1 KiB/s).
+  StringSink sink;
+  auto slow = get(server_->url("/big.bin?rate=1024"), &sink);
+  slow.deadline = 1000ms;
+  auto cut = http.perform(slow);
+  ASSERT_FALSE(cut);
+  EXPECT_EQ(cut.error().code, ErrorCode::timeout);
+  EXPECT_THAT(cut.error().message, HasSubstr("deadline"));
+}
+
+TEST_F(HttpClientTest, AFileBodySendsItsRangeOfTheFile) {
+  const auto path = *root_ / "parts.bin";
+  write_file(path, big());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto http = client();
+  HttpRequest request;
+  request.method = HttpMethod::put;
+  request.url = server_->url("/faults/status500/_echo");
+  request.body = FileBody{fd, Bytes{1000}, 4096};
+  auto response = http.perform(request);
+  ::close(fd);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(response) << response.error().message;
+  EXPECT_EQ(response->attempts, 2);  // resent whole from its own offset
+  EXPECT_TRUE(response->body == big().substr(4096, 1000));
 }
 
 TEST_F(HttpClientTest, OneClientServesManyThreads) {
@@ -573,15 +718,16 @@ TEST_F(HttpClientTest, LogLinesNeverCarrySecrets) {
   const auto previous = log::level();
   log::set_level(log::Level::debug);
   TransportOptions options;
-  options.bearer_token = "BEARER-SECRET";
   options.initial_backoff = 1ms;
   HttpClient http(options, clock_);
+  auto auth = bearer_auth("BEARER-SECRET");
   const std::string url = "http://alice:PASSWORD-SECRET@127.0.0.1:" + std::to_string(server_->port()) +
                           "/faults/status500/small.txt?sig=QUERY-SECRET";
   Result<HttpResponse> response = Error{};
   const std::string logged = capture_stderr([&] {
     auto request = get(url);
     request.headers = {{"X-Amz-Security-Token", "HEADER-SECRET"}};
+    request.auth = auth.get();
     response = http.perform(request);
   });
   log::set_level(previous);

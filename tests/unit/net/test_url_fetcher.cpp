@@ -66,9 +66,9 @@ class UrlFetcherTest : public ::testing::Test {
     ASSERT_TRUE(server_->reset());
   }
 
-  static Result<Expectation> fetch(const std::string& url, StringSink& sink,
-                                   TransportOptions options = fast_options()) {
-    return make_url_fetcher(url, std::move(options))(sink);
+  static Result<Expectation> fetch(const std::string& url, StringSink& sink, TransportOptions options = fast_options(),
+                                   std::optional<std::string> bearer_token = std::nullopt) {
+    return make_url_fetcher(url, std::move(options), std::move(bearer_token))(sink);
   }
 
   static FaultServer* server_;
@@ -180,10 +180,8 @@ TEST_F(UrlFetcherTest, SendsTheBearerToken) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::permission_denied);
 
-  auto options = fast_options();
-  options.bearer_token = "t0ken";
   StringSink sink;
-  auto expectation = fetch(url, sink, options);
+  auto expectation = fetch(url, sink, fast_options(), "t0ken");
   ASSERT_TRUE(expectation) << expectation.error().message;
   EXPECT_TRUE(sink.data() == shard_bytes());
 }
