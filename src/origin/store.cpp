@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "datavo/tar.hpp"
+#include "util/atomic_file.hpp"
 
 namespace datavo::origin {
 
@@ -47,63 +48,22 @@ std::string temp_name(const std::string& dir, std::string_view stem) {
   return dir + "/.tmp." + std::string(stem) + "." + std::to_string(::getpid()) + "." + util::random_hex(6);
 }
 
-// A file being written under a temporary name; unlinked on destruction unless committed (renamed).
-class TempFile {
- public:
-  static Result<TempFile> create(std::string path, mode_t mode) {
-    util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    if (!fd.valid()) return Error::from_errno(errno, "cannot create " + path);
-    return TempFile(std::move(path), std::move(fd));
-  }
-  TempFile(TempFile&& other) noexcept : path_(std::move(other.path_)), fd_(std::move(other.fd_)) {
-    other.path_.clear();
-  }
-  TempFile& operator=(TempFile&&) = delete;
-  ~TempFile() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  int fd() const { return fd_.get(); }
-  const std::string& path() const { return path_; }
-  Result<void> sync() {
-    if (::fsync(fd_.get()) != 0) return Error::from_errno(errno, "cannot fsync " + path_);
-    return ok();
-  }
-  // Renames to `target`; afterwards the destructor leaves it alone.
-  Result<void> commit(const std::string& target) {
-    fd_.reset();
-    if (::rename(path_.c_str(), target.c_str()) != 0) return Error::from_errno(errno, "cannot rename to " + target);
-    path_.clear();
-    return ok();
-  }
-  // Links to `target` unless it exists (then the existing file wins). Returns whether this file was installed.
-  Result<bool> link_if_absent(const std::string& target) {
-    fd_.reset();
-    if (::link(path_.c_str(), target.c_str()) == 0) return true;
-    if (errno == EEXIST) return false;
-    return Error::from_errno(errno, "cannot link " + target);
-  }
-
- private:
-  TempFile(std::string path, util::UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
-  std::string path_;
-  util::UniqueFd fd_;
-};
-
 // Creates `path` with `content` unless it exists; then returns the file's content (the winner's, after a race).
 Result<std::string> create_or_read(const std::string& path, const std::string& content, mode_t mode) {
   auto existing = util::read_file(path);
   if (existing) return std::move(existing).value();
   if (existing.error().code != ErrorCode::not_found) return existing.error();
-  auto tmp = TempFile::create(path + ".tmp." + std::to_string(::getpid()) + "." + util::random_hex(6), mode);
+  auto tmp = util::AtomicFile::create(util::AtomicFile::temp_name_beside(path), mode);
   if (!tmp) return tmp.error();
-  DATAVO_TRY(util::write_all(tmp->fd(), content.data(), content.size(), tmp->path()));
+  DATAVO_TRY(tmp->write(content));
   DATAVO_TRY(tmp->sync());
-  DATAVO_TRY(tmp->link_if_absent(path));
+  auto committed = tmp->commit(path, util::AtomicFile::Replace::no);  // the first writer wins a race
+  if (!committed) return committed.error();
   return util::read_file(path);
 }
 
 struct ObjectWriter {
-  TempFile file;
+  util::AtomicFile file;
   Sha256Hasher hasher;
   std::uint64_t size = 0;
 
@@ -122,7 +82,8 @@ Result<Store::PutResult> finish_object(const Store& store, ObjectWriter& writer)
     return Store::PutResult{std::move(ref), false};
   }
   // Either missing or a damaged copy of the wrong size: the fresh bytes replace it.
-  DATAVO_TRY(writer.file.commit(target));
+  auto committed = writer.file.commit(target, util::AtomicFile::Replace::yes);
+  if (!committed) return committed.error();
   return Store::PutResult{std::move(ref), true};
 }
 
@@ -424,7 +385,7 @@ Result<util::UniqueFd> Store::lock_dataset(std::string_view dataset, std::string
 }
 
 Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) const {
-  auto file = TempFile::create(temp_name(objects_dir(), "object"), 0644);
+  auto file = util::AtomicFile::create(temp_name(objects_dir(), "object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
   DATAVO_TRY(writer.write(data.data(), data.size()));
@@ -434,7 +395,7 @@ Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) cons
 Result<Store::PutResult> Store::put_object_file(const std::string& path) const {
   util::UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return Error::from_errno(errno, "cannot open " + path);
-  auto file = TempFile::create(temp_name(objects_dir(), "object"), 0644);
+  auto file = util::AtomicFile::create(temp_name(objects_dir(), "object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
   std::vector<char> buffer(k_copy_chunk);
@@ -477,7 +438,7 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
     columns.push_back(static_cast<std::size_t>(it - revision.keys.begin()));
   }
 
-  auto file = TempFile::create(temp_name(tars_dir(), hash.hex()), 0644);
+  auto file = util::AtomicFile::create(temp_name(tars_dir(), hash.hex()), 0644);
   if (!file) return file.error();
   Sha256Hasher hasher;
   const int out = file->fd();
@@ -517,7 +478,8 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
   // The digest goes in first: a present .tar always has its .sha256 beside it.
   DATAVO_TRY(util::write_file_atomic(tars_dir() + "/" + hash.hex() + ".sha256", sha.hex() + "\n", 0644));
   std::string target = tar_path(hash);
-  DATAVO_TRY(file->commit(target));
+  auto committed = file->commit(target, util::AtomicFile::Replace::yes);
+  if (!committed) return committed.error();
   return KeyGroupTar{target, writer.bytes_written(), sha};
 }
 

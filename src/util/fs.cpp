@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "util/atomic_file.hpp"
+
 namespace datavo::util {
 
 void UniqueFd::reset(int fd) {
@@ -18,7 +20,7 @@ void UniqueFd::reset(int fd) {
   fd_ = fd;
 }
 
-Result<void> make_dirs(const std::string& path, mode_t mode) {
+Result<void> make_dirs(const std::string& path, mode_t mode, mode_t always) {
   if (path.empty()) return Error{ErrorCode::invalid_argument, "empty directory path"};
   std::string partial;
   partial.reserve(path.size());
@@ -28,9 +30,11 @@ Result<void> make_dirs(const std::string& path, mode_t mode) {
     partial = path.substr(0, pos);
     if (partial.empty()) continue;
     if (::mkdir(partial.c_str(), mode) == 0) {
-      // mkdir(2) ignores S_ISGID (and other bits above 0777) in `mode`; only chmod sets them.
-      if ((mode & ~mode_t(0777)) != 0) {
-        if (::chmod(partial.c_str(), mode & ~process_umask()) != 0) {
+      // mkdir(2) ignores S_ISGID (and other bits above 0777) in `mode`, and applies the umask to `always`; only
+      // chmod sets them.
+      const mode_t wanted = (mode & ~process_umask()) | (mode & always);
+      if ((mode & ~mode_t(0777)) != 0 || (wanted & 0777) != (mode & 0777 & ~process_umask())) {
+        if (::chmod(partial.c_str(), wanted) != 0) {
           return Error::from_errno(errno, "cannot set the mode of directory " + partial);
         }
       }
@@ -110,9 +114,12 @@ Result<void> copy_fd(int in, int out, Bytes size, const std::string& what) {
   return {};
 }
 
-Result<std::string> read_file(const std::string& path) {
+Result<std::string> read_file(const std::string& path, std::optional<std::size_t> max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Error::from_errno(errno, "cannot open " + path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
+  if (S_ISDIR(st.st_mode)) return Error::from_errno(EISDIR, "cannot read " + path);
   std::string out;
   char buffer[65536];
   for (;;) {
@@ -123,20 +130,23 @@ Result<std::string> read_file(const std::string& path) {
     }
     if (n == 0) break;
     out.append(buffer, static_cast<std::size_t>(n));
+    if (max_bytes && out.size() > *max_bytes) {
+      return Error{ErrorCode::io, "cannot read " + path + ": larger than " + std::to_string(*max_bytes) + " bytes"};
+    }
   }
   return out;
 }
 
-Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync) {
-  std::string tmp = path + ".tmp." + host_name() + "." + std::to_string(::getpid()) + "." + random_hex(4);
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-  if (!fd.valid()) return Error::from_errno(errno, "cannot create " + tmp);
-  auto written = write_all(fd.get(), data.data(), data.size(), tmp);
-  if (written && sync == Sync::yes && ::fsync(fd.get()) != 0) written = Error::from_errno(errno, "cannot fsync " + tmp);
-  if (written && ::rename(tmp.c_str(), path.c_str()) != 0)
-    written = Error::from_errno(errno, "cannot rename to " + path);
-  if (!written) ::unlink(tmp.c_str());
-  return written;
+Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync, mode_t always) {
+  auto file = AtomicFile::create(AtomicFile::temp_name_beside(path), mode);
+  if (!file) return std::move(file).error();
+  if (always != 0 && ::fchmod(file->fd(), (mode & ~process_umask()) | (mode & always)) != 0)
+    return Error::from_errno(errno, "cannot set the mode of " + file->path());
+  DATAVO_TRY(file->write(data));
+  if (sync == Sync::yes) DATAVO_TRY(file->sync());
+  auto committed = file->commit(path, AtomicFile::Replace::yes);
+  if (!committed) return std::move(committed).error();
+  return {};
 }
 
 const std::string& host_name() {

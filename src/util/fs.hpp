@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,9 +40,10 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// mkdir -p with `mode` (subject to the umask; special bits such as setgid applied with chmod on the directories
-// it creates). Existing directories are left as they are.
-Result<void> make_dirs(const std::string& path, mode_t mode);
+// mkdir -p with `mode`, subject to the umask except for the bits in `always` (e.g. group rwx and setgid for a
+// directory shared by a group: a writer's umask 077 must not lock the group out). Special bits such as setgid are
+// applied with chmod on the directories it creates. Existing directories are left as they are.
+Result<void> make_dirs(const std::string& path, mode_t mode, mode_t always = 0);
 // Writes all of `data`, retrying on EINTR and short writes.
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
 // Reads exactly `size` bytes at `offset`; io error on a short read.
@@ -49,21 +51,24 @@ Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const
 // Copies `size` bytes from offset 0 of `in` to the current offset of `out`, with copy_file_range where the
 // kernel allows it and read/write otherwise.
 Result<void> copy_fd(int in, int out, Bytes size, const std::string& what);
-// Reads a whole (small) file.
-Result<std::string> read_file(const std::string& path);
+// Reads a whole (small) file. A directory is an io Error with sys_errno EISDIR; a file longer than `max_bytes`
+// (when given) is an io Error saying so. Errors name the path and carry the errno (not_found for ENOENT).
+Result<std::string> read_file(const std::string& path, std::optional<std::size_t> max_bytes = std::nullopt);
 // Whether write_file_atomic fsyncs the data before the rename. Without it a crash may leave the old content or
 // an empty file under `path`, never a partial one of the new content... on filesystems that order data before
 // metadata (ext4 data=ordered); use it only for best-effort files such as counters.
 enum class Sync { yes, no };
-// Writes `data` to `path` atomically: a temp file beside it, (fsync,) rename.
-Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync = Sync::yes);
+// Writes `data` to `path` atomically (an AtomicFile beside it, (fdatasync,) rename). The file gets `mode` subject
+// to the umask, except for the bits in `always`.
+Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync = Sync::yes,
+                               mode_t always = 0);
 
 // This machine's host name, sanitised to [A-Za-z0-9-] (cached).
 const std::string& host_name();
 // `bytes` random bytes from /dev/urandom (getrandom), hex-encoded.
 std::string random_hex(std::size_t bytes);
 // The process umask, read once (at the first call) and cached: reading it means setting it, which is unsafe
-// while other threads create files, so call it early (ShardCacheTier::create does).
+// while other threads create files, so call it early (FolderTier::create does).
 mode_t process_umask();
 // Whether process `pid` exists on this host.
 bool process_alive(pid_t pid);
