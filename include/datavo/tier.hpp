@@ -24,7 +24,7 @@
 
 namespace datavo {
 
-class ShardCacheTier;
+class FolderTier;
 
 // An open, read-only local shard file. Owns its file descriptor and closes it on destruction. The bytes stay
 // readable through fd() after the entry is evicted or removed, so a reader that holds a handle never fails.
@@ -51,26 +51,56 @@ class ShardHandle {
   Bytes size_;
 };
 
+// The per-tier counters, each written once here: X(name, type, meaning). TierStats, TierCounters, their
+// arithmetic, the persisted .stats.json and the CLI's JSON are all generated from this list.
+#define DATAVO_TIER_STATS(X)                                                                      \
+  X(hits, std::uint64_t, "lookups this tier served")                                              \
+  X(misses, std::uint64_t, "lookups this tier could not serve")                                   \
+  X(promotions, std::uint64_t, "entries copied into this tier from a slower tier")                \
+  X(installs, std::uint64_t, "entries installed into this tier after an origin fetch")            \
+  X(capacity_skips, std::uint64_t, "installs skipped because the shard is larger than max_bytes") \
+  X(evictions, std::uint64_t, "entries removed by LRU, max_age or rm")                            \
+  X(quarantined, std::uint64_t, "damaged entries moved aside on a hit or by verify")              \
+  X(errors, std::uint64_t, "failures that were degraded to a miss or a skip")                     \
+  X(uploads, std::uint64_t, "background uploads that completed (remote tiers)")                   \
+  X(upload_failures, std::uint64_t, "background uploads that failed (remote tiers)")              \
+  X(bytes_served, Bytes, "bytes handed to readers from this tier")                                \
+  X(bytes_installed, Bytes, "bytes of promotions and installs")
+
+namespace detail {
+inline std::uint64_t stat_count(std::uint64_t value) { return value; }
+inline std::uint64_t stat_count(Bytes value) { return value.count(); }
+template <typename T>
+T stat_from_count(std::uint64_t count) {
+  return T{count};
+}
+}  // namespace detail
+
 // Cumulative per-tier counters (cf. zarr's cache_info, with a typed return).
 struct TierStats {
-  std::uint64_t hits = 0;            // lookups this tier served
-  std::uint64_t misses = 0;          // lookups this tier could not serve
-  std::uint64_t promotions = 0;      // entries copied into this tier from a slower tier
-  std::uint64_t installs = 0;        // entries installed into this tier after an origin fetch
-  std::uint64_t capacity_skips = 0;  // installs skipped because the shard is larger than max_bytes
-  std::uint64_t evictions = 0;       // entries removed by LRU, max_age or rm
-  std::uint64_t errors = 0;          // failures that were degraded to a miss or a skip
-  Bytes bytes_served;
-  Bytes bytes_installed;  // bytes of promotions and installs
+#define DATAVO_TIER_STATS_MEMBER(name, type, meaning) type name{};
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_MEMBER)
+#undef DATAVO_TIER_STATS_MEMBER
 
   TierStats& operator+=(const TierStats& other);
+  bool empty() const;  // every counter is zero
   double hit_rate() const { return hits + misses == 0 ? 0.0 : double(hits) / double(hits + misses); }
+  // Calls f(name, value as a count) for every counter, in the order above.
+  template <typename F>
+  void for_each(F&& f) const {
+#define DATAVO_TIER_STATS_VISIT(name, type, meaning) f(#name, detail::stat_count(name));
+    DATAVO_TIER_STATS(DATAVO_TIER_STATS_VISIT)
+#undef DATAVO_TIER_STATS_VISIT
+  }
+  // Sets the counter called `name` (false when there is none).
+  bool set(std::string_view name, std::uint64_t count);
 };
 
 // Thread-safe counters behind TierStats.
 struct TierCounters {
-  std::atomic<std::uint64_t> hits{0}, misses{0}, promotions{0}, installs{0}, capacity_skips{0}, evictions{0}, errors{0},
-      bytes_served{0}, bytes_installed{0};
+#define DATAVO_TIER_STATS_ATOMIC(name, type, meaning) std::atomic<std::uint64_t> name{0};
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_ATOMIC)
+#undef DATAVO_TIER_STATS_ATOMIC
   TierStats snapshot() const;
   // Returns the counts and zeroes them atomically per field.
   TierStats take();
@@ -127,7 +157,7 @@ class Tier {
   const TierCounters& counters() const { return counters_; }
 
   // The folder tier behind this tier, or nullptr when it is not one.
-  virtual ShardCacheTier* as_folder() { return nullptr; }
+  virtual FolderTier* as_folder() { return nullptr; }
 
  private:
   TierCounters counters_;

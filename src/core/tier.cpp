@@ -25,43 +25,42 @@ ShardHandle& ShardHandle::operator=(ShardHandle&& other) noexcept {
 }
 
 TierStats& TierStats::operator+=(const TierStats& o) {
-  hits += o.hits;
-  misses += o.misses;
-  promotions += o.promotions;
-  installs += o.installs;
-  capacity_skips += o.capacity_skips;
-  evictions += o.evictions;
-  errors += o.errors;
-  bytes_served += o.bytes_served;
-  bytes_installed += o.bytes_installed;
+#define DATAVO_TIER_STATS_ADD(name, type, meaning) name += o.name;
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_ADD)
+#undef DATAVO_TIER_STATS_ADD
   return *this;
+}
+
+bool TierStats::empty() const {
+  bool zero = true;
+  for_each([&zero](const char*, std::uint64_t count) { zero = zero && count == 0; });
+  return zero;
+}
+
+bool TierStats::set(std::string_view field, std::uint64_t count) {
+#define DATAVO_TIER_STATS_SET(name, type, meaning) \
+  if (field == #name) {                            \
+    name = detail::stat_from_count<type>(count);   \
+    return true;                                   \
+  }
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_SET)
+#undef DATAVO_TIER_STATS_SET
+  return false;
 }
 
 TierStats TierCounters::snapshot() const {
   TierStats s;
-  s.hits = hits.load();
-  s.misses = misses.load();
-  s.promotions = promotions.load();
-  s.installs = installs.load();
-  s.capacity_skips = capacity_skips.load();
-  s.evictions = evictions.load();
-  s.errors = errors.load();
-  s.bytes_served = Bytes{bytes_served.load()};
-  s.bytes_installed = Bytes{bytes_installed.load()};
+#define DATAVO_TIER_STATS_LOAD(name, type, meaning) s.name = detail::stat_from_count<type>(name.load());
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_LOAD)
+#undef DATAVO_TIER_STATS_LOAD
   return s;
 }
 
 TierStats TierCounters::take() {
   TierStats s;
-  s.hits = hits.exchange(0);
-  s.misses = misses.exchange(0);
-  s.promotions = promotions.exchange(0);
-  s.installs = installs.exchange(0);
-  s.capacity_skips = capacity_skips.exchange(0);
-  s.evictions = evictions.exchange(0);
-  s.errors = errors.exchange(0);
-  s.bytes_served = Bytes{bytes_served.exchange(0)};
-  s.bytes_installed = Bytes{bytes_installed.exchange(0)};
+#define DATAVO_TIER_STATS_TAKE(name, type, meaning) s.name = detail::stat_from_count<type>(name.exchange(0));
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_TAKE)
+#undef DATAVO_TIER_STATS_TAKE
   return s;
 }
 
