@@ -1,12 +1,13 @@
-// shards.yaml: the typed configuration of a cache hierarchy, its resolution order and the tier registry.
+// shards.yaml: the typed configuration of a cache hierarchy and its resolution order. The tiers it describes are
+// built by the tier registry (tier_registry.hpp).
 //
 // Schema (docs/config.md): a mapping with one key, `tiers`, a non-empty list, fastest first. Each tier has
-// `type` (folder | s3 | gcs | azure_blob; default folder), `name` (optional; defaults to the path or bucket),
-// `max_bytes` (optional integer or "<n><unit>" with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, all 1024-based; 0 or
-// missing means unbounded), Datavo's `max_age` (optional duration such as 30d, 12h; folder tiers only) and
-// `read_only` (optional bool), plus the fields of its type. Unknown keys, wrong types, bad sizes, duplicate
-// names, missing required fields, an empty list and a list without a folder tier are errors that name the file,
-// the line and the field. The legacy top-level `root` is accepted and ignored with a WARNING.
+// `type` (a registered type: folder | s3 | gcs | azure_blob; default folder), `name` (optional; defaults to the
+// path or bucket), `max_bytes` (optional integer or "<n><unit>" with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, all
+// 1024-based; 0 or missing means unbounded) and `read_only` (optional bool), plus the fields of its type, which the
+// type's entry in the tier registry parses (src/tier/<type>/config.cpp). Unknown keys, wrong types, bad sizes,
+// duplicate names, missing required fields, an empty list and a list without a folder tier are errors that name
+// the file, the line and the field. The legacy top-level `root` is accepted and ignored with a WARNING.
 //
 // Resolution order (docs/config.md):
 //   1. an explicit path (an argument, else $DATAVO_SHARD_CACHE_CONFIG); it must exist;
@@ -18,6 +19,7 @@
 // Thread safety: functions are reentrant; they read the environment through ConfigEnvironment.
 #pragma once
 
+#include <any>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,42 +29,29 @@
 #include <vector>
 
 #include "datavo/folder_tier.hpp"
-#include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 
 namespace datavo {
 
-struct FolderTierConfig {
-  std::string path;  // expanded: ~ and $VAR / ${VAR}
-  // `durability: fsync` (the default) or `none`; see FolderTierOptions::durability.
-  Durability durability = Durability::fsync_before_commit;
-};
-struct S3TierConfig {
-  std::string bucket;
-  std::optional<std::string> region;
-  std::optional<std::string> prefix;
-};
-struct GcsTierConfig {
-  std::string bucket;
-  std::optional<std::string> project;
-  std::optional<std::string> prefix;
-};
-struct AzureBlobTierConfig {
-  std::string container_url;
-  std::optional<std::string> sas_token;  // a secret: never logged (see redact())
-  std::optional<std::string> prefix;
-  std::optional<std::string> managed_identity_client_id;
+// One effective setting of a tier, and where its value came from: what `datavo cache info` shows (like `ccache -p`).
+struct TierSetting {
+  std::string name;    // e.g. "max_bytes", "durability"
+  std::string value;   // as a person reads it; secrets are "<redacted>"
+  std::string origin;  // "<file>:<line>", "default", or the environment variable it came from
 };
 
 struct TierConfig {
   std::string name;
-  std::string type;  // "folder", "s3", "gcs", "azure_blob"
+  std::string type;  // a registered type: "folder", "s3", "gcs", "azure_blob" (tier_registry.hpp)
   std::optional<Bytes> max_bytes;
-  std::optional<Seconds> max_age;
   Access access = Access::read_write;
-  std::variant<FolderTierConfig, S3TierConfig, GcsTierConfig, AzureBlobTierConfig> backend;
-  int line = 0;  // 1-based line of the tier's entry in its file; 0 for the built-in default
+  // The backend's options: FolderTierOptions, S3TierOptions, GcsTierOptions or AzureBlobTierOptions, as the
+  // type's parser (src/tier/<type>/config.cpp) filled them in; the common fields above are merged in when the
+  // tier is built.
+  std::any backend;
+  int line = 0;                       // 1-based line of the tier's entry in its file; 0 for the built-in default
+  std::vector<TierSetting> settings;  // every effective setting, in the order shown to users
 };
 
 enum class ConfigSource { argument, environment, system, user, builtin_default };
@@ -95,6 +84,11 @@ struct ConfigEnvironment {
 Result<Bytes> parse_byte_size(std::string_view text);
 // Parses "<n><unit>" with s, m, h, d or w. invalid_argument otherwise.
 Result<Seconds> parse_duration(std::string_view text);
+// The inverse of parse_byte_size for people: "200 GiB" when exact in the largest unit that divides it, else
+// "<n> B".
+std::string format_byte_size(Bytes size);
+// The inverse of parse_duration: "30d", "12h", "90m", "45s" (the largest unit that divides it exactly).
+std::string format_duration(Seconds duration);
 // Expands a leading ~ and $VAR / ${VAR}; an unset variable is invalid_argument naming it.
 Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env);
 
@@ -112,14 +106,5 @@ Result<CacheConfig> load_config_file(const std::string& path,
 // is ErrorCode::config.
 Result<CacheConfig> resolve_config(const std::optional<std::string>& explicit_path,
                                    const ConfigEnvironment& env = ConfigEnvironment::process());
-
-// Builds one tier from its config through the tier registry (src/tier/registry.cpp). Cloud tier types that this
-// build does not provide yield `unsupported`.
-Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config);
-// Builds every tier; a tier that cannot be built is skipped with a WARNING unless it is the only folder tier.
-Result<std::shared_ptr<ShardCacheHierarchy>> build_hierarchy(const CacheConfig& config);
-// resolve_config() + build_hierarchy(): the hierarchy a read would use.
-Result<std::shared_ptr<ShardCacheHierarchy>> get_default_shard_cache(
-    const std::optional<std::string>& config_path = std::nullopt);
 
 }  // namespace datavo

@@ -4,8 +4,8 @@
 #include <mutex>
 
 #include "client/prefetcher.hpp"
-#include "datavo/config.hpp"
 #include "datavo/tar.hpp"
+#include "datavo/tier_registry.hpp"
 #include "util/log.hpp"
 
 namespace datavo {

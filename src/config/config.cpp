@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "config/tier_fields.hpp"
+#include "datavo/tier_registry.hpp"
+#include "tier/registry.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -31,48 +34,24 @@ constexpr const char* k_user_config_under_home = "/.config/datavo/shards.yaml";
 constexpr std::size_t k_max_config_bytes = std::size_t{1} << 20;
 
 constexpr const char* k_folder = "folder";
-constexpr const char* k_s3 = "s3";
-constexpr const char* k_gcs = "gcs";
-constexpr const char* k_azure_blob = "azure_blob";
+constexpr std::string_view k_common_fields[] = {"type", "name", "max_bytes", "read_only"};
 
-const std::vector<std::string>& common_fields() {
-  static const std::vector<std::string> fields = {"type", "name", "max_bytes", "max_age", "read_only"};
-  return fields;
+bool is_common_field(std::string_view key) {
+  return std::find(std::begin(k_common_fields), std::end(k_common_fields), key) != std::end(k_common_fields);
 }
 
-// The fields of each tier type beyond the common ones; also the list of known types, in the order shown to users.
-const std::vector<std::pair<std::string, std::vector<std::string>>>& type_fields() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
-      {k_folder, {"path", "durability"}},
-      {k_s3, {"bucket", "region", "prefix"}},
-      {k_gcs, {"bucket", "project", "prefix"}},
-      {k_azure_blob, {"container_url", "sas_token", "prefix", "managed_identity_client_id"}},
-  };
-  return table;
+bool takes(const TierType& type, std::string_view key) {
+  return std::find(type.fields.begin(), type.fields.end(), key) != type.fields.end();
 }
 
-const std::vector<std::string>* fields_of_type(const std::string& type) {
-  for (const auto& [name, fields] : type_fields()) {
-    if (name == type) return &fields;
-  }
-  return nullptr;
-}
-
-bool contains(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-std::string join(const std::vector<std::string>& items, const char* separator) {
+template <typename Items>
+std::string join(const Items& items, const char* separator) {
   std::string out;
   for (const auto& item : items) {
     if (!out.empty()) out += separator;
     out += item;
   }
   return out;
-}
-
-std::string article(const std::string& type) {
-  return (type == k_s3 || type == k_azure_blob) ? "an " + type : "a " + type;
 }
 
 std::string kind_of(const YAML::Node& node) {
@@ -100,88 +79,6 @@ std::optional<std::string> lookup_env(const ConfigEnvironment& env, const std::s
   const char* value = ::getenv(name.c_str());
   if (value == nullptr) return std::nullopt;
   return std::string(value);
-}
-
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-bool looks_like_ipv4(const std::string& text) {
-  int dots = 0;
-  for (char c : text) {
-    if (c == '.')
-      ++dots;
-    else if (c < '0' || c > '9')
-      return false;
-  }
-  return dots == 3;
-}
-
-// Roughly AWS's bucket naming rules; an empty string means valid.
-std::string s3_bucket_problem(const std::string& bucket) {
-  if (bucket.size() < 3 || bucket.size() > 63) return "must be 3 to 63 characters";
-  for (char c : bucket) {
-    if (!is_lower_alnum(c) && c != '.' && c != '-') return "may contain only a-z, 0-9, '.' and '-'";
-  }
-  if (!is_lower_alnum(bucket.front()) || !is_lower_alnum(bucket.back())) {
-    return "must start and end with a letter or digit";
-  }
-  if (bucket.find("..") != std::string::npos || bucket.find(".-") != std::string::npos ||
-      bucket.find("-.") != std::string::npos) {
-    return "must not contain \"..\", \".-\" or \"-.\"";
-  }
-  if (looks_like_ipv4(bucket)) return "must not look like an IP address";
-  return "";
-}
-
-// Roughly Google's bucket naming rules; an empty string means valid.
-std::string gcs_bucket_problem(const std::string& bucket) {
-  if (bucket.size() < 3 || bucket.size() > 222) return "must be 3 to 222 characters";
-  for (char c : bucket) {
-    if (!is_lower_alnum(c) && c != '.' && c != '-' && c != '_') return "may contain only a-z, 0-9, '.', '-' and '_'";
-  }
-  if (!is_lower_alnum(bucket.front()) || !is_lower_alnum(bucket.back())) {
-    return "must start and end with a letter or digit";
-  }
-  if (bucket.find("..") != std::string::npos) return "must not contain \"..\"";
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t dot = bucket.find('.', start);
-    std::size_t end = dot == std::string::npos ? bucket.size() : dot;
-    if (end - start > 63) return "each dot-separated part must be at most 63 characters";
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  if (bucket.rfind("goog", 0) == 0) return "must not start with \"goog\"";
-  if (looks_like_ipv4(bucket)) return "must not look like an IP address";
-  return "";
-}
-
-std::string prefix_problem(const std::string& prefix) {
-  if (prefix.front() == '/' || prefix.back() == '/') return "must not start or end with '/'";
-  if (prefix.find("..") != std::string::npos) return "must not contain \"..\"";
-  if (prefix.find("//") != std::string::npos) return "must not contain \"//\"";
-  return "";
-}
-
-// The URL up to its query string or fragment: what may appear in logs and in a default tier name.
-std::string without_query(const std::string& url) { return url.substr(0, url.find_first_of("?#")); }
-
-std::string container_url_problem(const std::string& url) {
-  std::string scheme_end = "://";
-  std::size_t scheme_length = url.find(scheme_end);
-  std::string scheme = scheme_length == std::string::npos ? "" : url.substr(0, scheme_length);
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (scheme != "http" && scheme != "https") return "expected an http:// or https:// URL";
-  if (std::any_of(url.begin(), url.end(), [](unsigned char c) { return c <= 0x20 || c == 0x7f; })) {
-    return "must not contain spaces or control characters";
-  }
-  std::string rest = without_query(url.substr(scheme_length + scheme_end.size()));
-  std::size_t slash = rest.find('/');
-  if (slash == 0 || rest.empty()) return "has no host";
-  if (slash == std::string::npos || slash + 1 >= rest.size()) {
-    return "names no container (expected e.g. https://<account>.blob.core.windows.net/<container>)";
-  }
-  return "";
 }
 
 // One key of a mapping, with where it is and the dotted path shown in messages.
@@ -338,190 +235,85 @@ class Parser {
     TierConfig tier;
     tier.line = node.Mark().line + 1;
     tier.type = k_folder;
-    const std::vector<std::string>* specific = fields_of_type(k_folder);
+    const TierType* type = find_tier_type(k_folder);
     for (const Field& field : *all) {
       if (field.key != "type") continue;
-      auto type = string_value(field);
-      if (!type) return type.error();
-      specific = fields_of_type(*type);
-      if (specific == nullptr) {
-        std::vector<std::string> known;
-        for (const auto& entry : type_fields()) known.push_back(entry.first);
-        return fail(field.mark, field.path, "unknown tier type \"" + *type + "\" (expected " + join(known, ", ") + ")");
+      auto name = string_value(field);
+      if (!name) return name.error();
+      type = find_tier_type(*name);
+      if (type == nullptr) {
+        return fail(field.mark, field.path,
+                    "unknown tier type \"" + *name + "\" (expected " + join(tier_type_names(), ", ") + ")");
       }
-      tier.type = *type;
+      tier.type = *name;
     }
 
-    std::map<std::string, const Field*> by_key;
+    std::vector<config::FieldValue> values;
     for (const Field& field : *all) {
-      if (field.key == "max_age" && tier.type != k_folder) {
-        return fail(field.mark, field.path,
-                    "max_age applies to folder tiers only; expire objects of " + article(tier.type) +
-                        " tier with the bucket's (or container's) lifecycle rules");
+      if (!is_common_field(field.key) && !takes(*type, field.key)) {
+        for (const auto& [key, why] : type->hints) {
+          if (key != field.key) continue;
+          std::string message(why);
+          if (auto at = message.find("{a type}"); at != std::string::npos)
+            message.replace(at, 8, std::string(type->article) + " " + std::string(type->name));
+          return fail(field.mark, field.path, message);
+        }
+        return fail(field.mark, field.path, unknown_tier_key(field.key, *type));
       }
-      if (!contains(common_fields(), field.key) && !contains(*specific, field.key)) {
-        return fail(field.mark, field.path, unknown_tier_key(field.key, tier.type, *specific));
-      }
-      by_key[field.key] = &field;
+      config::FieldValue value;
+      value.key = field.key;
+      value.line = field.mark.line + 1;
+      value.kind = kind_of(field.value);
+      if (field.value.IsScalar()) value.scalar = field.value.Scalar();
+      value.quoted = field.value.Tag() == "!";
+      values.push_back(std::move(value));
     }
-    auto find = [&by_key](const std::string& key) -> const Field* {
-      auto it = by_key.find(key);
-      return it == by_key.end() ? nullptr : it->second;
-    };
+    config::TierFields tier_fields(file_, path, tier.line, tier.type, std::string(type->article), std::move(values),
+                                   env_);
 
     YAML::Mark name_mark = node.Mark();
     bool name_is_default = true;
-    if (const Field* field = find("name")) {
-      auto name = string_value(*field);
+    for (const Field& field : *all) {
+      if (field.key != "name") continue;
+      auto name = string_value(field);
       if (!name) return name.error();
       tier.name = *name;
-      name_mark = field->mark;
+      name_mark = field.mark;
       name_is_default = false;
     }
     name_marks_.emplace_back(name_mark, name_is_default);
 
-    if (const Field* field = find("max_bytes")) {
-      if (!field->value.IsScalar()) {
-        return fail(field->mark, field->path, "expected a size such as 50GB, got " + kind_of(field->value));
-      }
-      auto size = parse_byte_size(field->value.Scalar());
-      if (!size) return fail(field->mark, field->path, size.error().message);
-      // The schema's "0 means unbounded".
-      if (size->count() > 0) tier.max_bytes = *size;
-    }
-    if (const Field* field = find("max_age")) {
-      if (!field->value.IsScalar()) {
-        return fail(field->mark, field->path, "expected a duration such as 30d, got " + kind_of(field->value));
-      }
-      auto age = parse_duration(field->value.Scalar());
-      if (!age) return fail(field->mark, field->path, age.error().message);
-      // Unlike max_bytes, zero is not "unbounded": it would read as "expire everything", so neither is guessed.
-      if (age->count() == 0) return fail(field->mark, field->path, "must be positive; omit max_age for no age limit");
-      tier.max_age = *age;
-    }
-    if (const Field* field = find("read_only")) {
-      auto read_only = bool_value(*field);
-      if (!read_only) return read_only.error();
-      tier.access = *read_only ? Access::read_only : Access::read_write;
-    }
+    auto max_bytes = tier_fields.optional_size("max_bytes");
+    if (!max_bytes) return max_bytes.error();
+    // The schema's "0 means unbounded".
+    if (*max_bytes && (*max_bytes)->count() > 0) tier.max_bytes = **max_bytes;
+    auto read_only = tier_fields.optional_bool("read_only");
+    if (!read_only) return read_only.error();
+    if (*read_only && **read_only) tier.access = Access::read_only;
 
-    auto required = [&](const std::string& key) -> Result<std::string> {
-      const Field* field = find(key);
-      if (field == nullptr)
-        return fail(node.Mark(), path + "." + key, "missing; " + article(tier.type) + " tier needs a " + key);
-      return string_value(*field);
-    };
-    auto optional = [&](const std::string& key) -> Result<std::optional<std::string>> {
-      const Field* field = find(key);
-      if (field == nullptr) return std::optional<std::string>();
-      auto value = string_value(*field);
-      if (!value) return value.error();
-      return std::optional<std::string>(std::move(*value));
-    };
-    auto checked_prefix = [&]() -> Result<std::optional<std::string>> {
-      auto prefix = optional("prefix");
-      if (!prefix || !*prefix) return prefix;
-      std::string problem = prefix_problem(**prefix);
-      if (!problem.empty()) {
-        return fail(find("prefix")->mark, path + ".prefix", "invalid prefix \"" + **prefix + "\": " + problem);
-      }
-      return prefix;
-    };
-
-    std::string default_name;
-    if (tier.type == k_folder) {
-      auto raw = required("path");
-      if (!raw) return raw.error();
-      auto expanded = expand_path(*raw, env_);
-      if (!expanded) return fail(find("path")->mark, path + ".path", expanded.error().message);
-      if (expanded->empty() || expanded->front() != '/') {
-        // A relative path would depend on the working directory of whichever process reads the file.
-        return fail(find("path")->mark, path + ".path", "\"" + *expanded + "\" is not an absolute path");
-      }
-      default_name = *expanded;
-      FolderTierConfig folder{std::move(*expanded)};
-      if (const Field* field = find("durability")) {
-        auto value = string_value(*field);
-        if (!value) return value.error();
-        if (*value == "fsync") {
-          folder.durability = Durability::fsync_before_commit;
-        } else if (*value == "none") {
-          folder.durability = Durability::no_sync;
-        } else {
-          return fail(field->mark, field->path,
-                      "unknown durability \"" + *value + "\" (expected fsync, the default, or none)");
-        }
-      }
-      tier.backend = std::move(folder);
-    } else if (tier.type == k_s3 || tier.type == k_gcs) {
-      auto bucket = required("bucket");
-      if (!bucket) return bucket.error();
-      std::string problem = tier.type == k_s3 ? s3_bucket_problem(*bucket) : gcs_bucket_problem(*bucket);
-      if (!problem.empty()) {
-        return fail(find("bucket")->mark, path + ".bucket",
-                    "invalid " + std::string(tier.type == k_s3 ? "S3" : "GCS") + " bucket name \"" + *bucket +
-                        "\": " + problem);
-      }
-      auto prefix = checked_prefix();
-      if (!prefix) return prefix.error();
-      default_name = *bucket;
-      if (tier.type == k_s3) {
-        auto region = optional("region");
-        if (!region) return region.error();
-        if (*region &&
-            !std::all_of((*region)->begin(), (*region)->end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) {
-          return fail(find("region")->mark, path + ".region",
-                      "invalid region \"" + **region + "\" (expected e.g. us-east-1)");
-        }
-        tier.backend = S3TierConfig{std::move(*bucket), std::move(*region), std::move(*prefix)};
-      } else {
-        auto project = optional("project");
-        if (!project) return project.error();
-        if (*project && !std::all_of((*project)->begin(), (*project)->end(),
-                                     [](char c) { return is_lower_alnum(c) || c == '-' || c == '.' || c == ':'; })) {
-          return fail(find("project")->mark, path + ".project",
-                      "invalid project id \"" + **project + "\" (expected e.g. datavo-prod)");
-        }
-        tier.backend = GcsTierConfig{std::move(*bucket), std::move(*project), std::move(*prefix)};
-      }
-    } else {
-      auto url = required("container_url");
-      if (!url) return url.error();
-      std::string problem = container_url_problem(*url);
-      if (!problem.empty()) {
-        return fail(find("container_url")->mark, path + ".container_url",
-                    "invalid container_url \"" + log::redact_url(*url) + "\": " + problem);
-      }
-      auto sas_token = optional("sas_token");
-      if (!sas_token) return sas_token.error();
-      auto prefix = checked_prefix();
-      if (!prefix) return prefix.error();
-      auto client_id = optional("managed_identity_client_id");
-      if (!client_id) return client_id.error();
-      if (*client_id && std::any_of((*client_id)->begin(), (*client_id)->end(),
-                                    [](unsigned char c) { return std::isspace(c) != 0; })) {
-        return fail(find("managed_identity_client_id")->mark, path + ".managed_identity_client_id",
-                    "must not contain spaces");
-      }
-      default_name = without_query(*url);
-      tier.backend =
-          AzureBlobTierConfig{std::move(*url), std::move(*sas_token), std::move(*prefix), std::move(*client_id)};
-    }
-    if (tier.name.empty()) tier.name = std::move(default_name);
+    tier_fields.effective("type", tier.type);
+    DATAVO_TRY(type->parse(tier_fields, tier));
+    tier_fields.effective("max_bytes", tier.max_bytes ? format_byte_size(*tier.max_bytes) : "unbounded");
+    tier_fields.effective("read_only", tier.access == Access::read_only ? "true" : "false");
+    tier.settings = tier_fields.take_settings();
+    tier.settings.insert(tier.settings.begin(),
+                         TierSetting{"name", tier.name,
+                                     name_is_default ? "default (from the location)"
+                                                     : file_ + ":" + std::to_string(name_mark.line + 1)});
     return tier;
   }
 
-  static std::string unknown_tier_key(const std::string& key, const std::string& type,
-                                      const std::vector<std::string>& specific) {
-    std::vector<std::string> allowed = common_fields();
-    allowed.insert(allowed.end(), specific.begin(), specific.end());
-    std::string message = "unknown key for " + article(type) + " tier";
+  static std::string unknown_tier_key(const std::string& key, const TierType& type) {
+    std::vector<std::string> allowed(std::begin(k_common_fields), std::end(k_common_fields));
+    allowed.insert(allowed.end(), type.fields.begin(), type.fields.end());
+    const std::string a_type = std::string(type.article) + " " + std::string(type.name);
+    std::string message = "unknown key for " + a_type + " tier";
     std::vector<std::string> owners;
-    for (const auto& [other, fields] : type_fields()) {
-      if (contains(fields, key)) owners.push_back(other);
+    for (const TierType* other : tier_types()) {
+      if (takes(*other, key)) owners.emplace_back(other->name);
     }
     if (!owners.empty()) message += " (" + key + " belongs to " + join(owners, " and ") + " tiers)";
-    return message + "; " + article(type) + " tier takes " + join(allowed, ", ");
+    return message + "; " + a_type + " tier takes " + join(allowed, ", ");
   }
 
   const std::string& file_;
@@ -535,26 +327,10 @@ Error unreadable(const std::string& path, int err) {
 }
 
 Result<std::string> read_config_text(const std::string& path) {
-  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return unreadable(path, errno);
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) return unreadable(path, errno);
-  if (S_ISDIR(info.st_mode)) return unreadable(path, EISDIR);
-  std::string text;
-  char buffer[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return unreadable(path, errno);
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > k_max_config_bytes) {
-      return Error{ErrorCode::config, path + ": cannot read configuration file: larger than 1 MiB"};
-    }
-  }
-  return text;
+  auto text = util::read_file(path, k_max_config_bytes);
+  if (text) return text;
+  if (text.error().sys_errno != 0) return unreadable(path, text.error().sys_errno);
+  return Error{ErrorCode::config, path + ": cannot read configuration file: larger than 1 MiB"};
 }
 
 enum class Existence { exists, missing };
@@ -576,7 +352,9 @@ std::optional<std::string> non_empty_env(const ConfigEnvironment& env, const std
 Result<CacheConfig> builtin_default(const ConfigEnvironment& env, std::vector<SkippedCandidate> skipped) {
   std::string dir;
   auto home = non_empty_env(env, "HOME");
+  bool from_dir_env = false;
   if (auto from_env = non_empty_env(env, "DATAVO_SHARD_CACHE_DIR")) {
+    from_dir_env = true;
     dir = *from_env;
     // A quoted "~/cache" reaches us unexpanded by the shell.
     if (dir == "~" || dir.rfind("~/", 0) == 0) {
@@ -600,7 +378,13 @@ Result<CacheConfig> builtin_default(const ConfigEnvironment& env, std::vector<Sk
   tier.name = k_default_tier_name;
   tier.type = k_folder;
   tier.max_bytes = k_default_max_bytes;
-  tier.backend = FolderTierConfig{std::move(dir)};
+  FolderTierOptions folder;
+  folder.path = std::move(dir);
+  tier.settings = {{"name", tier.name, "built-in default"},
+                   {"type", tier.type, "built-in default"},
+                   {"path", folder.path, from_dir_env ? "$DATAVO_SHARD_CACHE_DIR" : "built-in default ($HOME)"},
+                   {"max_bytes", format_byte_size(k_default_max_bytes), "built-in default"}};
+  tier.backend = std::move(folder);
   CacheConfig config;
   config.tiers.push_back(std::move(tier));
   config.source = ConfigSource::builtin_default;

@@ -119,4 +119,23 @@ Result<Seconds> parse_duration(std::string_view text) {
   return Seconds{static_cast<Seconds::rep>(count * unit_seconds)};
 }
 
+std::string format_byte_size(Bytes size) {
+  static constexpr const char* k_units[] = {"KiB", "MiB", "GiB", "TiB"};
+  const std::uint64_t count = size.count();
+  if (count == 0) return "0 B";
+  int unit = -1;
+  while (unit < 3 && (count >> (10 * (unit + 2))) << (10 * (unit + 2)) == count) ++unit;
+  if (unit < 0) return std::to_string(count) + " B";
+  return std::to_string(count >> (10 * (unit + 1))) + " " + k_units[unit];
+}
+
+std::string format_duration(Seconds duration) {
+  const auto s = static_cast<std::uint64_t>(duration.count());
+  if (s != 0 && s % 604800 == 0) return std::to_string(s / 604800) + "w";
+  if (s != 0 && s % 86400 == 0) return std::to_string(s / 86400) + "d";
+  if (s != 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
+  if (s != 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+
 }  // namespace datavo

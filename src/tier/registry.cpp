@@ -1,51 +1,41 @@
-// The tier registry: the one table that maps a `type` in shards.yaml to the code that builds the tier.
-#include <array>
+// The tier registry: the one table that maps a `type` in shards.yaml to its entry (fields, parser, factory), each
+// of which lives beside its backend.
+#include "tier/registry.hpp"
 
-#include "datavo/config.hpp"
+#include <algorithm>
+
+#include "datavo/tier_registry.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
-namespace {
 
-Result<std::shared_ptr<Tier>> make_folder(const TierConfig& config) {
-  const auto& folder = std::get<FolderTierConfig>(config.backend);
-  FolderTierOptions options;
-  options.path = folder.path;
-  options.name = config.name;
-  options.max_bytes = config.max_bytes;
-  options.max_age = config.max_age;
-  options.access = config.access;
-  options.durability = folder.durability;
-  auto tier = ShardCacheTier::create(std::move(options));
-  if (!tier) return std::move(tier).error();
-  return std::shared_ptr<Tier>(std::move(*tier));
+const std::vector<const TierType*>& tier_types() {
+  static const std::vector<const TierType*> table = {
+      &folder_tier_type(),
+      &s3_tier_type(),
+      &gcs_tier_type(),
+      &azure_blob_tier_type(),
+  };
+  return table;
 }
 
-Result<std::shared_ptr<Tier>> not_built(const TierConfig& config) {
-  return Error{ErrorCode::unsupported, "tier '" + config.name + "' has type " + config.type +
-                                           ", which this build of datavo does not provide yet"};
+const TierType* find_tier_type(std::string_view name) {
+  for (const TierType* type : tier_types()) {
+    if (type->name == name) return type;
+  }
+  return nullptr;
 }
 
-struct TierFactory {
-  std::string_view type;
-  Result<std::shared_ptr<Tier>> (*make)(const TierConfig&);
-};
-
-// Cloud tiers are parsed and validated by the config loader already; their factories land with their backends.
-constexpr std::array<TierFactory, 4> k_tier_factories{{
-    {"folder", &make_folder},
-    {"s3", &not_built},
-    {"gcs", &not_built},
-    {"azure_blob", &not_built},
-}};
-
-}  // namespace
+std::vector<std::string> tier_type_names() {
+  std::vector<std::string> names;
+  for (const TierType* type : tier_types()) names.emplace_back(type->name);
+  return names;
+}
 
 Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config) {
-  for (const auto& factory : k_tier_factories) {
-    if (factory.type == config.type) return factory.make(config);
-  }
-  return Error{ErrorCode::config, "unknown tier type '" + config.type + "'"};
+  const TierType* type = find_tier_type(config.type);
+  if (type == nullptr) return Error{ErrorCode::config, "unknown tier type '" + config.type + "'"};
+  return type->make(config);
 }
 
 Result<std::shared_ptr<ShardCacheHierarchy>> build_hierarchy(const CacheConfig& config) {

@@ -11,7 +11,10 @@
 #include <optional>
 #include <string>
 
+#include "datavo/azure_blob_tier.hpp"
 #include "datavo/config.hpp"
+#include "datavo/gcs_tier.hpp"
+#include "datavo/s3_tier.hpp"
 
 namespace datavo {
 namespace {
@@ -85,7 +88,14 @@ class ConfigParse : public ::testing::Test {
   ConfigEnvironment env_ = fake_env(dir_.path(), {{"HOME", "/home/ada"}, {"DATAVO_TEST_ROOT", "/srv/cache"}});
 };
 
-const FolderTierConfig& folder(const TierConfig& tier) { return std::get<FolderTierConfig>(tier.backend); }
+const FolderTierOptions& folder(const TierConfig& tier) {
+  return std::any_cast<const FolderTierOptions&>(tier.backend);
+}
+const S3TierOptions& s3_of(const TierConfig& tier) { return std::any_cast<const S3TierOptions&>(tier.backend); }
+const GcsTierOptions& gcs_of(const TierConfig& tier) { return std::any_cast<const GcsTierOptions&>(tier.backend); }
+const AzureBlobTierOptions& azure_of(const TierConfig& tier) {
+  return std::any_cast<const AzureBlobTierOptions&>(tier.backend);
+}
 
 // --- Valid configurations ---
 
@@ -107,20 +117,20 @@ TEST_F(ConfigParse, SpecSchemaExampleParses) {
   EXPECT_EQ(tiers[1].max_bytes, GiB(50));
 
   EXPECT_EQ(tiers[2].type, "azure_blob");
-  const auto& azure = std::get<AzureBlobTierConfig>(tiers[2].backend);
+  const auto& azure = azure_of(tiers[2]);
   EXPECT_EQ(azure.container_url, "https://datavoeastus.blob.core.windows.net/shards");
   EXPECT_FALSE(azure.sas_token);
-  EXPECT_FALSE(azure.prefix);
+  EXPECT_FALSE(azure.remote.prefix);
   EXPECT_FALSE(tiers[2].max_bytes);
 
   EXPECT_EQ(tiers[3].type, "s3");
-  const auto& s3 = std::get<S3TierConfig>(tiers[3].backend);
+  const auto& s3 = s3_of(tiers[3]);
   EXPECT_EQ(s3.bucket, "datavo-cache-us-east-1");
   EXPECT_EQ(s3.region, "us-east-1");
-  EXPECT_FALSE(s3.prefix);
+  EXPECT_FALSE(s3.remote.prefix);
 
   EXPECT_EQ(tiers[4].type, "gcs");
-  const auto& gcs = std::get<GcsTierConfig>(tiers[4].backend);
+  const auto& gcs = gcs_of(tiers[4]);
   EXPECT_EQ(gcs.bucket, "datavo-cache-us-central1");
   EXPECT_FALSE(gcs.project);
 
@@ -151,7 +161,7 @@ TEST_F(ConfigParse, DocsExtensionsExampleParses) {
   ASSERT_EQ(config->tiers.size(), 2u);
   EXPECT_EQ(folder(config->tiers[0]).path, "/home/ada/.cache/altavo/datavo/shards");
   EXPECT_EQ(config->tiers[0].max_bytes, GiB(100));
-  EXPECT_EQ(config->tiers[0].max_age, Seconds{14 * 86400});
+  EXPECT_EQ(folder(config->tiers[0]).max_age, Seconds{14 * 86400});
   EXPECT_EQ(folder(config->tiers[1]).path, "/shared/datavo/shards");
   EXPECT_EQ(config->tiers[1].access, Access::read_only);
 }
@@ -164,26 +174,26 @@ TEST_F(ConfigParse, EveryFieldOfEveryType) {
 
   EXPECT_EQ(folder(tiers[0]).path, "/srv/cache/local");
   EXPECT_EQ(tiers[0].max_bytes, GiB(10));
-  EXPECT_EQ(tiers[0].max_age, Seconds{30 * 86400});
+  EXPECT_EQ(folder(tiers[0]).max_age, Seconds{30 * 86400});
   EXPECT_EQ(tiers[0].access, Access::read_write);
 
   EXPECT_EQ(folder(tiers[1]).path, "/srv/cache/shared");
   EXPECT_FALSE(tiers[1].max_bytes) << "max_bytes: 0 means unbounded";
-  EXPECT_FALSE(tiers[1].max_age);
+  EXPECT_FALSE(folder(tiers[1]).max_age);
   EXPECT_EQ(tiers[1].access, Access::read_only);
 
-  const auto& s3 = std::get<S3TierConfig>(tiers[2].backend);
-  EXPECT_EQ(s3.prefix, "team-a/shards");
+  const auto& s3 = s3_of(tiers[2]);
+  EXPECT_EQ(s3.remote.prefix, "team-a/shards");
   EXPECT_EQ(tiers[2].max_bytes, TiB(5));
   EXPECT_EQ(tiers[2].access, Access::read_only);
 
-  const auto& gcs = std::get<GcsTierConfig>(tiers[3].backend);
+  const auto& gcs = gcs_of(tiers[3]);
   EXPECT_EQ(gcs.project, "datavo-prod");
-  EXPECT_EQ(gcs.prefix, "team-a");
+  EXPECT_EQ(gcs.remote.prefix, "team-a");
 
-  const auto& azure = std::get<AzureBlobTierConfig>(tiers[4].backend);
+  const auto& azure = azure_of(tiers[4]);
   EXPECT_EQ(azure.sas_token, "sv=2022-11-02&ss=b&sig=abc");
-  EXPECT_EQ(azure.prefix, "team-a");
+  EXPECT_EQ(azure.remote.prefix, "team-a");
   EXPECT_EQ(azure.managed_identity_client_id, "00000000-0000-0000-0000-000000000001");
   EXPECT_EQ(tiers[4].name, "https://datavoeastus.blob.core.windows.net/shards") << "default name drops the query";
 
@@ -237,7 +247,7 @@ TEST_F(ConfigParse, MaxAgeOnAFolderTier) {
        {std::pair{"45s", 45}, {"90m", 5400}, {"12h", 43200}, {"30d", 2592000}, {"2w", 1209600}}) {
     auto config = parse(std::string("tiers:\n  - path: /a\n    max_age: ") + text + "\n");
     ASSERT_TRUE(config) << text << ": " << config.error().message;
-    EXPECT_EQ(config->tiers[0].max_age, Seconds{seconds}) << text;
+    EXPECT_EQ(folder(config->tiers[0]).max_age, Seconds{seconds}) << text;
   }
 }
 
@@ -253,15 +263,17 @@ TEST_F(ConfigParse, DurabilityIsFsyncByDefaultOrNone) {
       "tiers:\n  - {name: a, path: /a, durability: none}\n  - {name: b, path: /b, durability: fsync}\n"
       "  - {name: c, path: /c}\n");
   ASSERT_TRUE(config) << config.error().message;
-  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[0].backend).durability, Durability::no_sync);
-  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[1].backend).durability, Durability::fsync_before_commit);
-  EXPECT_EQ(std::get<FolderTierConfig>(config->tiers[2].backend).durability, Durability::fsync_before_commit);
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(config->tiers[0].backend).durability, Durability::no_sync);
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(config->tiers[1].backend).durability,
+            Durability::fsync_before_commit);
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(config->tiers[2].backend).durability,
+            Durability::fsync_before_commit);
 }
 
 TEST_F(ConfigParse, BadDurabilityIsAnErrorNamingTheLine) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    durability: fast\n"),
-            "/etc/datavo/shards.yaml:3: tiers[0].durability: unknown durability \"fast\" (expected fsync, the "
-            "default, or none)");
+            "/etc/datavo/shards.yaml:3: tiers[0].durability: unknown durability \"fast\" (expected fsync (the "
+            "default), none)");
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n    durability: [none]\n"), HasSubstr(":3: tiers[0].durability:"));
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    durability: none\n"),
               HasSubstr(":5: tiers[1].durability: unknown key for an s3 tier (durability belongs to folder tiers)"));
@@ -372,7 +384,8 @@ TEST_F(ConfigParse, UnknownTopLevelKeyIsAnError) {
 TEST_F(ConfigParse, UnknownTierKeyIsAnErrorPerType) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    bucket: my-bucket\n"),
             "/etc/datavo/shards.yaml:3: tiers[0].bucket: unknown key for a folder tier (bucket belongs to s3 and gcs "
-            "tiers); a folder tier takes type, name, max_bytes, max_age, read_only, path, durability");
+            "tiers); a folder tier takes type, name, max_bytes, read_only, path, durability, max_age, verify, "
+            "verify_sample_every");
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n    max_size: 5GB\n"),
               HasSubstr(":3: tiers[0].max_size: unknown key for a folder tier;"));
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    path: /b\n"),
@@ -541,21 +554,27 @@ TEST_F(ConfigParse, BadBucketNamesAreErrors) {
   EXPECT_THAT(gcs("bucket_"), HasSubstr("must start and end with a letter or digit"));
 }
 
-TEST_F(ConfigParse, BadPrefixesAreErrors) {
+TEST_F(ConfigParse, PrefixesAreNormalisedAndBadOnesAreErrors) {
   auto with_prefix = [this](const std::string& prefix) {
     return error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    prefix: \"" + prefix + "\"\n");
   };
-  EXPECT_THAT(with_prefix("/team-a"),
-              HasSubstr(":5: tiers[1].prefix: invalid prefix \"/team-a\": must not start or end "
-                        "with '/'"));
-  EXPECT_THAT(with_prefix("team-a/"), HasSubstr("must not start or end with '/'"));
-  EXPECT_THAT(with_prefix("team/../b"), HasSubstr("must not contain \"..\""));
+  for (const char* spelling : {"/team-a", "team-a/", "/team-a/", "team-a"}) {
+    auto config = parse(std::string("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    prefix: \"") +
+                        spelling + "\"\n");
+    ASSERT_TRUE(config) << config.error().message;
+    EXPECT_EQ(s3_of(config->tiers[1]).remote.prefix, "team-a") << spelling;
+  }
+  auto only_slashes = parse("tiers:\n  - path: /a\n  - type: gcs\n    bucket: abc\n    prefix: \"/\"\n");
+  ASSERT_TRUE(only_slashes) << only_slashes.error().message;
+  EXPECT_FALSE(gcs_of(only_slashes->tiers[1]).remote.prefix);
+  EXPECT_THAT(with_prefix("team/../b"), HasSubstr(":5: tiers[1].prefix: invalid prefix \"team/../b\": must not "
+                                                  "contain \"..\""));
+  EXPECT_THAT(with_prefix("team//b"), HasSubstr("must not contain \"//\""));
   EXPECT_THAT(with_prefix(""), HasSubstr(":5: tiers[1].prefix: must not be empty"));
+  EXPECT_THAT(with_prefix("a\\tb"), HasSubstr("must not contain control characters"));
   EXPECT_THAT(
-      error_of("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: https://a.b/c\n    prefix: /x\n"),
+      error_of("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: https://a.b/c\n    prefix: x//y\n"),
       HasSubstr(":5: tiers[1].prefix: invalid prefix"));
-  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: gcs\n    bucket: abc\n    prefix: x/\n"),
-              HasSubstr(":5: tiers[1].prefix: invalid prefix"));
 }
 
 TEST_F(ConfigParse, BadRegionAndProjectAreErrors) {
@@ -815,7 +834,7 @@ TEST_F(ConfigResolve, BuiltInDefaultWhenNoFileExists) {
   EXPECT_EQ(tier.type, "folder");
   EXPECT_EQ(folder(tier).path, home() + "/.cache/altavo/datavo/shards");
   EXPECT_EQ(tier.max_bytes, GiB(50));
-  EXPECT_FALSE(tier.max_age);
+  EXPECT_FALSE(folder(tier).max_age);
   EXPECT_EQ(tier.access, Access::read_write);
   EXPECT_EQ(tier.line, 0);
   ASSERT_EQ(config->skipped.size(), 2u);

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "datavo/config.hpp"
+#include "datavo/gcs_tier.hpp"
+#include "datavo/s3_tier.hpp"
+#include "datavo/tier_registry.hpp"
 #include "support/temp_dir.hpp"
 
 namespace datavo {
@@ -12,7 +14,9 @@ TierConfig folder_config(const std::string& name, const std::string& path) {
   TierConfig c;
   c.name = name;
   c.type = "folder";
-  c.backend = FolderTierConfig{path};
+  FolderTierOptions options;
+  options.path = path;
+  c.backend = options;
   return c;
 }
 
@@ -20,9 +24,9 @@ TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
   TempDir dir;
   auto config = folder_config("fast", dir.sub("t"));
   config.max_bytes = MiB(5);
-  config.max_age = std::chrono::hours(24);
   config.access = Access::read_only;
-  std::get<FolderTierConfig>(config.backend).durability = Durability::no_sync;
+  std::any_cast<FolderTierOptions&>(config.backend).max_age = std::chrono::hours(24);
+  std::any_cast<FolderTierOptions&>(config.backend).durability = Durability::no_sync;
   auto tier = make_tier(config);
   ASSERT_TRUE(tier) << tier.error().message;
   EXPECT_EQ((*tier)->name(), "fast");
@@ -38,7 +42,9 @@ TEST(TierRegistry, CloudTypesAreKnownButNotBuiltYet) {
   TierConfig s3;
   s3.name = "region";
   s3.type = "s3";
-  s3.backend = S3TierConfig{"bucket", std::nullopt, std::nullopt};
+  S3TierOptions s3_options;
+  s3_options.bucket = "bucket";
+  s3.backend = s3_options;
   auto tier = make_tier(s3);
   ASSERT_FALSE(tier);
   EXPECT_EQ(tier.error().code, ErrorCode::unsupported);
@@ -59,7 +65,9 @@ TEST(TierRegistry, BuildHierarchySkipsUnbuiltCloudTiersAndKeepsOrder) {
   TierConfig gcs;
   gcs.name = "g";
   gcs.type = "gcs";
-  gcs.backend = GcsTierConfig{"bucket", std::nullopt, std::nullopt};
+  GcsTierOptions gcs_options;
+  gcs_options.bucket = "bucket";
+  gcs.backend = gcs_options;
   config.tiers.push_back(gcs);
   config.tiers.push_back(folder_config("b", dir.sub("b")));
   auto hierarchy = build_hierarchy(config);
@@ -75,7 +83,9 @@ TEST(TierRegistry, BuildHierarchyWithOnlyCloudTiersFailsNamingTheFile) {
   TierConfig s3;
   s3.name = "r";
   s3.type = "s3";
-  s3.backend = S3TierConfig{"bucket", std::nullopt, std::nullopt};
+  S3TierOptions s3_options;
+  s3_options.bucket = "bucket";
+  s3.backend = s3_options;
   config.tiers.push_back(s3);
   auto hierarchy = build_hierarchy(config);
   ASSERT_FALSE(hierarchy);

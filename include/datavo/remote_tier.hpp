@@ -1,0 +1,49 @@
+// What every cloud tier (S3, GCS, Azure Blob) shares: its options as shards.yaml gives them, and the names of its
+// objects. The remote-tier layer that implements them is internal (src/tier/cloud/); each backend's header
+// declares only its options and its factory (s3_tier.hpp, gcs_tier.hpp, azure_blob_tier.hpp).
+//
+// Object names (docs/config.md, "Cloud tiers"):
+//   [<prefix>/]<instance>/<content_hash>.tar          an entry
+//   [<prefix>/]<instance>/.leases/<content_hash>      a lease: the VM fetching that shard from the origin
+// with object metadata datavo-sha256 (hex) and datavo-size (decimal).
+//
+// Thread safety: values only.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "datavo/folder_tier.hpp"
+#include "datavo/transport.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+// When an upload to a cloud tier runs: after the local install, in the hierarchy's bounded background queue
+// (the reader gets its local path at once), or before get_or_fetch() returns.
+enum class UploadMode { background, sync };
+const char* to_string(UploadMode mode);
+
+struct RemoteTierOptions {
+  std::string name;
+  // Normalised: no leading or trailing '/', no "..", "//" or control characters (the config loader refuses them).
+  std::optional<std::string> prefix;
+  // Informational: shards larger than this are not stored here (the bucket's lifecycle rules evict, not us).
+  std::optional<Bytes> max_bytes;
+  Access access = Access::read_write;
+  // Objects above part_size are read with parallel ranged GETs and written as multipart (or block) uploads.
+  Bytes part_size = MiB(16);
+  std::size_t concurrency = 8;
+  UploadMode upload = UploadMode::background;
+  // Cross-VM single flight: a full miss takes a lease object in the bucket before calling the origin, so that
+  // one VM per region fetches a shard. Needs a server that honours conditional writes.
+  bool single_flight = true;
+  TransportOptions transport;
+};
+
+// The smallest part_size any of the three services accepts for a multipart part (S3: 5 MiB).
+inline constexpr Bytes k_min_part_size = MiB(5);
+inline constexpr std::size_t k_max_concurrency = 64;
+
+}  // namespace datavo

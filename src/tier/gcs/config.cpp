@@ -1,0 +1,94 @@
+// The GCS tier's entry in the tier registry: its shards.yaml fields, their parser and its factory.
+#include <algorithm>
+
+#include "datavo/gcs_tier.hpp"
+#include "tier/registry.hpp"
+
+namespace datavo {
+namespace {
+
+// Roughly Google's bucket naming rules; an empty string means valid.
+std::string gcs_bucket_problem(const std::string& bucket) {
+  if (bucket.size() < 3 || bucket.size() > 222) return "must be 3 to 222 characters";
+  for (char c : bucket) {
+    if (!is_lower_alnum(c) && c != '.' && c != '-' && c != '_') return "may contain only a-z, 0-9, '.', '-' and '_'";
+  }
+  if (!is_lower_alnum(bucket.front()) || !is_lower_alnum(bucket.back())) {
+    return "must start and end with a letter or digit";
+  }
+  if (bucket.find("..") != std::string::npos) return "must not contain \"..\"";
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t dot = bucket.find('.', start);
+    std::size_t end = dot == std::string::npos ? bucket.size() : dot;
+    if (end - start > 63) return "each dot-separated part must be at most 63 characters";
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (bucket.rfind("goog", 0) == 0) return "must not start with \"goog\"";
+  if (looks_like_ipv4(bucket)) return "must not look like an IP address";
+  return "";
+}
+
+Result<void> parse_gcs(config::TierFields& fields, TierConfig& config) {
+  GcsTierOptions options;
+  auto bucket = fields.required_string("bucket");
+  if (!bucket) return std::move(bucket).error();
+  if (auto problem = gcs_bucket_problem(*bucket); !problem.empty()) {
+    return fields.fail("bucket", "invalid GCS bucket name \"" + *bucket + "\": " + problem);
+  }
+  options.bucket = std::move(*bucket);
+  fields.effective("bucket", options.bucket);
+  if (config.name.empty()) config.name = options.bucket;
+
+  auto project = fields.optional_string("project");
+  if (!project) return std::move(project).error();
+  if (*project && !std::all_of((*project)->begin(), (*project)->end(),
+                               [](char c) { return is_lower_alnum(c) || c == '-' || c == '.' || c == ':'; })) {
+    return fields.fail("project", "invalid project id \"" + **project + "\" (expected e.g. datavo-prod)");
+  }
+  options.project = std::move(*project);
+  fields.effective("project", options.project.value_or("(none: no userProject)"));
+
+  auto endpoint = fields.optional_string("endpoint_url");
+  if (!endpoint) return std::move(endpoint).error();
+  if (*endpoint) {
+    if (auto problem = endpoint_problem(**endpoint); !problem.empty()) {
+      return fields.fail("endpoint_url", "invalid endpoint_url \"" + **endpoint + "\": " + problem);
+    }
+    while ((*endpoint)->back() == '/') (*endpoint)->pop_back();
+  }
+  options.endpoint_url = std::move(*endpoint);
+  fields.effective("endpoint_url",
+                   options.endpoint_url.value_or("(STORAGE_EMULATOR_HOST, else https://storage.googleapis.com)"),
+                   "resolved at first use");
+
+  DATAVO_TRY(parse_remote_fields(fields, config, options.remote));
+  config.backend = std::move(options);
+  return {};
+}
+
+Result<std::shared_ptr<Tier>> make_gcs(const TierConfig& config) {
+  const auto* parsed = std::any_cast<GcsTierOptions>(&config.backend);
+  if (parsed == nullptr) return Error{ErrorCode::internal, "tier '" + config.name + "' has no GCS options"};
+  GcsTierOptions options = *parsed;
+  options.remote.name = config.name;
+  options.remote.max_bytes = config.max_bytes;
+  options.remote.access = config.access;
+  return make_gcs_tier(std::move(options));
+}
+
+}  // namespace
+
+const TierType& gcs_tier_type() {
+  static const TierType type{"gcs",
+                             "a",
+                             {"bucket", "project", "endpoint_url", "prefix", "part_size", "concurrency", "upload",
+                              "single_flight"},
+                             {k_max_age_hint},
+                             &parse_gcs,
+                             &make_gcs};
+  return type;
+}
+
+}  // namespace datavo
