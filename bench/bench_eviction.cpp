@@ -1,5 +1,5 @@
 // Eviction of a folder tier holding 100,000 entries of 1 KiB, with max_bytes set so that one pass removes ~10%:
-//   BM_GcPass           one ShardCacheTier::gc(DryRun::no) pass
+//   BM_GcPass           one FolderTier::gc(DryRun::no) pass
 //   BM_FindSortHeadRm   the shell floor removing the same number of oldest files:
 //                       find DIR -type f -printf '%T@ %p\n' | sort -n | head -n N | cut -d' ' -f2- | xargs rm -f
 //   BM_HitLatency/0     hit latency (get_or_fetch hits on entries that are not evicted) with no eviction running
@@ -91,7 +91,7 @@ struct Fixture {
   std::vector<std::string> paths;               // paths[i] is the i-th oldest entry
   std::vector<ShardKey> keys;
   std::int64_t oldest_mtime = 0;
-  std::shared_ptr<ShardCacheTier> tier;
+  std::shared_ptr<FolderTier> tier;
   std::shared_ptr<ShardCacheHierarchy> hierarchy;
   std::size_t evict_count = 0;  // N: what one pass evicts, from a dry run
   double build_seconds = 0;
@@ -116,14 +116,14 @@ struct Fixture {
     // max_bytes one byte under usage: a pass goes down to the low watermark (0.9), i.e. evicts ~10%.
     FolderTierOptions probe_options;
     probe_options.path = root;
-    auto probe = ShardCacheTier::create(probe_options);
+    auto probe = FolderTier::create(probe_options);
     if (!probe) die(probe.error().message);
     auto used = (*probe)->usage();
     if (!used || used->entries != k_entries) die("unexpected usage of the built tier");
     FolderTierOptions options = probe_options;
     options.name = "evicted";
     options.max_bytes = Bytes{used->used.count() - 1};
-    auto created = ShardCacheTier::create(options);
+    auto created = FolderTier::create(options);
     if (!created) die(created.error().message);
     tier = *created;
     auto dry = tier->gc(DryRun::yes);
@@ -314,7 +314,7 @@ BENCHMARK(BM_HitLatency)->DenseRange(0, 3)->Iterations(1)->UseManualTime()->Unit
 // The cost of one install (a get_or_fetch miss writing a 1 KiB shard) into the same 100,000-entry tier, with
 // Durability::no_sync so that only the tier's own work is timed. Arg 0: no max_bytes. Arg 1: max_bytes at twice
 // the usage, so the tier is far under budget and nothing is evicted: the difference is what the install pays for
-// the budget check (ShardCacheTier::enforce_budget). The installed entry is removed between iterations.
+// the budget check (FolderTier::enforce_budget). The installed entry is removed between iterations.
 void BM_InstallIntoLargeTier(benchmark::State& state) {
   Fixture& f = *g_fixture;
   const bool budgeted = state.range(0) == 1;
@@ -323,7 +323,7 @@ void BM_InstallIntoLargeTier(benchmark::State& state) {
   options.name = budgeted ? "budgeted" : "unbounded";
   options.durability = Durability::no_sync;
   if (budgeted) options.max_bytes = Bytes{2 * k_entries * k_entry_bytes};
-  auto tier = ShardCacheTier::create(options);
+  auto tier = FolderTier::create(options);
   auto hierarchy = tier ? ShardCacheHierarchy::create({*tier}) : Error{ErrorCode::internal, "no tier"};
   if (!hierarchy) {
     state.SkipWithError("cannot create the tier");

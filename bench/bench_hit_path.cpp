@@ -76,7 +76,7 @@ Result<Expectation> write_shard(ByteSink& sink) {
 
 struct Fixture {
   TempDir dir;
-  std::shared_ptr<ShardCacheTier> tier;
+  std::shared_ptr<FolderTier> tier;
   std::shared_ptr<ShardCacheHierarchy> hierarchy;
   ShardKey key = make_key();
   std::string entry_path;
@@ -86,7 +86,7 @@ struct Fixture {
     FolderTierOptions options;
     options.path = dir.path + "/tier1";
     options.name = "tier1";
-    auto created = ShardCacheTier::create(options);
+    auto created = FolderTier::create(options);
     if (!created) die(created.error().message);
     tier = *created;
     auto made = ShardCacheHierarchy::create({tier});
@@ -113,7 +113,7 @@ void BM_HierarchyGetOrFetchHit(benchmark::State& state) {
 }
 BENCHMARK(BM_HierarchyGetOrFetchHit)->UseRealTime();
 
-// ShardCacheTier::open alone, to split the hierarchy's overhead from the tier's.
+// FolderTier::open alone, to split the hierarchy's overhead from the tier's.
 void BM_FolderTierOpenHit(benchmark::State& state) {
   Fixture& f = *g_fixture;
   for (auto _ : state) {

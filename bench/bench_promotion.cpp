@@ -89,12 +89,12 @@ Result<Expectation> write_shard(ByteSink& sink) {
   return Expectation{k_shard_size, std::nullopt};
 }
 
-std::shared_ptr<ShardCacheTier> make_tier(const std::string& path, const std::string& name, Durability durability) {
+std::shared_ptr<FolderTier> make_tier(const std::string& path, const std::string& name, Durability durability) {
   FolderTierOptions options;
   options.path = path;
   options.name = name;
   options.durability = durability;
-  auto created = ShardCacheTier::create(options);
+  auto created = FolderTier::create(options);
   if (!created) die(created.error().message);
   return *created;
 }
@@ -103,10 +103,10 @@ struct Fixture {
   TempDir dir;
   ShardKey key = make_key();
   // Synced, so that no writeback of the source runs during the measurements.
-  std::shared_ptr<ShardCacheTier> tier2 = make_tier(dir.path + "/tier2", "tier2", Durability::fsync_before_commit);
+  std::shared_ptr<FolderTier> tier2 = make_tier(dir.path + "/tier2", "tier2", Durability::fsync_before_commit);
   // Two tier objects on the same tier-1 directory, differing only in durability.
-  std::shared_ptr<ShardCacheTier> tier1_sync = make_tier(dir.path + "/tier1", "tier1", Durability::fsync_before_commit);
-  std::shared_ptr<ShardCacheTier> tier1_nosync = make_tier(dir.path + "/tier1", "tier1", Durability::no_sync);
+  std::shared_ptr<FolderTier> tier1_sync = make_tier(dir.path + "/tier1", "tier1", Durability::fsync_before_commit);
+  std::shared_ptr<FolderTier> tier1_nosync = make_tier(dir.path + "/tier1", "tier1", Durability::no_sync);
   std::shared_ptr<ShardCacheHierarchy> hierarchy_sync, hierarchy_nosync;
   std::string source_path, cp_target;
 

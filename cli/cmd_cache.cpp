@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "cli/cli.hpp"
-#include "datavo/config.hpp"
+#include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
 #include "util/fs.hpp"
 
@@ -126,7 +126,9 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   std::optional<std::string> token;
   if (const char* env = std::getenv("DATAVO_TOKEN"); env && *env) token = env;
   if (auto stall = require(stall_timeout_from_env())) transport.stall_timeout = *stall;
-  auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token), expected));
+  // With a SHA-256 to check, a download a killed process left half-done can be continued safely.
+  const PartialDownload partial = expected.sha256 ? PartialDownload::continue_verified : PartialDownload::restart;
+  auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token, partial), expected));
   print_fetch_result(global, result);
 }
 
@@ -136,6 +138,8 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
   util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) require(Result<void>(Error::from_errno(errno, "cannot open " + file)));
   Fetcher from_file = [&](ByteSink& sink) -> Result<Expectation> {
+    if (sink.written().count() > 0) DATAVO_TRY(sink.restart());  // a dead writer's partial copy: start over
+    if (::lseek(fd.get(), 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind " + file);
     std::vector<char> buffer(1 << 20);
     for (;;) {
       ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
@@ -208,7 +212,7 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
   nlohmann::json rows = nlohmann::json::array();
   bool failed = false;
   for (const auto& tier : s.cache->tiers()) {
-    ShardCacheTier* folder = tier->as_folder();
+    FolderTier* folder = tier->as_folder();
     if (!folder || folder->read_only()) continue;
     auto report = folder->gc(dry_run ? DryRun::yes : DryRun::no);
     if (!report) {
@@ -241,7 +245,7 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
   nlohmann::json rows = nlohmann::json::array();
   std::uint64_t unrepaired = 0;
   for (const auto& tier : s.cache->tiers()) {
-    ShardCacheTier* folder = tier->as_folder();
+    FolderTier* folder = tier->as_folder();
     if (!folder) continue;
     auto report = folder->verify(repair ? Repair::yes : Repair::no);
     if (!report) throw Fatal{k_exit_failed, report.error()};

@@ -18,11 +18,11 @@
 #include <thread>
 
 #include "cli/cli.hpp"
-#include "datavo/config.hpp"
 #include "datavo/origin.hpp"
 #include "datavo/origin_client.hpp"
 #include "datavo/sample_stream.hpp"
 #include "datavo/tar.hpp"
+#include "datavo/tier_registry.hpp"
 #include "util/log.hpp"
 
 namespace datavo::cli {
@@ -176,7 +176,7 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
     std::optional<std::string> tier_name;
     std::optional<std::uint64_t> size;
     for (const auto& tier : cache.tiers()) {
-      if (ShardCacheTier* folder = tier->as_folder()) {
+      if (FolderTier* folder = tier->as_folder()) {
         auto handle = folder->peek(key);
         if (handle && *handle) {
           tier_name = tier->name();
@@ -571,7 +571,7 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
   tier.path = dir.sub("cache");
   tier.name = "demo-cache";
   tier.durability = Durability::no_sync;  // a throwaway cache: crash safety buys nothing here
-  auto folder = require(ShardCacheTier::create(tier));
+  auto folder = require(FolderTier::create(tier));
   auto cache = require(ShardCacheHierarchy::create({folder}));
   const std::string manifests = dir.sub("manifests");
 

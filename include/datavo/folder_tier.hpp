@@ -1,21 +1,28 @@
-// ShardCacheTier: a folder tier, the local landing zone of the hierarchy.
+// FolderTier: a folder tier, the local landing zone of the hierarchy (the spec's FolderTier).
 //
 // On-disk layout (docs/layout.md):
 //   <path>/<instance>/<content_hash>.tar       committed entries; mtime is the LRU clock
-//   <path>/<instance>/<content_hash>.sha256    digest sidecar, only where user xattrs are unsupported
-//   <path>/.staging/<host>.<pid>.<random>.tmp  in-flight installs, one file per writer
-//   <path>/.locks/<instance>.<content_hash>.lock   per-shard advisory locks (single flight)
-//   <path>/.quarantine/                        entries that failed `verify`
+//   <path>/<instance>/<content_hash>.sha256    digest and size sidecar, only where user xattrs are unsupported
+//   <path>/.staging/<host>.<pid>.<random>.<instance>.<content_hash>.tmp   in-flight installs, one per writer
+//   <path>/.locks/<instance>.<content_hash>.lock   per-shard locks (single flight)
+//   <path>/.quarantine/                        damaged entries moved aside (on a hit, or by `verify --repair`)
 //   <path>/.stats.json                         cumulative counters of every process
 //
 // Invariants:
 //   - The rename from .staging/ to the final name is the only commit point; nothing partial is ever visible
-//     under a final name. Correctness never depends on flock: where it is a no-op or fails (ENOLCK, ENOSYS on
-//     Lustre and some NFS), the tier logs once and relies on the rename alone.
-//   - Entries are written 0664 (never less than 0440) and directories 02775 modulo the umask, so that a tier
-//     shared by a Unix group is readable by every member (docs/layout.md, "Sharing").
+//     under a final name. Correctness never depends on the per-shard locks: they only remove duplicate fetches.
+//   - Every entry records its size and SHA-256 at install (xattrs user.datavo.size / user.datavo.sha256, else the
+//     sidecar). A hit refuses an entry whose size differs from the recorded one (`verify: size`, the default; one
+//     fstat, which the hit does anyway), or whose bytes differ (`verify: full` on every hit, `sampled` one hit in
+//     N): the entry is quarantined with a WARNING and the hit becomes a miss, so that the read falls through to a
+//     slower tier or the origin and the good copy is promoted back.
+//   - Directories get group rwx and setgid, entries group rw, lock files group rw, whatever the writer's umask:
+//     a tier shared by a Unix group stays usable by every member (docs/layout.md, "Sharing").
 //   - Eviction is LRU by mtime, down to the low watermark; it never touches .staging/, and readers holding a
 //     ShardHandle keep reading after their entry is evicted.
+//   - Per-shard locks use flock when a probe at first use shows that it excludes a second open file
+//     description; otherwise (ENOLCK, ENOSYS, or a flock that succeeds twice, as on some NFS and Lustre mounts)
+//     an O_EXCL lock file with the holder's host, pid and boot id, whose mtime is its heartbeat.
 //
 // Thread safety: every method may be called from several threads and processes at once.
 #pragma once
@@ -24,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "datavo/tier.hpp"
 
@@ -34,6 +42,22 @@ enum class DryRun { no, yes };
 enum class Repair { no, yes };
 // Whether a staged entry's data is flushed to stable storage before the rename that commits it.
 enum class Durability { fsync_before_commit, no_sync };
+// How much a hit checks of the entry against what was recorded at install.
+enum class VerifyOnHit {
+  size,     // the size (free: the hit's fstat)
+  full,     // the SHA-256 of every byte, on every hit
+  sampled,  // the SHA-256 on one hit in FolderTierOptions::verify_sample_every, the size on the others
+};
+const char* to_string(VerifyOnHit verify);
+const char* to_string(Durability durability);
+
+// How the per-shard locks of a tier exclude other processes (see the top of this file).
+enum class LockMechanism {
+  flock,             // flock(2), released by the kernel when the holder dies
+  exclusive_create,  // an O_EXCL lock file with a heartbeat; taken over when the heartbeat is stale
+  process_only,      // no lock directory could be used: single flight within this process only
+};
+const char* to_string(LockMechanism mechanism);
 
 struct FolderTierOptions {
   std::string path;                // created on first write; ~ and $VAR already expanded
@@ -50,46 +74,18 @@ struct FolderTierOptions {
   // byte), but after a power loss or kernel crash an entry may hold fewer or zeroed bytes until `cache verify`.
   // For scratch disks that do not outlive the machine. shards.yaml: `durability: fsync | none`.
   Durability durability = Durability::fsync_before_commit;
+  // shards.yaml: `verify: size | full | sampled`, `verify_sample_every: N`.
+  VerifyOnHit verify = VerifyOnHit::size;
+  std::uint64_t verify_sample_every = 100;
+  // An O_EXCL lock file whose heartbeat (mtime) is older than this is taken over by a waiter. Its holder renews
+  // it every stale_lock_age / 4.
+  Seconds stale_lock_age{20};
 };
 
 namespace folder {
-class TrailingDigest;
-}
-
-// A staging file in a folder tier's .staging/. Unlinked on destruction unless committed. Movable only.
-// Files of a few MiB and more are hashed by a background thread that reads the written bytes back while the
-// writer goes on (src/tier/folder/trailing_digest.hpp), so write() costs a write(2) and no hashing.
-// Not thread-safe: one thread at a time uses a StagingFile.
-class StagingFile final : public ByteSink {
- public:
-  StagingFile() = default;
-  ~StagingFile() override;
-  StagingFile(StagingFile&& other) noexcept;
-  StagingFile& operator=(StagingFile&& other) noexcept;
-
-  Result<void> write(const void* data, std::size_t size) override;
-  Bytes written() const override { return written_; }
-  Result<void> restart() override;
-
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-  // The SHA-256 of everything written so far, as read back from the file (an I/O error if it cannot be). Waits
-  // for the background hash to catch up; the answer is remembered until the next write or restart.
-  Result<Sha256> digest();
-  // Adopts bytes written into fd() by other means (copy_file_range): sets the size and digest directly.
-  void adopt(Bytes size, const Sha256& digest);
-
- private:
-  friend class ShardCacheTier;
-  StagingFile(int fd, std::string path, Durability durability);
-  // After the rename: nothing is left to unlink.
-  void mark_committed();
-  int fd_ = -1;
-  std::string path_;
-  Bytes written_;
-  std::unique_ptr<folder::TrailingDigest> hasher_;
-  std::optional<Sha256> digest_;  // known: finished, or adopted
-};
+class StagingFile;
+class ShardLock;
+}  // namespace folder
 
 struct EvictionReport {
   std::uint64_t entries_evicted = 0;
@@ -109,10 +105,19 @@ struct VerifyReport {
   std::vector<std::string> bad_paths;
 };
 
-class ShardCacheTier final : public Tier {
+// What was recorded about an entry at install.
+struct EntryRecord {
+  std::optional<Sha256> sha256;
+  std::optional<Bytes> size;
+};
+
+// Whether an open() counts a hit or miss and bumps the entry's mtime (the LRU clock).
+enum class Touch { yes, no };
+
+class FolderTier final : public Tier {
  public:
   // Returns invalid_argument for an empty path. Does no I/O: the directory is created on first write.
-  static Result<std::shared_ptr<ShardCacheTier>> create(FolderTierOptions options);
+  static Result<std::shared_ptr<FolderTier>> create(FolderTierOptions options);
 
   const std::string& name() const override { return options_.name; }
   std::string_view type() const override { return "folder"; }
@@ -121,21 +126,26 @@ class ShardCacheTier final : public Tier {
   bool read_only() const override { return options_.access == Access::read_only; }
   std::string location() const override { return options_.path; }
   const FolderTierOptions& options() const { return options_; }
-  ShardCacheTier* as_folder() override { return this; }
+  FolderTier* as_folder() override { return this; }
 
-  // Opens the entry for `key` and bumps its mtime (UTIME_NOW; EPERM/EROFS tolerated). nullopt on a miss.
-  // Counts a hit or a miss.
-  Result<std::optional<ShardHandle>> open(const ShardKey& key);
-  // Like open() but counts nothing and does not touch mtime.
-  Result<std::optional<ShardHandle>> peek(const ShardKey& key);
+  // Opens the entry for `key`, checks it as options().verify says, and with Touch::yes counts a hit or a miss and
+  // bumps its mtime (UTIME_NOW; EPERM/EROFS tolerated). nullopt on a miss, also when the entry was damaged (it is
+  // then quarantined, with a WARNING, and counted in `quarantined`) or older than max_age (then removed).
+  Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes);
+  // open(key, Touch::no).
+  Result<std::optional<ShardHandle>> peek(const ShardKey& key) { return open(key, Touch::no); }
 
-  // Creates a new staging file. permission_denied for a read-only tier.
-  Result<StagingFile> begin_staging();
-  // Attaches `digest` to the staged file and renames it to the entry for `key`. When an entry is already there
-  // the staged copy is discarded. Either way, returns a handle on the committed entry. Evicts afterwards if the
-  // tier is over budget (never the entry just committed). On an Error `staged` is left as it was (still owned
+  // Creates a new staging file for `key`. permission_denied for a read-only tier.
+  Result<folder::StagingFile> begin_staging(const ShardKey& key);
+  // The partial staging file of `key` left by a writer that died (this host, pid gone), claimed for the caller
+  // and holding the bytes it had written, so that the download can continue where it stopped; nullopt when there
+  // is none. Call only while holding lock_shard(key), so that no live writer is robbed.
+  Result<std::optional<folder::StagingFile>> adopt_partial(const ShardKey& key);
+  // Records the staged file's size and digest and renames it to the entry for `key`. When an entry is already
+  // there the staged copy is discarded. Either way, returns a handle on the committed entry. Evicts afterwards if
+  // the tier is over budget (never the entry just committed). On an Error `staged` is left as it was (still owned
   // by the caller, still on disk), so that its bytes can be installed elsewhere.
-  Result<ShardHandle> commit(StagingFile&& staged, const ShardKey& key);
+  Result<ShardHandle> commit(folder::StagingFile&& staged, const ShardKey& key);
 
   // Tier interface.
   Result<bool> contains(const ShardKey& key) override;
@@ -148,27 +158,18 @@ class ShardCacheTier final : public Tier {
   // Evicts to the low watermark when over max_bytes and removes entries older than max_age, then sweeps
   // staging files of dead writers and orphaned locks. With DryRun::yes nothing is deleted.
   Result<EvictionReport> gc(DryRun dry_run);
-  // Re-hashes every entry against its recorded digest; Repair::yes moves bad entries to .quarantine/.
+  // Re-hashes every entry against its recorded digest and size; Repair::yes moves bad entries to .quarantine/.
   Result<VerifyReport> verify(Repair repair);
 
-  // The recorded SHA-256 of an entry (xattr, else sidecar); nullopt when none was recorded.
-  Result<std::optional<Sha256>> recorded_digest(const ShardKey& key);
+  // What was recorded for an entry at install (xattrs, else the sidecar); nullopt when the entry is absent.
+  Result<std::optional<EntryRecord>> record_of(const ShardKey& key);
 
-  // An exclusive per-shard lock across threads and processes. Released on destruction. When the filesystem
-  // does not support flock the guard is still returned (held in-process only) and a warning is logged once.
-  class ShardLock {
-   public:
-    ShardLock() = default;
-    ~ShardLock();
-    ShardLock(ShardLock&&) noexcept;
-    ShardLock& operator=(ShardLock&&) noexcept;
-
-   private:
-    friend class ShardCacheTier;
-    struct State;
-    std::unique_ptr<State> state_;
-  };
-  Result<ShardLock> lock_shard(const ShardKey& key);
+  // An exclusive per-shard lock across threads and processes (folder::ShardLock releases it on destruction).
+  // When no lock directory can be used the guard is still returned (held in-process only) and a warning is
+  // logged once.
+  Result<folder::ShardLock> lock_shard(const ShardKey& key);
+  // The mechanism lock_shard() uses on this tier, probed once at first use (no I/O after that).
+  LockMechanism lock_mechanism();
 
   // Cumulative counters of every process (persisted in .stats.json) plus this process's unflushed ones.
   Result<TierStats> cumulative_stats();
@@ -182,16 +183,24 @@ class ShardCacheTier final : public Tier {
 
   std::string entry_path(const ShardKey& key) const;
 
-  ~ShardCacheTier() override;
+  ~FolderTier() override;
   struct Impl;
 
  private:
-  explicit ShardCacheTier(FolderTierOptions options);
+  explicit FolderTier(FolderTierOptions options);
   // Evicts expired entries, then LRU entries down to the low watermark if over max_bytes; never `keep`.
   Result<EvictionReport> evict(DryRun dry_run, const ShardKey* keep);
   // evict() after an install of `installed` bytes, when a budget is set, the tier may be over it, and no other
   // process is evicting this tier.
   void enforce_budget(const ShardKey* just_installed, Bytes installed);
+  // Moves a damaged entry to .quarantine/ (or, on a read-only tier, only reports it) with a WARNING.
+  void quarantine(const ShardKey& key, const std::string& path, const std::string& problem);
+  // The record of the entry of `key` open as `fd`: xattrs, else the sidecar. With RecordPart::size, an entry whose
+  // size xattr is there costs one fgetxattr and its digest is not read.
+  enum class RecordPart { size, all };
+  // Shared by commit() and install_copy(); see commit() for the contract.
+  Result<std::pair<ShardHandle, InstallOutcome>> commit_staged(folder::StagingFile& staged, const ShardKey& key);
+  Result<EntryRecord> record_of_fd(const ShardKey& key, int fd, RecordPart part);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -4,14 +4,19 @@
 //   - walk the tiers fastest first; the first tier holding the shard serves it;
 //   - a hit on a slower tier is promoted into every faster folder tier that can hold it;
 //   - a hit on a remote tier (supports_direct_read() == false) is staged in the topmost writable folder tier and
-//     installed into the faster folder tiers; with no folder tier able to take it the call fails (capacity);
+//     installed into the faster folder tiers; with no folder tier able to take it the call fails (capacity). A
+//     remote lookup is one request: the tier's read_into() downloads on a hit and answers false on a miss;
 //   - a full miss calls the fetcher once, verifies the bytes, and installs them into every tier that can hold
 //     them (a tier too small is skipped with a WARNING); with no tier accepting the call fails (capacity);
 //   - the returned handle is on the topmost installed copy; the fetcher is never called on a hit.
 // Beyond the spec:
 //   - Single flight: concurrent calls for one key, from threads or processes on this machine, call the fetcher
-//     once; the others wait on a per-shard lock in the topmost writable folder tier, then read the installed
-//     file. If the holder dies its lock is released by the kernel and a waiter takes over.
+//     once; the others wait on a per-shard lock in the topmost writable folder tier, then re-check the folder
+//     tiers (not the remote ones) and read the installed file. If the holder dies a waiter takes over, and
+//     continues the download the holder left in .staging/ (FolderTier::adopt_partial) instead of starting it
+//     over; a continued download that does not verify is fetched again from its first byte.
+//   - Self-healing: a damaged entry (its size or, with `verify: full|sampled`, its bytes differ from what was
+//     recorded) is a miss in its tier, so the read falls through and the good copy is promoted back.
 //   - Degrading: a tier that fails (I/O error, permission, disk full, remote error) is treated as a miss or a
 //     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve.
 //   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints) expect are discarded.
@@ -37,8 +42,11 @@ struct Expectation {
   std::optional<Sha256> sha256;
 };
 
-// Writes the shard's bytes into `sink` and returns what they must be (fields it cannot tell stay empty). May be
-// called with a restarted sink to retry. Returning an Error fails the call; nothing is installed.
+// Writes the shard's bytes into `sink` and returns what they must be (fields it cannot tell stay empty). The sink
+// may already hold a prefix of the bytes (a download a killed process left half-done): a fetcher that can
+// continue from sink.written() does (the origin client asks for the rest with a Range request), any other calls
+// sink.restart() first. May be called again with a restarted sink to retry. Returning an Error fails the call;
+// nothing is installed.
 using Fetcher = std::function<Result<Expectation>(ByteSink& sink)>;
 
 enum class ServedFrom { hit, promoted, fetched };
@@ -75,6 +83,16 @@ class ShardCacheHierarchy {
   // Looks the key up without fetching: the same walk and promotion, but a miss is std::nullopt.
   Result<std::optional<FetchResult>> get(const ShardKey& key);
 
+  struct Location {
+    std::size_t tier_index = 0;
+    std::string tier_name;
+    std::optional<Bytes> size;  // known for folder tiers
+  };
+  // The fastest tier that holds `key`, without reading, promoting or counting anything: folder tiers are checked
+  // as a hit would check them (the recorded size), remote tiers with one HEAD-like request. nullopt when no tier
+  // holds it; an Error only when no tier could answer and one failed.
+  Result<std::optional<Location>> locate(const ShardKey& key);
+
   // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed).
   std::vector<TierInfo> cache_info();
   // Persists this process's counters in each writable folder tier.
@@ -84,7 +102,7 @@ class ShardCacheHierarchy {
   explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
   // flush_stats() at most every few seconds; cheap enough for the hit path.
   void maybe_flush_stats();
-  void flush_folder_stats(ShardCacheTier::LockWait wait);
+  void flush_folder_stats(FolderTier::LockWait wait);
   struct Impl;
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;

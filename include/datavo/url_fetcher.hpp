@@ -15,9 +15,15 @@
 
 namespace datavo {
 
+// What the fetcher does with a sink that already holds bytes (a download a killed process left half-done):
+// start over, or continue with a Range request. Continue only when the caller checks the whole shard against a
+// known SHA-256 afterwards (Expectation::sha256): nothing says those bytes are a prefix of what the URL serves now.
+enum class PartialDownload { restart, continue_verified };
+
 // The returned fetcher reports the Content-Length as the expected size when the server sends one. `bearer_token`,
 // when set, is sent as "Authorization: Bearer <token>" (never logged).
 Fetcher make_url_fetcher(std::string url, TransportOptions options = {},
-                         std::optional<std::string> bearer_token = std::nullopt);
+                         std::optional<std::string> bearer_token = std::nullopt,
+                         PartialDownload partial = PartialDownload::restart);
 
 }  // namespace datavo

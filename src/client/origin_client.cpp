@@ -514,6 +514,9 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       net::HttpRequest request;
       request.url = ticket->url;
       request.sink = &sink;
+      // A download left half-done by a killed process goes on from where it stopped: the ticket's SHA-256 is
+      // checked over the whole shard before anything is installed.
+      request.resume = net::Resume::continue_sink;
       request.accepted_statuses = {410};
       if (origin_of(ticket->url) == origin_of(impl.server)) request.auth = impl.token.get();
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "tier/folder/locks.hpp"
+#include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -17,6 +19,13 @@ namespace {
 constexpr std::chrono::seconds k_stats_flush_interval{2};
 
 enum class CountMisses { yes, no };
+// Which tiers a walk looks in. The re-check after taking the single-flight lock only needs the local ones: what
+// another process installed while we waited is in a folder tier, and asking every remote tier again costs a
+// request each.
+enum class Scope { all_tiers, folder_tiers };
+
+using folder::ShardLock;
+using folder::StagingFile;
 
 std::string describe(const Tier& tier) { return "tier '" + tier.name() + "' (" + std::string(tier.type()) + ")"; }
 
@@ -39,24 +48,37 @@ bool has_room(const std::string& dir, Bytes size) {
 }
 
 // Wraps the staging sink so that a local write failure (disk full) can be told apart from a fetch failure.
-class RecordingSink final : public ByteSink {
+class RecordingSink final : public ByteSink, public PositionalSink {
  public:
   explicit RecordingSink(ByteSink& inner) : inner_(inner) {}
-  Result<void> write(const void* data, std::size_t size) override {
-    auto written = inner_.write(data, size);
-    if (!written) local_error_ = written.error();
-    return written;
-  }
+  Result<void> write(const void* data, std::size_t size) override { return record(inner_.write(data, size)); }
   Bytes written() const override { return inner_.written(); }
-  Result<void> restart() override {
-    auto restarted = inner_.restart();
-    if (!restarted) local_error_ = restarted.error();
-    return restarted;
+  Result<void> restart() override { return record(inner_.restart()); }
+  PositionalSink* positional() override {
+    positional_ = inner_.positional();
+    return positional_ ? this : nullptr;
   }
-  const std::optional<Error>& local_error() const { return local_error_; }
+  Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override {
+    return record(positional_->write_at(offset, data, size));
+  }
+  Result<void> prefix_complete(Bytes size) override { return record(positional_->prefix_complete(size)); }
+
+  std::optional<Error> local_error() const {
+    std::lock_guard lock(mu_);
+    return local_error_;
+  }
 
  private:
+  Result<void> record(Result<void> result) {
+    if (!result) {
+      std::lock_guard lock(mu_);
+      local_error_ = result.error();
+    }
+    return result;
+  }
   ByteSink& inner_;
+  PositionalSink* positional_ = nullptr;
+  mutable std::mutex mu_;  // positional writes come from several threads
   std::optional<Error> local_error_;
 };
 
@@ -64,6 +86,41 @@ Result<ShardHandle> reopen_readonly(const std::string& path, Bytes size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::from_errno(errno, "cannot reopen " + path);
   return ShardHandle(fd, path, size);
+}
+
+// Checks the staged bytes against what the caller expected and what the fetcher reported. Returns their SHA-256
+// (needed for the entry's record even when nobody expects one); integrity when they are not the right bytes, the
+// staging tier's own error when it cannot read them back.
+Result<Sha256> verify_fetched(const ShardKey& key, StagingFile& staged, const Expectation& expected,
+                              const Expectation& reported) {
+  Expectation want = expected;
+  if (reported.size) {
+    if (want.size && *want.size != *reported.size) {
+      return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports " +
+                                             std::to_string(reported.size->count()) + " bytes but " +
+                                             std::to_string(want.size->count()) + " were expected"};
+    }
+    want.size = reported.size;
+  }
+  if (reported.sha256) {
+    if (want.sha256 && *want.sha256 != *reported.sha256) {
+      return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports SHA-256 " +
+                                             reported.sha256->hex() + " but " + want.sha256->hex() + " was expected"};
+    }
+    want.sha256 = reported.sha256;
+  }
+  if (want.size && staged.written() != *want.size) {
+    return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has " +
+                                           std::to_string(staged.written().count()) + " bytes, expected " +
+                                           std::to_string(want.size->count()) + "; discarded"};
+  }
+  auto digest = staged.digest();
+  if (!digest) return std::move(digest).error();
+  if (want.sha256 && *digest != *want.sha256) {
+    return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
+                                           ", expected " + want.sha256->hex() + "; discarded"};
+  }
+  return *digest;
 }
 
 }  // namespace
@@ -102,9 +159,9 @@ ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tier
 
 ShardCacheHierarchy::~ShardCacheHierarchy() { flush_stats(); }
 
-void ShardCacheHierarchy::flush_stats() { flush_folder_stats(ShardCacheTier::LockWait::block); }
+void ShardCacheHierarchy::flush_stats() { flush_folder_stats(FolderTier::LockWait::block); }
 
-void ShardCacheHierarchy::flush_folder_stats(ShardCacheTier::LockWait wait) {
+void ShardCacheHierarchy::flush_folder_stats(FolderTier::LockWait wait) {
   for (const auto& tier : tiers_) {
     if (auto* folder = tier->as_folder()) {
       if (auto flushed = folder->flush_stats(wait); !flushed) {
@@ -121,13 +178,14 @@ class Walk {
  public:
   Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key) : tiers_(tiers), key_(key) {}
 
-  // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere.
-  Result<std::optional<FetchResult>> find(CountMisses count_misses) {
+  // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere. A remote
+  // tier is asked once: its read_into() is the lookup and the download (a miss is its 404).
+  Result<std::optional<FetchResult>> find(CountMisses count_misses, Scope scope = Scope::all_tiers) {
     std::optional<Error> no_landing_zone;
     for (std::size_t i = 0; i < tiers_.size(); ++i) {
       Tier& tier = *tiers_[i];
-      if (ShardCacheTier* folder = tier.as_folder()) {
-        auto opened = count_misses == CountMisses::yes ? folder->open(key_) : folder->peek(key_);
+      if (FolderTier* folder = tier.as_folder()) {
+        auto opened = folder->open(key_, count_misses == CountMisses::yes ? Touch::yes : Touch::no);
         if (!opened) {
           degrade(tier, "lookup", opened.error());
           continue;
@@ -142,16 +200,8 @@ class Walk {
           return std::optional<FetchResult>{FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit}};
         return promote_local(i, std::move(**opened));
       }
-      auto found = tier.contains(key_);
-      if (!found) {
-        degrade(tier, "lookup", found.error());
-        continue;
-      }
-      if (!*found) {
-        if (count_misses == CountMisses::yes) tier.counters().misses.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      auto materialized = materialize_remote(i);
+      if (scope == Scope::folder_tiers) continue;
+      auto materialized = materialize_remote(i, count_misses);
       if (!materialized) {
         // No landing zone above this remote hit: a slower folder tier may still hold the shard locally.
         if (materialized.error().code != ErrorCode::capacity) return std::move(materialized).error();
@@ -159,7 +209,6 @@ class Walk {
         continue;
       }
       if (*materialized) return materialized;
-      // The object vanished between contains() and the download: keep walking.
     }
     if (no_landing_zone) return std::move(*no_landing_zone);
     return std::optional<FetchResult>{};
@@ -170,7 +219,7 @@ class Walk {
 
   // Installs the verified staged bytes into every tier that can hold them; returns the topmost copy.
   // `how` is fetched for origin bytes and promoted for bytes materialized from a remote tier.
-  Result<FetchResult> install_fetched(ShardCacheTier& staging_tier, StagingFile staged, ServedFrom how) {
+  Result<FetchResult> install_fetched(FolderTier& staging_tier, StagingFile staged, ServedFrom how) {
     const Bytes size = staged.written();
     auto digest = staged.digest();
     if (!digest) return std::move(digest).error();
@@ -238,10 +287,10 @@ class Walk {
   // Copies a hit on folder tier `hit_index` into every faster tier that can hold it.
   Result<std::optional<FetchResult>> promote_local(std::size_t hit_index, ShardHandle hit) {
     Tier& hit_tier = *tiers_[hit_index];
-    auto digest = hit_tier.as_folder()->recorded_digest(key_);
+    auto record = hit_tier.as_folder()->record_of(key_);
     Sha256 sha;
-    if (digest && *digest) {
-      sha = **digest;
+    if (record && *record && (*record)->sha256) {
+      sha = *(*record)->sha256;
     } else {
       auto computed = sha256_of_fd(hit.fd());
       if (!computed) {
@@ -275,15 +324,15 @@ class Walk {
     return top;
   }
 
-  // Downloads a hit on remote tier `hit_index` through the staging area of the topmost writable folder tier
-  // above it, then installs it into the folder tiers above. nullopt when the object vanished.
-  Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index) {
+  // Looks the key up in remote tier `hit_index` by downloading it through the staging area of the topmost
+  // writable folder tier above it, then installs it into the folder tiers above. nullopt on a miss.
+  Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index, CountMisses count_misses) {
     Tier& remote = *tiers_[hit_index];
     // Single flight for remote hits too: the blob's network cost is paid once per shard per machine. The lock
     // lives in the topmost writable folder tier, as for origin fetches; a waiter finds the materialized copy.
-    std::optional<ShardCacheTier::ShardLock> lock;
+    std::optional<ShardLock> lock;
     for (std::size_t landing = 0; landing < hit_index && !lock_held_; ++landing) {
-      ShardCacheTier* folder = tiers_[landing]->as_folder();
+      FolderTier* folder = tiers_[landing]->as_folder();
       if (!folder || folder->read_only()) continue;
       if (auto locked = folder->lock_shard(key_)) {
         lock = std::move(*locked);
@@ -291,7 +340,7 @@ class Walk {
         degrade(*folder, "locking", locked.error());
       }
       for (std::size_t j = 0; j < hit_index; ++j) {
-        ShardCacheTier* above = tiers_[j]->as_folder();
+        FolderTier* above = tiers_[j]->as_folder();
         if (!above) continue;
         auto handle = above->peek(key_);
         if (handle && *handle) {
@@ -303,9 +352,9 @@ class Walk {
       break;
     }
     for (std::size_t landing = 0; landing < hit_index; ++landing) {
-      ShardCacheTier* folder = tiers_[landing]->as_folder();
+      FolderTier* folder = tiers_[landing]->as_folder();
       if (!folder || folder->read_only()) continue;
-      auto staged = folder->begin_staging();
+      auto staged = folder->begin_staging(key_);
       if (!staged) {
         degrade(*folder, "staging", staged.error());
         continue;
@@ -320,7 +369,10 @@ class Walk {
         degrade(remote, "download", read.error());
         return std::optional<FetchResult>{};
       }
-      if (!*read) return std::optional<FetchResult>{};
+      if (!*read) {
+        if (count_misses == CountMisses::yes) remote.counters().misses.fetch_add(1, std::memory_order_relaxed);
+        return std::optional<FetchResult>{};
+      }
       if (auto digest = staged->digest(); !digest) {
         degrade(*folder, "staging", digest.error());
         continue;  // the landing zone cannot read back what it just wrote: try the next one
@@ -337,6 +389,9 @@ class Walk {
       }
       return std::optional<FetchResult>{std::move(*installed)};
     }
+    // Nowhere to land a hit: say so only if it is one.
+    auto held = remote.contains(key_);
+    if (!held || !*held) return std::optional<FetchResult>{};
     return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
                                           " has no local landing zone: no writable folder tier above it"};
   }
@@ -347,6 +402,30 @@ class Walk {
 };
 
 }  // namespace
+
+Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate(const ShardKey& key) {
+  std::optional<Error> first_error;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    Tier& tier = *tiers_[i];
+    if (FolderTier* folder = tier.as_folder()) {
+      auto handle = folder->peek(key);
+      if (!handle) {
+        if (!first_error) first_error = handle.error();
+        continue;
+      }
+      if (*handle) return std::optional<Location>{Location{i, tier.name(), (*handle)->size()}};
+      continue;
+    }
+    auto held = tier.contains(key);
+    if (!held) {
+      if (!first_error) first_error = held.error();
+      continue;
+    }
+    if (*held) return std::optional<Location>{Location{i, tier.name(), std::nullopt}};
+  }
+  if (first_error) return std::move(*first_error);
+  return std::optional<Location>{};
+}
 
 Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key) {
   auto found = Walk(tiers_, key).find(CountMisses::yes);
@@ -365,7 +444,7 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   }
 
   // Writable folder tiers, fastest first: the candidates for staging.
-  std::vector<ShardCacheTier*> staging_candidates;
+  std::vector<FolderTier*> staging_candidates;
   for (const auto& tier : tiers_) {
     if (auto* folder = tier->as_folder(); folder && !folder->read_only()) staging_candidates.push_back(folder);
   }
@@ -382,14 +461,14 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   }
 
   // Single flight: one fetch per key across the threads and processes of this machine.
-  std::optional<ShardCacheTier::ShardLock> lock;
+  std::optional<folder::ShardLock> lock;
   if (auto locked = staging_candidates.front()->lock_shard(key)) {
     lock = std::move(*locked);
   } else {
     degrade(*staging_candidates.front(), "locking", locked.error());
   }
   walk.set_lock_held();
-  auto rechecked = walk.find(CountMisses::no);
+  auto rechecked = walk.find(CountMisses::no, Scope::folder_tiers);
   if (!rechecked) return std::move(rechecked).error();
   if (*rechecked) {
     maybe_flush_stats();
@@ -397,14 +476,17 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   }
 
   std::optional<Error> last_error;
-  for (ShardCacheTier* staging_tier : staging_candidates) {
+  for (FolderTier* staging_tier : staging_candidates) {
     if (expected.size && !has_room(staging_tier->location(), *expected.size)) {
       staging_tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
       LOG_WARNING(describe(*staging_tier)
                   << " has no room on its filesystem for " << expected.size->count() << " bytes; staging elsewhere");
       continue;
     }
-    auto staged = staging_tier->begin_staging();
+    // A download of this shard that a killed process left half-done is continued rather than started over.
+    auto adopted = staging_tier->adopt_partial(key);
+    if (!adopted) degrade(*staging_tier, "staging", adopted.error());
+    auto staged = adopted && *adopted ? Result<StagingFile>(std::move(**adopted)) : staging_tier->begin_staging(key);
     if (!staged) {
       degrade(*staging_tier, "staging", staged.error());
       last_error = staged.error();
@@ -412,6 +494,17 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     }
     RecordingSink sink(*staged);
     auto reported = fetcher(sink);
+    Result<Sha256> verified = Error{ErrorCode::internal, "not fetched"};
+    if (reported) verified = verify_fetched(key, *staged, expected, *reported);
+    if (reported && !verified && verified.error().code == ErrorCode::integrity && staged->resumed_from().count() > 0) {
+      // The bytes of a dead writer may not be a prefix of what the origin serves now: a continued download
+      // that does not verify is fetched once more from its first byte.
+      LOG_INFO("shard " << key.hash.hex() << ": the continued download does not verify (" << verified.error().message
+                        << "); fetching it again from its first byte");
+      DATAVO_TRY(staged->restart());
+      reported = fetcher(sink);
+      if (reported) verified = verify_fetched(key, *staged, expected, *reported);
+    }
     if (!reported) {
       if (sink.local_error()) {
         // The tier's disk, not the origin, failed: discard the partial file and stage in the next tier.
@@ -421,39 +514,12 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
       }
       return std::move(reported).error();
     }
-    Expectation want = expected;
-    if (reported->size) {
-      if (want.size && *want.size != *reported->size) {
-        return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports " +
-                                               std::to_string(reported->size->count()) + " bytes but " +
-                                               std::to_string(want.size->count()) + " were expected"};
-      }
-      want.size = reported->size;
-    }
-    if (reported->sha256) {
-      if (want.sha256 && *want.sha256 != *reported->sha256) {
-        return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports SHA-256 " +
-                                               reported->sha256->hex() + " but " + want.sha256->hex() +
-                                               " was expected"};
-      }
-      want.sha256 = reported->sha256;
-    }
-    if (want.size && staged->written() != *want.size) {
-      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has " +
-                                             std::to_string(staged->written().count()) + " bytes, expected " +
-                                             std::to_string(want.size->count()) + "; discarded"};
-    }
-    // Needed for the entry's recorded digest even when nobody expects one.
-    auto digest = staged->digest();
-    if (!digest) {
+    if (!verified) {
+      if (verified.error().code == ErrorCode::integrity) return std::move(verified).error();
       // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
-      degrade(*staging_tier, "staging", digest.error());
-      last_error = digest.error();
+      degrade(*staging_tier, "staging", verified.error());
+      last_error = verified.error();
       continue;
-    }
-    if (want.sha256 && *digest != *want.sha256) {
-      return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
-                                             ", expected " + want.sha256->hex() + "; discarded"};
     }
     auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
     maybe_flush_stats();
@@ -492,7 +558,7 @@ void ShardCacheHierarchy::maybe_flush_stats() {
     if (!lock || now - impl_->last_flush < k_stats_flush_interval) return;
     impl_->last_flush = now;
   }
-  flush_folder_stats(ShardCacheTier::LockWait::skip_if_busy);
+  flush_folder_stats(FolderTier::LockWait::skip_if_busy);
 }
 
 }  // namespace datavo

@@ -661,8 +661,9 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
 
   const auto started = clock->now();
   const bool idempotent = request.idempotent.value_or(request.method != HttpMethod::post);
-  const bool may_resume = request.sink != nullptr && request.resume == Resume::if_supported &&
+  const bool may_resume = request.sink != nullptr && request.resume != Resume::never &&
                           request.method == HttpMethod::get && !find_header(request.headers, "Range");
+  const bool continue_sink = may_resume && request.resume == Resume::continue_sink;
   int max_attempts = std::max(1, options.max_attempts);
   bool refreshed_credentials = false;  // at most one refresh per perform(): a second refusal is the answer
   std::optional<SteadyClock::time_point> deadline_at;
@@ -673,7 +674,8 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
   };
   Lease lease(*this);
   if (lease.get() == nullptr) return Error{ErrorCode::internal, context + ": curl_easy_init failed"};
-  if (request.sink != nullptr && request.sink->written().count() > 0) DATAVO_TRY(request.sink->restart());
+  if (request.sink != nullptr && request.sink->written().count() > 0 && !continue_sink)
+    DATAVO_TRY(request.sink->restart());
 
   // What the responses so far taught us about resuming.
   bool ranges_supported = false;
@@ -684,7 +686,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
     Attempt attempt(request, options.stall_timeout);
     const std::uint64_t have = request.sink != nullptr ? request.sink->written().count() : 0;
     if (have > 0) {
-      if (may_resume && ranges_supported && !ranges_broken)
+      if (may_resume && !ranges_broken && (ranges_supported || (continue_sink && attempt_number == 1)))
         attempt.sent_range = true;
       else
         DATAVO_TRY(request.sink->restart());

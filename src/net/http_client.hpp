@@ -96,7 +96,14 @@ struct FileBody {
 using RequestBody = std::variant<std::monostate, std::string, FileBody>;
 
 // Whether a streamed GET that fails mid-body may continue with a Range request (see the top of this file).
-enum class Resume { if_supported, never };
+//   if_supported:  yes, once the server has shown it supports ranges; a sink that holds bytes at the start of
+//                  perform() is restarted.
+//   continue_sink: the same, and a sink that already holds bytes at the start (a download a killed process left
+//                  half-done) is continued from there with "Range: bytes=<written>-" and no validator. Only for
+//                  callers that verify the whole entity afterwards (a known SHA-256): nothing says those bytes are
+//                  a prefix of the entity the server has now.
+//   never:         a failed transfer starts over from the first byte.
+enum class Resume { if_supported, continue_sink, never };
 
 // One attempt of a request as it will be sent: what a RequestAuth sees and may change.
 struct PreparedRequest {

@@ -107,7 +107,8 @@ Result<std::optional<Seconds>> stall_timeout_from_env() {
   return std::optional<Seconds>{Seconds{value}};
 }
 
-Fetcher make_url_fetcher(std::string url, TransportOptions options, std::optional<std::string> bearer_token) {
+Fetcher make_url_fetcher(std::string url, TransportOptions options, std::optional<std::string> bearer_token,
+                         PartialDownload partial) {
   const std::string scheme = scheme_of(url);
   if (scheme == "file") {
     return [url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
@@ -121,11 +122,12 @@ Fetcher make_url_fetcher(std::string url, TransportOptions options, std::optiona
     auto client = std::make_shared<net::HttpClient>(std::move(options));
     std::shared_ptr<net::RequestAuth> auth;
     if (bearer_token) auth = net::bearer_auth(std::move(*bearer_token));
-    return [client, auth, url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
+    return [client, auth, partial, url = std::move(url)](ByteSink& sink) -> Result<Expectation> {
       net::HttpRequest request;
       request.url = url;
       request.sink = &sink;
       request.auth = auth.get();
+      if (partial == PartialDownload::continue_verified) request.resume = net::Resume::continue_sink;
       auto response = client->perform(request);
       if (!response) return std::move(response).error();
       LOG_DEBUG(net::describe_for_log(request.method, url)

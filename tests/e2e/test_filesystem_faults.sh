@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Filesystem behaviours that a local disk does not show, injected into the real `datavo` binary with the
 # LD_PRELOAD library tests/support/fault_inject.cpp ($DATAVO_FAULT_LIB):
-#   - flock fails with ENOLCK (Lustre, some NFS): logged once, reads stay correct, nothing partial appears;
+#   - flock fails with ENOLCK (Lustre, some NFS), or succeeds without excluding anyone: logged once, the tier falls
+#     back to O_EXCL lock files, 8 concurrent processes still download once;
 #   - futimens fails with EPERM / EROFS (entry owned by another user, read-only mount): the hit still succeeds;
 #   - no user xattrs (ENOTSUP): the digest goes to a sidecar that verify uses and rm removes;
 #   - no RENAME_NOREPLACE (EINVAL, as on NFS): the install falls back to rename(2).
@@ -31,27 +32,34 @@ faulty() { # faulty VAR=VALUE... -- datavo args: runs datavo with the fault libr
   ERR=$(cat "$E2E_TMP/.f.err")
 }
 
-# --- flock -> ENOLCK, 8 processes at once ---------------------------------------------------------------------
-h=$(hash_for flock)
-pids=()
-for i in $(seq 8); do
-  env LD_PRELOAD="$DATAVO_FAULT_LIB" DATAVO_FAULT_FLOCK=ENOLCK timeout -k 5 60 "$DATAVO_BIN" --config "$E2E_CONFIG" \
-    --json cache fetch "$h" --url "$SERVER_URL/shard.bin" --sha256 "$sha" >"$E2E_TMP/flock.out.$i" 2>"$E2E_TMP/flock.err.$i" &
-  pids+=($!)
-  track_pid $!
+# --- flock -> ENOLCK, or a flock that excludes nobody: 8 processes at once, still one download -----------------
+# The tier probes its lock semantics at first use; without a working flock it falls back to O_EXCL lock files with
+# a heartbeat (include/datavo/folder_tier.hpp), so single flight holds.
+for mode in ENOLCK NOOP; do
+  h=$(hash_for "flock-$mode")
+  cp "$www/shard.bin" "$www/shard-$mode.bin"
+  pids=()
+  for i in $(seq 8); do
+    env LD_PRELOAD="$DATAVO_FAULT_LIB" DATAVO_FAULT_FLOCK=$mode timeout -k 5 60 "$DATAVO_BIN" --config "$E2E_CONFIG" \
+      --json cache fetch "$h" --url "$SERVER_URL/shard-$mode.bin" --sha256 "$sha" \
+      >"$E2E_TMP/flock.out.$mode.$i" 2>"$E2E_TMP/flock.err.$mode.$i" &
+    pids+=($!)
+    track_pid $!
+  done
+  bad=0
+  for i in $(seq 8); do wait "${pids[$((i - 1))]}" || bad=$((bad + 1)); done
+  expect_eq "flock $mode: all 8 fetches succeed" 0 "$bad"
+  warned=$(grep -l "per-shard locks use O_EXCL lock files" "$E2E_TMP"/flock.err.$mode.* | wc -l)
+  expect_eq "flock $mode: each process says it falls back to O_EXCL lock files" 8 "$warned"
+  once=$(grep -c "per-shard locks use O_EXCL" "$E2E_TMP/flock.err.$mode.1")
+  expect_eq "flock $mode: the warning is logged once per process" 1 "$once"
+  expect_eq "flock $mode: the installed entry has the right bytes" "$sha" "$(sha256sum "$tier/local/$h.tar" | cut -c1-64)"
+  expect_empty_dir "flock $mode: nothing left in .staging" "$tier/.staging"
+  expect_eq "flock $mode: no lock file left" "" "$(shard_locks "$tier")"
+  reqs=$(server_requests "/shard-$mode.bin")
+  expect_eq "flock $mode: 8 processes, exactly 1 download" 1 "$reqs"
+  echo "# flock $mode: $reqs download(s) for 8 processes"
 done
-bad=0
-for i in $(seq 8); do wait "${pids[$((i - 1))]}" || bad=$((bad + 1)); done
-expect_eq "flock ENOLCK: all 8 fetches succeed" 0 "$bad"
-warned=$(grep -l "flock is not supported" "$E2E_TMP"/flock.err.* | wc -l)
-expect_eq "flock ENOLCK: each process warns about flock" 8 "$warned"
-once=$(grep -c "flock is not supported" "$E2E_TMP/flock.err.1")
-expect_eq "flock ENOLCK: the warning is logged once per process" 1 "$once"
-expect_eq "flock ENOLCK: the installed entry has the right bytes" "$sha" "$(sha256sum "$tier/local/$h.tar" | cut -c1-64)"
-expect_empty_dir "flock ENOLCK: nothing left in .staging" "$tier/.staging"
-reqs=$(server_requests /shard.bin)
-expect_cmp "flock ENOLCK: the origin served at least one request" "$reqs" -ge 1
-echo "# without flock, $reqs of 8 processes downloaded (with flock: exactly 1, see test_stampede.sh)"
 
 # --- futimens -> EPERM / EROFS: the hit still succeeds, mtime untouched ----------------------------------------
 for err in EPERM EROFS; do

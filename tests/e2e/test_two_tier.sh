@@ -57,13 +57,14 @@ expect_stat fast misses 1
 expect_stat slow misses 1
 expect_stat fast bytes_installed 300000
 
-# Layout (include/datavo/folder_tier.hpp): entries 0644 and directories 02775, modulo the umask (022 here). The
-# setgid bit is what makes a tier shared by a Unix group work (docs/layout.md, "Sharing"); mkdir(2) on Linux ignores
-# S_ISGID in its mode argument, so it takes an explicit chmod.
-expect_eq "layout: entry mode is 0644 under umask 022" 644 "$(stat -c %a "$fast/local/$ha.tar")"
+# Layout (include/datavo/folder_tier.hpp): entries 0664 and directories 02775; the umask (022 here) applies to the
+# others' bits only, never to the group's. The setgid bit and the group bits are what make a tier shared by a Unix
+# group work (docs/layout.md, "Sharing"); mkdir(2) on Linux ignores S_ISGID in its mode argument, so it takes an
+# explicit chmod. tests/e2e/test_shared_tier.sh checks the same with umask 077 and two real users.
+expect_eq "layout: entry mode is 0664 under umask 022" 664 "$(stat -c %a "$fast/local/$ha.tar")"
 modes=$(cd "$E2E_TMP" && stat -c '%n=%a' fast fast/local fast/.staging fast/.locks slow slow/local | tr '\n' ' ')
-expect_eq "layout: tier directories are setgid 02775 modulo umask 022 (2755)" \
-  "fast=2755 fast/local=2755 fast/.staging=2755 fast/.locks=2755 slow=2755 slow/local=2755 " "$modes"
+expect_eq "layout: tier directories are setgid 02775 under umask 022" \
+  "fast=2775 fast/local=2775 fast/.staging=2775 fast/.locks=2775 slow=2775 slow/local=2775 " "$modes"
 
 # --- hit --------------------------------------------------------------------------------------------------------
 
@@ -137,7 +138,8 @@ expect_eq "verify --repair: exit 0" 0 "$RC"
 expect_eq "verify --repair: quarantined 1 in fast" 1 \
   "$(json "[r['quarantined'] for r in j if r['tier'] == 'fast'][0]" <<<"$OUT")"
 expect_no_file "verify --repair: entry gone from its final name" "$fast/local/$ha.tar"
-expect_file "verify --repair: entry moved to .quarantine/" "$fast/.quarantine/local.$ha.tar"
+expect_eq "verify --repair: entry moved to .quarantine/" 1 \
+  "$(find "$fast/.quarantine" -name "local.$ha.*.tar" | wc -l)"
 expect_file "verify --repair: the good copy in slow stays" "$slow/local/$ha.tar"
 run cache verify
 expect_eq "verify after repair: exit 0" 0 "$RC"

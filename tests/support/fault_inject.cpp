@@ -1,6 +1,7 @@
 // An LD_PRELOAD library that makes chosen libc calls fail, so that the end-to-end suites can drive the real
 // `datavo` binary into the failures of real filesystems without any test hook in production code:
 //   DATAVO_FAULT_FLOCK=ENOLCK|ENOSYS|EOPNOTSUPP   flock() fails (Lustre, some NFS mounts)
+//   DATAVO_FAULT_FLOCK=NOOP                       flock() succeeds without locking anything (HF hub #4306)
 //   DATAVO_FAULT_FUTIMENS=EPERM|EROFS|EACCES      futimens() fails (entry owned by another user, read-only mount)
 //   DATAVO_FAULT_FSETXATTR=ENOTSUP                fsetxattr() fails (no user xattrs: the digest goes to a sidecar)
 //   DATAVO_FAULT_RENAMEAT2=EINVAL                 renameat2() fails (no RENAME_NOREPLACE, as on NFS)
@@ -44,6 +45,7 @@ Fn next_symbol(const char* name) {
 extern "C" {
 
 int flock(int fd, int operation) {
+  if (const char* mode = std::getenv("DATAVO_FAULT_FLOCK"); mode && std::strcmp(mode, "NOOP") == 0) return 0;
   if (int err = errno_named("DATAVO_FAULT_FLOCK")) {
     errno = err;
     return -1;

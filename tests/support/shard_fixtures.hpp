@@ -33,6 +33,8 @@
 #include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 #include "datavo/tier.hpp"
+#include "tier/folder/locks.hpp"
+#include "tier/folder/staging.hpp"
 
 namespace datavo::shardtest {
 
@@ -190,23 +192,34 @@ inline FolderTierOptions folder_options(const std::string& path, std::string nam
   return options;
 }
 
-inline std::shared_ptr<ShardCacheTier> make_folder(FolderTierOptions options) {
-  auto tier = ShardCacheTier::create(std::move(options));
-  if (!tier) throw std::runtime_error("ShardCacheTier::create failed: " + tier.error().message);
+inline std::shared_ptr<FolderTier> make_folder(FolderTierOptions options) {
+  auto tier = FolderTier::create(std::move(options));
+  if (!tier) throw std::runtime_error("FolderTier::create failed: " + tier.error().message);
   return *tier;
 }
 
-inline std::shared_ptr<ShardCacheTier> make_folder(const std::string& path, std::string name = {}) {
+inline std::shared_ptr<FolderTier> make_folder(const std::string& path, std::string name = {}) {
   return make_folder(folder_options(path, std::move(name)));
 }
 
 // Stages `bytes` in `tier` and commits them under `key`.
-inline Result<ShardHandle> commit_bytes(ShardCacheTier& tier, const ShardKey& key, std::string_view bytes) {
-  auto staged = tier.begin_staging();
+inline Result<ShardHandle> commit_bytes(FolderTier& tier, const ShardKey& key, std::string_view bytes) {
+  auto staged = tier.begin_staging(key);
   if (!staged) return std::move(staged).error();
   if (auto written = staged->write(bytes.data(), bytes.size()); !written) return std::move(written).error();
   return tier.commit(std::move(*staged), key);
 }
+
+// The SHA-256 recorded for an entry at install; nullopt when there is no entry or no digest.
+inline Result<std::optional<Sha256>> recorded_digest(FolderTier& tier, const ShardKey& key) {
+  auto record = tier.record_of(key);
+  if (!record) return std::move(record).error();
+  if (!*record) return std::optional<Sha256>{};
+  return (*record)->sha256;
+}
+
+// A key for staging files whose key does not matter to the test.
+inline ShardKey staging_key() { return make_key(999'999); }
 
 // A ByteSink that keeps what it receives in memory.
 class StringSink final : public ByteSink {

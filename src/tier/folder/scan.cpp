@@ -152,7 +152,7 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
       util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
       if (!fd.valid()) continue;
       if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // held: not an orphan
-      // Unlinked while we hold it; lockers re-check the inode after locking (see ShardCacheTier::lock_shard).
+      // Unlinked while we hold it; lockers re-check the inode after locking (see FolderTier::lock_shard).
       if (!dry_run && ::unlink(path.c_str()) != 0) continue;
       ++result.lock_files;
     }

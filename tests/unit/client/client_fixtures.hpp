@@ -22,7 +22,7 @@ inline std::shared_ptr<ShardCacheHierarchy> fresh_cache(const std::string& path,
   options.path = path;
   options.name = name;
   options.durability = Durability::no_sync;
-  auto tier = ShardCacheTier::create(options);
+  auto tier = FolderTier::create(options);
   if (!tier) throw std::runtime_error(tier.error().message);
   auto cache = ShardCacheHierarchy::create({*tier});
   if (!cache) throw std::runtime_error(cache.error().message);

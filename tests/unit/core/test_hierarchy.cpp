@@ -36,9 +36,8 @@ std::shared_ptr<Tier> memory_tier(std::string name = "remote", std::optional<Err
   return make_memory_tier(options);
 }
 
-std::shared_ptr<ShardCacheTier> folder(const TempDir& dir, const std::string& name,
-                                       std::optional<Bytes> max_bytes = std::nullopt,
-                                       Access access = Access::read_write) {
+std::shared_ptr<FolderTier> folder(const TempDir& dir, const std::string& name,
+                                   std::optional<Bytes> max_bytes = std::nullopt, Access access = Access::read_write) {
   auto options = folder_options(dir.sub(name), name);
   options.max_bytes = max_bytes;
   options.access = access;
@@ -56,7 +55,7 @@ bool holds(Tier& tier, const ShardKey& key) {
   return found && *found;
 }
 
-bool staging_is_empty(const ShardCacheTier& tier) { return list_dir(tier.location() + "/.staging").empty(); }
+bool staging_is_empty(const FolderTier& tier) { return list_dir(tier.location() + "/.staging").empty(); }
 
 // Puts `bytes` into `tier` under `key` as if an earlier run had cached them.
 void seed_tier(Tier& tier, const TempDir& dir, const ShardKey& key, const std::string& bytes) {
@@ -100,7 +99,7 @@ class CountingRemote final : public Tier {
 
 // Makes `tier`'s <instance> directory a regular file: lookups miss (ENOTDIR) and staging works, but every commit
 // into that instance fails.
-void break_instance_dir(const ShardCacheTier& tier, const std::string& instance = "local") {
+void break_instance_dir(const FolderTier& tier, const std::string& instance = "local") {
   std::filesystem::create_directories(tier.location());
   write_file(tier.location() + "/" + instance, "not a directory");
 }
@@ -146,7 +145,7 @@ TEST(Hierarchy, PopulateOnMissInstallsIntoEveryTierAndReturnsTheTopmost) {
   EXPECT_EQ(read_path(slow->entry_path(key)), fetch.bytes());
   EXPECT_TRUE(holds(*remote, key));
   for (auto* tier : {fast.get(), slow.get()}) {
-    auto digest = tier->recorded_digest(key);
+    auto digest = recorded_digest(*tier, key);
     ASSERT_TRUE(digest && *digest) << tier->name();
     EXPECT_EQ(**digest, sha256_of(fetch.bytes())) << tier->name();
     EXPECT_TRUE(staging_is_empty(*tier)) << tier->name();
@@ -175,7 +174,7 @@ TEST(Hierarchy, PromoteOnHitFromTheSecondTierIntoTheFirst) {
   EXPECT_EQ(read_path(fast->entry_path(key)), bytes);
   EXPECT_EQ(fast->counters().snapshot().promotions, 1u);
   EXPECT_EQ(slow->counters().snapshot().hits, 1u);
-  auto digest = fast->recorded_digest(key);
+  auto digest = recorded_digest(*fast, key);
   ASSERT_TRUE(digest && *digest);
   EXPECT_EQ(**digest, sha256_of(bytes));
 
@@ -400,7 +399,7 @@ TEST(Hierarchy, RemoteHitIsMaterializedIntoTheFolderTiersAboveAndReturnsALocalFi
   EXPECT_EQ(remote->counters().snapshot().hits, 1u);
   EXPECT_TRUE(staging_is_empty(*fast));
   EXPECT_TRUE(staging_is_empty(*slow));
-  auto digest = fast->recorded_digest(key);
+  auto digest = recorded_digest(*fast, key);
   ASSERT_TRUE(digest && *digest);
   EXPECT_EQ(**digest, sha256_of(bytes));
 }
@@ -626,7 +625,7 @@ TEST(Hierarchy, CommitFailureInTheLandingTierDegradesAndARemoteHitLandsInTheNext
 // ---------------------------------------------------------------------------------------------------------------
 // Integrity
 
-void expect_nothing_installed(const std::vector<std::shared_ptr<ShardCacheTier>>& folders, Tier& remote,
+void expect_nothing_installed(const std::vector<std::shared_ptr<FolderTier>>& folders, Tier& remote,
                               const ShardKey& key) {
   for (const auto& f : folders) {
     EXPECT_FALSE(holds(*f, key)) << f->name();
@@ -791,8 +790,8 @@ TEST(Hierarchy, RemoteHitIsDownloadedOnceByConcurrentReaders) {
 // that appends one byte to `counter_path` and sleeps. Returns the child's exit code.
 int child_get_or_fetch(const std::string& fast_path, const std::string& slow_path, const std::string& counter_path,
                        const ShardKey& key, const std::string& bytes) {
-  auto fast = ShardCacheTier::create(folder_options(fast_path, "fast"));
-  auto slow = ShardCacheTier::create(folder_options(slow_path, "slow"));
+  auto fast = FolderTier::create(folder_options(fast_path, "fast"));
+  auto slow = FolderTier::create(folder_options(slow_path, "slow"));
   if (!fast || !slow) return 10;
   auto h = ShardCacheHierarchy::create({*fast, *slow});
   if (!h) return 11;
@@ -856,7 +855,7 @@ TEST(Hierarchy, WhenTheLockHolderDiesAWaiterTakesOver) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     locked.close_read();
-    auto tier = ShardCacheTier::create(folder_options(dir.sub("fast"), "fast"));
+    auto tier = FolderTier::create(folder_options(dir.sub("fast"), "fast"));
     if (!tier) ::_exit(2);
     auto lock = (*tier)->lock_shard(key);
     if (!lock) ::_exit(3);

@@ -29,7 +29,7 @@ std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
 // Creation and layout
 
 TEST(FolderTier, CreateRefusesAnEmptyPath) {
-  auto tier = ShardCacheTier::create(folder_options(""));
+  auto tier = FolderTier::create(folder_options(""));
   ASSERT_FALSE(tier);
   EXPECT_EQ(tier.error().code, ErrorCode::invalid_argument);
 }
@@ -122,7 +122,7 @@ TEST(FolderTier, NothingIsUnderTheFinalNameBeforeCommit) {
   const ShardKey key = make_key(11);
   const std::string bytes = random_bytes(4096, 11);
 
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   ASSERT_TRUE(staged->write(bytes.data(), 2048));
   EXPECT_FALSE(path_exists(tier->entry_path(key)));
@@ -153,7 +153,7 @@ TEST(FolderTier, StagingFileDestroyedWithoutCommitLeavesNothingBehind) {
   auto tier = make_folder(root);
   std::string staged_path;
   {
-    auto staged = tier->begin_staging();
+    auto staged = tier->begin_staging(staging_key());
     ASSERT_TRUE(staged);
     staged_path = staged->path();
     const std::string bytes = random_bytes(3000, 5);
@@ -291,7 +291,7 @@ TEST(FolderTier, ReadOnlyTierRefusesStagingInstallCommitAndRemove) {
   EXPECT_TRUE(ro->read_only());
   EXPECT_FALSE(ro->can_hold(Bytes{1}));
 
-  auto staged = ro->begin_staging();
+  auto staged = ro->begin_staging(staging_key());
   ASSERT_FALSE(staged);
   EXPECT_EQ(staged.error().code, ErrorCode::permission_denied);
 
@@ -303,7 +303,7 @@ TEST(FolderTier, ReadOnlyTierRefusesStagingInstallCommitAndRemove) {
 
   // A staging file from another (writable) tier cannot be committed into the read-only one either.
   auto elsewhere = make_folder(dir.sub("other-tier"));
-  auto foreign = elsewhere->begin_staging();
+  auto foreign = elsewhere->begin_staging(staging_key());
   ASSERT_TRUE(foreign);
   ASSERT_TRUE(foreign->write("xyz", 3));
   auto committed = ro->commit(std::move(*foreign), make_key(27));
@@ -371,7 +371,7 @@ TEST(FolderTier, DigestIsRecordedAndRecordedDigestReturnsIt) {
   const ShardKey key = make_key(42);
   const std::string bytes = random_bytes(5000, 42);
   ASSERT_TRUE(commit_bytes(*tier, key, bytes));
-  auto recorded = tier->recorded_digest(key);
+  auto recorded = recorded_digest(*tier, key);
   ASSERT_TRUE(recorded);
   ASSERT_TRUE(*recorded);
   EXPECT_EQ(**recorded, sha256_of(bytes));
@@ -381,12 +381,12 @@ TEST(FolderTier, DigestIsRecordedAndRecordedDigestReturnsIt) {
   const std::string other = random_bytes(3000, 43);
   ShardHandle source = handle_on_new_file(dir.sub("source"), other);
   ASSERT_TRUE(tier->install_copy(copied, source, sha256_of(other)));
-  auto recorded_copy = tier->recorded_digest(copied);
+  auto recorded_copy = recorded_digest(*tier, copied);
   ASSERT_TRUE(recorded_copy);
   ASSERT_TRUE(*recorded_copy);
   EXPECT_EQ(**recorded_copy, sha256_of(other));
 
-  auto none = tier->recorded_digest(make_key(44));
+  auto none = recorded_digest(*tier, make_key(44));
   ASSERT_TRUE(none);
   EXPECT_FALSE(*none);
 }
@@ -494,7 +494,7 @@ TEST(FolderTier, EvictionNeverRemovesTheEntryJustCommitted) {
   // The new entry alone exceeds the low watermark (900), and its mtime is made the oldest of the tier, so that
   // only the "never the entry just committed" rule can save it.
   const std::string big_bytes = random_bytes(950, 121);
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   ASSERT_TRUE(staged->write(big_bytes.data(), big_bytes.size()));
   const struct timespec old_times[2] = {to_timespec(Clock::now() - 1h), to_timespec(Clock::now() - 1h)};
@@ -523,7 +523,7 @@ TEST(FolderTier, MaxAgeNeverExpiresTheEntryJustCommitted) {
 
   // The staged data was last written two hours ago (its mtime says so); committing it now must still leave an
   // entry behind: the eviction pass that follows a commit never removes the entry just committed.
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   ASSERT_TRUE(staged->write(bytes.data(), bytes.size()));
   const struct timespec old_times[2] = {to_timespec(Clock::now() - 2h), to_timespec(Clock::now() - 2h)};
@@ -702,7 +702,7 @@ TEST(FolderTier, LockShardExcludesASecondThread) {
   const ShardKey key = make_key(190);
   auto first = tier->lock_shard(key);
   ASSERT_TRUE(first);
-  std::optional<ShardCacheTier::ShardLock> held(std::move(*first));
+  std::optional<folder::ShardLock> held(std::move(*first));
 
   // Another shard is not blocked by this one.
   {
@@ -729,7 +729,7 @@ TEST(FolderTier, LockShardExcludesTwoTierObjectsOnOnePath) {
   const ShardKey key = make_key(192);
   auto first = one->lock_shard(key);
   ASSERT_TRUE(first);
-  std::optional<ShardCacheTier::ShardLock> held(std::move(*first));
+  std::optional<folder::ShardLock> held(std::move(*first));
 
   std::atomic<bool> acquired{false};
   std::thread second([&] {
@@ -757,7 +757,7 @@ TEST(FolderTier, LockShardExcludesAnotherProcess) {
     release.close_write();
     int code = 0;
     {
-      auto tier = ShardCacheTier::create(folder_options(root));
+      auto tier = FolderTier::create(folder_options(root));
       if (!tier) ::_exit(2);
       auto lock = (*tier)->lock_shard(key);
       if (!lock) ::_exit(3);

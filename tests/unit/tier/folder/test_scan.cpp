@@ -1,5 +1,5 @@
 // Tests of the folder tier's directory scans (src/tier/folder/scan.cpp): usage accounting over the whole tier path
-// and the sweep of leftovers (staging files of dead writers, orphaned lock files), through ShardCacheTier.
+// and the sweep of leftovers (staging files of dead writers, orphaned lock files), through FolderTier.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,8 +25,8 @@ using namespace std::chrono_literals;
 std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
 
 // The <host> part of this process's staging file names, as begin_staging() writes them: <host>.<pid>.<rand>.tmp.
-std::string staging_host(ShardCacheTier& tier) {
-  auto staged = tier.begin_staging();
+std::string staging_host(FolderTier& tier) {
+  auto staged = tier.begin_staging(staging_key());
   if (!staged) return {};
   const std::string name = std::filesystem::path(staged->path()).filename().string();
   return name.substr(0, name.find('.'));
@@ -97,7 +97,7 @@ TEST(Scan, UsageCountsStagingFilesToo) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));
   ASSERT_TRUE(commit_bytes(*tier, make_key(10), random_bytes(1000, 10)));
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   const std::string in_flight = random_bytes(3000, 11);
   ASSERT_TRUE(staged->write(in_flight.data(), in_flight.size()));
@@ -113,7 +113,7 @@ TEST(Scan, BudgetCoversStagingFilesAndEvictionNeverTouchesThem) {
   auto options = folder_options(tier_root(dir));
   options.max_bytes = Bytes{10000};
   auto tier = make_folder(options);
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   const std::string in_flight = random_bytes(6000, 20);
   ASSERT_TRUE(staged->write(in_flight.data(), in_flight.size()));
@@ -139,7 +139,7 @@ TEST(Scan, BudgetCoversStagingFilesAndEvictionNeverTouchesThem) {
 TEST(Scan, StagingFilesAreNamedHostPidRandomTmp) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   const std::filesystem::path path(staged->path());
   EXPECT_EQ(path.parent_path().string(), tier_root(dir) + "/.staging");
@@ -202,7 +202,7 @@ TEST(Scan, GcSweepsAStaleStagingFileEvenWhenItsWriterLives) {
 TEST(Scan, GcKeepsAStagingFileInUseByThisProcess) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   ASSERT_TRUE(staged->write("partial", 7));
   auto report = tier->gc(DryRun::no);
@@ -240,7 +240,7 @@ TEST(Scan, GcSweepsAnOldUnlockedLockFileAndKeepsAHeldOne) {
   EXPECT_TRUE(path_exists(held_file));
 
   // The sweep did not break the held lock: another locker still waits for it.
-  std::optional<ShardCacheTier::ShardLock> guard(std::move(*held));
+  std::optional<folder::ShardLock> guard(std::move(*held));
   std::atomic<bool> acquired{false};
   std::thread waiter([&] {
     auto lock = make_folder(root)->lock_shard(held_key);

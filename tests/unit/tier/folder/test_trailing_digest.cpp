@@ -1,4 +1,4 @@
-// Tests of the staging file's background SHA-256 (src/tier/folder/trailing_digest.hpp), through StagingFile and
+// Tests of the staging file's background SHA-256 (src/tier/folder/trailing_digest.hpp), through folder::StagingFile and
 // directly: the digest is of the bytes in the file whatever the write pattern, size, restarts or rewrites.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ using namespace shardtest;
 constexpr std::size_t k_big = 3 * folder::TrailingDigest::k_background_threshold.count() + 12345;
 
 // Writes `bytes` in pieces of `piece` bytes (the last one shorter).
-void write_in_pieces(StagingFile& staged, std::string_view bytes, std::size_t piece) {
+void write_in_pieces(folder::StagingFile& staged, std::string_view bytes, std::size_t piece) {
   for (std::size_t at = 0; at < bytes.size(); at += piece) {
     const std::size_t n = std::min(piece, bytes.size() - at);
     ASSERT_TRUE(staged.write(bytes.data() + at, n));
@@ -33,7 +33,7 @@ TEST_P(TrailingDigestThroughStaging, DigestIsTheSha256OfEveryByteWrittenWhatever
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
   const std::string bytes = random_bytes(k_big, 7);
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   write_in_pieces(*staged, bytes, GetParam());
   auto digest = staged->digest();
@@ -51,7 +51,7 @@ TEST(TrailingDigest, SmallFilesAndTheEmptyFileAreHashedInline) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
   for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{65536}, std::size_t{(1u << 20) + 1}}) {
-    auto staged = tier->begin_staging();
+    auto staged = tier->begin_staging(staging_key());
     ASSERT_TRUE(staged);
     const std::string bytes = random_bytes(size, size);
     write_in_pieces(*staged, bytes, 16384);
@@ -64,7 +64,7 @@ TEST(TrailingDigest, SmallFilesAndTheEmptyFileAreHashedInline) {
 TEST(TrailingDigest, RestartMidwayHashesOnlyTheBytesWrittenAfterIt) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   write_in_pieces(*staged, random_bytes(k_big, 1), 16384);  // the background thread is running by now
   ASSERT_TRUE(staged->restart());
@@ -78,7 +78,7 @@ TEST(TrailingDigest, RestartMidwayHashesOnlyTheBytesWrittenAfterIt) {
 TEST(TrailingDigest, BytesWrittenAfterADigestAreIncludedInTheNextOne) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   const std::string first = random_bytes(k_big, 3);
   write_in_pieces(*staged, first, 16384);
@@ -95,11 +95,11 @@ TEST(TrailingDigest, AStagingFileDestroyedMidDownloadStopsItsThreadAndLeavesNoth
   auto tier = make_folder(dir.sub("tier"));
   std::string path;
   {
-    auto staged = tier->begin_staging();
+    auto staged = tier->begin_staging(staging_key());
     ASSERT_TRUE(staged);
     path = staged->path();
     write_in_pieces(*staged, random_bytes(k_big, 5), 16384);
-    StagingFile moved = std::move(*staged);  // the thread follows the bytes, not the object
+    folder::StagingFile moved = std::move(*staged);  // the thread follows the bytes, not the object
     write_in_pieces(moved, random_bytes(1 << 20, 6), 16384);
   }
   EXPECT_FALSE(path_exists(path));
@@ -110,12 +110,12 @@ TEST(TrailingDigest, ACommittedEntryCarriesTheDigestOfItsBytes) {
   auto tier = make_folder(dir.sub("tier"));
   const std::string bytes = random_bytes(k_big, 8);
   const ShardKey key = make_key(8);
-  auto staged = tier->begin_staging();
+  auto staged = tier->begin_staging(staging_key());
   ASSERT_TRUE(staged);
   write_in_pieces(*staged, bytes, 16384);
   auto committed = tier->commit(std::move(*staged), key);
   ASSERT_TRUE(committed) << committed.error().message;
-  auto recorded = tier->recorded_digest(key);
+  auto recorded = recorded_digest(*tier, key);
   ASSERT_TRUE(recorded);
   ASSERT_TRUE(*recorded);
   EXPECT_EQ(**recorded, sha256_of(bytes));

@@ -1,0 +1,88 @@
+// FolderTier::Impl: the state shared by the files of the folder tier (folder_tier.cpp: lookups and hits;
+// install.cpp: staging and commit; eviction.cpp; verify.cpp; locks.cpp; stats.cpp). Internal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "datavo/folder_tier.hpp"
+#include "tier/folder/locks.hpp"
+
+namespace datavo {
+namespace folder {
+
+inline constexpr const char* k_size_xattr = "user.datavo.size";
+inline constexpr const char* k_digest_xattr = "user.datavo.sha256";
+inline constexpr const char* k_entry_suffix = ".tar";
+inline constexpr const char* k_sidecar_suffix = ".sha256";
+// Directories are setgid so that entries inherit the tier's group; group rwx whatever the umask, so that a tier
+// shared by a Unix group stays usable by all its members (docs/layout.md, "Sharing").
+inline constexpr mode_t k_dir_mode = 02775;
+inline constexpr mode_t k_dir_group_bits = 02070;
+// Entries are group-writable so that members of the group can bump mtime (the LRU clock) on a hit; so are lock
+// files, which every member opens for writing.
+inline constexpr mode_t k_entry_mode = 0664;
+inline constexpr mode_t k_entry_group_bits = 0060;
+// A lock file left by a dead holder is only swept once it is older than this, so that a lock file that is
+// being created right now is never mistaken for an orphan.
+inline constexpr Seconds k_orphan_lock_age{60};
+
+// The mode a new entry or lock file gets: the umask applies to the others' bits only.
+mode_t entry_mode();
+
+std::chrono::system_clock::time_point to_time_point(const struct timespec& ts);
+
+// Reads the record of the entry open as `fd` (xattrs); nullopt fields when absent. With size_only the digest is
+// not read when the size is there.
+enum class XattrPart { size_only, both };
+Result<EntryRecord> read_record_xattrs(int fd, XattrPart part);
+// Parses a sidecar: "<sha256 hex>[ <size>]\n".
+EntryRecord parse_sidecar(std::string_view text);
+
+}  // namespace folder
+
+struct FolderTier::Impl {
+  std::string root, staging_dir, locks_dir, quarantine_dir, stats_file;
+
+  // Shared with every ShardLock, so that a lock may outlive the tier object that issued it.
+  std::shared_ptr<folder::LockTable> lock_table = std::make_shared<folder::LockTable>();
+  std::once_flag lock_probe_once;
+  std::atomic<LockMechanism> lock_mechanism{LockMechanism::flock};
+  std::mutex heartbeat_mu;
+  std::shared_ptr<folder::Heartbeat> heartbeat;  // guarded by heartbeat_mu; started with the first O_EXCL lock
+
+  std::mutex dirs_mu;
+  std::vector<std::string> created_dirs;
+
+  // enforce_budget()'s running estimate of the tier's usage (see there).
+  std::mutex budget_mu;
+  std::optional<std::uint64_t> usage_estimate;
+  std::chrono::steady_clock::time_point estimate_time;
+  std::chrono::steady_clock::time_point last_expiry_pass;
+
+  // Recorded sizes of entries this process has opened, by inode, so that a repeated hit checks its size with
+  // the fstat alone. An inode is only reused after the entry is gone, and a replaced entry has a new inode.
+  std::mutex records_mu;
+  std::unordered_map<std::uint64_t, std::uint64_t> recorded_sizes;  // (dev ^ ino) hash -> size
+  std::atomic<std::uint64_t> hits_for_sampling{0};
+
+  Result<void> ensure_dir(const std::string& dir);
+
+  std::string instance_dir(const Instance& instance) const { return root + "/" + instance.name(); }
+  std::string entry_path(const ShardKey& key) const;
+  std::string sidecar_path(const ShardKey& key) const {
+    return instance_dir(key.instance) + "/" + key.hash.hex() + folder::k_sidecar_suffix;
+  }
+  std::string lock_path(const std::string& lock_name) const { return locks_dir + "/" + lock_name + ".lock"; }
+};
+
+}  // namespace datavo

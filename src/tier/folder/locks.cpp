@@ -1,0 +1,329 @@
+#include "tier/folder/locks.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "tier/folder/internal.hpp"
+#include "util/log.hpp"
+
+namespace datavo::folder {
+namespace {
+
+// A waiter on an O_EXCL lock polls this often at first, backing off to k_max_poll: short waits (most are a
+// local fetch) end quickly, long ones (a multi-GiB download) cost a few stats a second.
+constexpr std::chrono::milliseconds k_first_poll{20};
+constexpr std::chrono::milliseconds k_max_poll{250};
+
+struct Owner {
+  std::string host;
+  long pid = 0;
+  std::string boot;
+};
+
+Owner parse_owner(const std::string& text) {
+  Owner owner;
+  std::size_t a = text.find(' ');
+  if (a == std::string::npos) return owner;
+  owner.host = text.substr(0, a);
+  std::size_t b = text.find(' ', a + 1);
+  owner.pid =
+      std::strtol(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1).c_str(), nullptr, 10);
+  if (b != std::string::npos) {
+    owner.boot = text.substr(b + 1);
+    while (!owner.boot.empty() && (owner.boot.back() == '\n' || owner.boot.back() == ' ')) owner.boot.pop_back();
+  }
+  return owner;
+}
+
+std::string read_small(int fd) {
+  char buffer[512] = {};
+  ssize_t n = ::pread(fd, buffer, sizeof buffer - 1, 0);
+  return n > 0 ? std::string(buffer, std::size_t(n)) : std::string();
+}
+
+// Whether the O_EXCL lock file open as `fd` (stat `st`) belongs to a holder that is gone.
+bool holder_is_gone(int fd, const struct stat& st, std::chrono::seconds stale_age) {
+  const auto age = std::chrono::system_clock::now() - to_time_point(st.st_mtim);
+  if (age > stale_age) return true;  // no heartbeat for too long: dead, hung, or on a host that went away
+  const Owner owner = parse_owner(read_small(fd));
+  if (owner.host.empty()) {
+    // Being written right now (created, owner line not yet there): give the creator a moment.
+    return age > std::chrono::seconds(2);
+  }
+  return owner.host == util::host_name() && !boot_id().empty() && owner.boot == boot_id() &&
+         !util::process_alive(pid_t(owner.pid));
+}
+
+}  // namespace
+
+bool is_flock_unsupported(int err) { return err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL; }
+
+const std::string& boot_id() {
+  static const std::string id = [] {
+    auto text = util::read_file("/proc/sys/kernel/random/boot_id");
+    if (!text) return std::string();
+    std::string out = *text;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  }();
+  return id;
+}
+
+std::string lock_owner_line() {
+  return util::host_name() + " " + std::to_string(::getpid()) + " " + (boot_id().empty() ? "-" : boot_id()) + "\n";
+}
+
+LockMechanism probe_lock_mechanism(const std::string& locks_dir, std::string* why) {
+  const std::string path =
+      locks_dir + "/.probe." + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(4);
+  util::UniqueFd first(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!first.valid()) {
+    *why = "cannot create a probe file in " + locks_dir + ": " + std::strerror(errno);
+    return LockMechanism::process_only;
+  }
+  util::UniqueFd second(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  ::unlink(path.c_str());
+  if (!second.valid()) {
+    *why = "cannot reopen the probe file: " + std::string(std::strerror(errno));
+    return LockMechanism::exclusive_create;
+  }
+  if (::flock(first.get(), LOCK_EX | LOCK_NB) != 0) {
+    *why = "flock fails there (" + std::string(std::strerror(errno)) + ")";
+    return LockMechanism::exclusive_create;
+  }
+  if (::flock(second.get(), LOCK_EX | LOCK_NB) == 0) {
+    // HF hub #4306: some NFS and FUSE mounts accept every flock, which then excludes nobody.
+    *why = "flock succeeds twice on one file there, so it excludes nobody";
+    return LockMechanism::exclusive_create;
+  }
+  if (errno != EWOULDBLOCK) {
+    *why = "flock fails there (" + std::string(std::strerror(errno)) + ")";
+    return LockMechanism::exclusive_create;
+  }
+  return LockMechanism::flock;
+}
+
+Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, const ExclusiveLockOptions& options) {
+  auto poll = k_first_poll;
+  for (;;) {
+    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode));
+    if (fd.valid()) {
+      ::fchmod(fd.get(), options.mode);  // the umask must not lock other group members out
+      const std::string owner = lock_owner_line();
+      DATAVO_TRY(util::write_all(fd.get(), owner.data(), owner.size(), path));
+      return fd;
+    }
+    if (errno != EEXIST) return Error::from_errno(errno, "cannot create lock file " + path);
+    util::UniqueFd held(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (held.valid() && ::fstat(held.get(), &st) == 0 && holder_is_gone(held.get(), st, options.stale_age)) {
+      // Claim the stale file by renaming it aside: of several waiters only one rename succeeds.
+      const std::string aside = path + ".stale." + util::random_hex(4);
+      if (::rename(path.c_str(), aside.c_str()) == 0) {
+        struct stat moved {};
+        if (::stat(aside.c_str(), &moved) == 0 && moved.st_ino == st.st_ino && moved.st_dev == st.st_dev) {
+          LOG_INFO("took over the stale lock " << path << " (holder gone: " << read_small(held.get()) << ")");
+          ::unlink(aside.c_str());
+        } else if (::renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+          // A new holder had replaced the stale file in between; it can no longer be put back. Correctness
+          // never depended on the lock: at worst two processes fetch the same shard.
+          ::unlink(aside.c_str());
+        }
+      }
+      continue;
+    }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(k_max_poll, poll * 2);
+  }
+}
+
+void release_exclusive_lock_file(const std::string& path, int fd) {
+  struct stat held {
+  }, at_path{};
+  if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &at_path) == 0 && held.st_ino == at_path.st_ino &&
+      held.st_dev == at_path.st_dev) {
+    ::unlink(path.c_str());
+  }
+}
+
+Heartbeat::Heartbeat(std::chrono::milliseconds interval) : interval_(interval), thread_([this] { run(); }) {}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Heartbeat::add(int fd) {
+  std::lock_guard lock(mu_);
+  fds_.push_back(fd);
+}
+
+void Heartbeat::remove(int fd) {
+  std::lock_guard lock(mu_);
+  fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+}
+
+void Heartbeat::run() {
+  static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, interval_);
+    if (stopping_) break;
+    for (int fd : fds_) ::futimens(fd, now_times);
+  }
+}
+
+struct ShardLock::State {
+  std::shared_ptr<LockTable> table;
+  std::string name;
+  std::string path;
+  util::UniqueFd fd;  // invalid when the lock is in-process only
+  LockMechanism mechanism = LockMechanism::process_only;
+  std::shared_ptr<Heartbeat> heartbeat;  // set for exclusive_create
+  ~State() {
+    if (fd.valid()) {
+      if (mechanism == LockMechanism::exclusive_create) {
+        if (heartbeat) heartbeat->remove(fd.get());
+        release_exclusive_lock_file(path, fd.get());
+      } else {
+        // Unlinking while still holding the flock is safe: lockers check that the inode they locked is still
+        // the one at the path, and start over otherwise.
+        ::unlink(path.c_str());
+      }
+      fd.reset();
+    }
+    std::lock_guard lock(table->mu);
+    table->held.erase(name);
+    table->cv.notify_all();
+  }
+};
+
+ShardLock::ShardLock() = default;
+ShardLock::~ShardLock() = default;
+ShardLock::ShardLock(ShardLock&&) noexcept = default;
+ShardLock& ShardLock::operator=(ShardLock&&) noexcept = default;
+bool ShardLock::across_processes() const { return state_ && state_->fd.valid(); }
+
+}  // namespace datavo::folder
+
+namespace datavo {
+
+using folder::ShardLock;
+
+LockMechanism FolderTier::lock_mechanism() {
+  std::call_once(impl_->lock_probe_once, [this] {
+    if (read_only()) {
+      impl_->lock_mechanism = LockMechanism::process_only;
+      return;
+    }
+    if (auto made = impl_->ensure_dir(impl_->locks_dir); !made) {
+      log::warn_once("lockdir:" + impl_->locks_dir, "tier '" + name() + "': cannot create " + impl_->locks_dir + " (" +
+                                                        made.error().message + "); single flight is per process only");
+      impl_->lock_mechanism = LockMechanism::process_only;
+      return;
+    }
+    std::string why;
+    LockMechanism mechanism = folder::probe_lock_mechanism(impl_->locks_dir, &why);
+    if (mechanism != LockMechanism::flock) {
+      log::warn_once("flock:" + impl_->locks_dir,
+                     "tier '" + name() + "': " + why + "; per-shard locks use " +
+                         (mechanism == LockMechanism::exclusive_create ? "O_EXCL lock files with a heartbeat instead"
+                                                                       : "this process only"));
+    }
+    impl_->lock_mechanism = mechanism;
+  });
+  return impl_->lock_mechanism.load();
+}
+
+Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
+  const std::string lock_name = key.instance.name() + "." + key.hash.hex();
+  ShardLock lock;
+  lock.state_ = std::make_unique<ShardLock::State>();
+  lock.state_->table = impl_->lock_table;
+  lock.state_->name = lock_name;
+  lock.state_->path = impl_->lock_path(lock_name);
+  {
+    auto& locks = *impl_->lock_table;
+    std::unique_lock table(locks.mu);
+    locks.cv.wait(table, [&] { return locks.held.count(lock_name) == 0; });
+    locks.held[lock_name] = true;
+  }
+  // From here the State destructor releases the in-process slot on every path.
+  const LockMechanism mechanism = lock_mechanism();
+  if (mechanism == LockMechanism::process_only) return lock;
+  const std::string& path = lock.state_->path;
+  const mode_t mode = folder::entry_mode();
+
+  if (mechanism == LockMechanism::exclusive_create) {
+    folder::ExclusiveLockOptions options{mode, options_.stale_lock_age};
+    auto fd = folder::acquire_exclusive_lock_file(path, options);
+    if (!fd) {
+      log::warn_once("lockopen:" + impl_->locks_dir,
+                     "tier '" + name() + "': " + fd.error().message + "; single flight is per process only");
+      return lock;
+    }
+    {
+      std::lock_guard guard(impl_->heartbeat_mu);
+      if (!impl_->heartbeat) {
+        auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.stale_lock_age) / 4;
+        impl_->heartbeat = std::make_shared<folder::Heartbeat>(std::max(interval, std::chrono::milliseconds(100)));
+      }
+      lock.state_->heartbeat = impl_->heartbeat;
+    }
+    lock.state_->heartbeat->add(fd->get());
+    lock.state_->fd = std::move(*fd);
+    lock.state_->mechanism = mechanism;
+    return lock;
+  }
+
+  for (;;) {
+    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    if (!fd.valid()) {
+      log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path + ": " +
+                                                         std::strerror(errno) + "; single flight is per process only");
+      return lock;
+    }
+    ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
+    int rc;
+    do {
+      rc = ::flock(fd.get(), LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      if (folder::is_flock_unsupported(errno)) {
+        log::warn_once("flock:" + impl_->locks_dir, "tier '" + name() + "': flock stopped working on " +
+                                                        impl_->locks_dir + " (" + std::strerror(errno) +
+                                                        "); relying on atomic rename alone");
+        return lock;
+      }
+      return Error::from_errno(errno, "cannot lock " + path);
+    }
+    // The holder before us may have unlinked the file after we opened it; then we hold a lock nobody else
+    // will see, and must start over on the file now at the path.
+    struct stat held_st {
+    }, path_st{};
+    if (::fstat(fd.get(), &held_st) == 0 && ::stat(path.c_str(), &path_st) == 0 && held_st.st_ino == path_st.st_ino &&
+        held_st.st_dev == path_st.st_dev) {
+      const std::string owner = folder::lock_owner_line();
+      if (::ftruncate(fd.get(), 0) == 0) {
+        ssize_t ignored = ::pwrite(fd.get(), owner.data(), owner.size(), 0);
+        (void)ignored;
+      }
+      lock.state_->fd = std::move(fd);
+      lock.state_->mechanism = mechanism;
+      return lock;
+    }
+  }
+}
+
+}  // namespace datavo

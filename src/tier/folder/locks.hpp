@@ -1,0 +1,97 @@
+// Per-shard locks of a folder tier (FolderTier::lock_shard), internal to the folder tier and the hierarchy.
+//
+// Two layers, as LevelDB's PosixLockTable: an in-process table in front of the OS-level lock, so that threads of
+// one process queue in memory and the OS lock only arbitrates between processes. The OS-level lock is
+//   - flock(2) on .locks/<instance>.<hash>.lock, when the tier's probe (probe_lock_mechanism) showed that flock
+//     excludes a second open file description. The kernel releases it when the holder dies. Lockers check after
+//     locking that the inode they hold is still the one at the path, since a releasing holder unlinks it.
+//   - otherwise an O_EXCL lock file holding "<host> <pid> <boot id>", whose mtime is a heartbeat renewed by the
+//     holder every stale_age / 4 (a Heartbeat thread per tier). A waiter polls; it takes over at once when the
+//     holder is on this host, of this boot and dead, and otherwise when the heartbeat is older than stale_age.
+//     The stale file is claimed by renaming it aside (only one waiter wins the rename), then removed.
+// Correctness never depends on either: the rename that commits an entry is the commit point.
+//
+// Thread safety: all functions are thread-safe. A ShardLock is movable, not copyable, and releases on destruction.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "datavo/folder_tier.hpp"
+#include "util/fs.hpp"
+
+namespace datavo::folder {
+
+// The in-process half: one slot per lock name.
+struct LockTable {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<std::string, bool> held;
+};
+
+// Renews the mtime of every O_EXCL lock file this process holds in one tier.
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::chrono::milliseconds interval);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  void add(int fd);
+  void remove(int fd);
+
+ private:
+  void run();
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<int> fds_;  // guarded by mu_
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class ShardLock {
+ public:
+  ShardLock();
+  ~ShardLock();
+  ShardLock(ShardLock&&) noexcept;
+  ShardLock& operator=(ShardLock&&) noexcept;
+  // Whether other processes are excluded too (false: in-process only).
+  bool across_processes() const;
+
+ private:
+  friend class datavo::FolderTier;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Whether a flock(2) error means the filesystem does not support it (as opposed to a real failure).
+bool is_flock_unsupported(int err);
+// "<host> <pid> <boot id>\n": what an O_EXCL lock file holds.
+std::string lock_owner_line();
+// This boot's id (/proc/sys/kernel/random/boot_id), or "" when it cannot be read.
+const std::string& boot_id();
+
+// Probes how `locks_dir` can exclude other processes: creates a probe file, opens it twice (two open file
+// descriptions) and takes flock on both. REQUIRES: locks_dir exists.
+LockMechanism probe_lock_mechanism(const std::string& locks_dir, std::string* why);
+
+struct ExclusiveLockOptions {
+  mode_t mode = 0664;
+  std::chrono::seconds stale_age{20};
+};
+// Takes the O_EXCL lock file at `path`, waiting for its holder as described at the top. Returns the open
+// descriptor of the lock file (kept open for the heartbeat), or an Error when the file cannot be created for a
+// reason other than being held.
+Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, const ExclusiveLockOptions& options);
+// Removes the lock file at `path` if it is still the one open as `fd`.
+void release_exclusive_lock_file(const std::string& path, int fd);
+
+}  // namespace datavo::folder

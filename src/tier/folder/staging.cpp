@@ -1,0 +1,132 @@
+#include "tier/folder/staging.hpp"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "tier/folder/trailing_digest.hpp"
+#include "util/fs.hpp"
+
+namespace datavo::folder {
+namespace {
+
+// Longer instance names are replaced by a digest in staging names: host (<= 64) + pid + random + this + hash
+// must stay well under NAME_MAX (255).
+constexpr std::size_t k_max_instance_part = 64;
+
+}  // namespace
+
+std::string staging_instance_part(const Instance& instance) {
+  const std::string& name = instance.name();
+  if (name.size() <= k_max_instance_part) return name;
+  Sha256Hasher hasher;
+  hasher.update(name.data(), name.size());
+  return "x" + hasher.finish().hex().substr(0, 16);
+}
+
+std::string staging_suffix(const ShardKey& key) {
+  return "." + staging_instance_part(key.instance) + "." + key.hash.hex() + ".tmp";
+}
+
+std::string new_staging_path(const std::string& staging_dir, const ShardKey& key) {
+  return staging_dir + "/" + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(8) +
+         staging_suffix(key);
+}
+
+StagingFile::StagingFile(util::AtomicFile file, Durability durability, Bytes existing)
+    : file_(std::move(file)),
+      written_(existing),
+      resumed_from_(existing),
+      hasher_(std::make_unique<TrailingDigest>(file_.fd(), durability)) {
+  if (existing.count() > 0) hasher_->appended(existing);
+}
+
+StagingFile::~StagingFile() {
+  hasher_.reset();  // joins its thread before the fd it reads goes away
+}
+
+StagingFile::StagingFile(StagingFile&& other) noexcept
+    : file_(std::move(other.file_)),
+      written_(other.written_),
+      resumed_from_(other.resumed_from_),
+      hasher_(std::move(other.hasher_)),
+      digest_(other.digest_) {}
+
+StagingFile& StagingFile::operator=(StagingFile&& other) noexcept {
+  if (this != &other) {
+    hasher_.reset();
+    file_ = std::move(other.file_);
+    written_ = other.written_;
+    resumed_from_ = other.resumed_from_;
+    hasher_ = std::move(other.hasher_);
+    digest_ = other.digest_;
+  }
+  return *this;
+}
+
+Result<void> StagingFile::write(const void* data, std::size_t size) {
+  if (digest_) {
+    // Bytes after a finished or adopted digest: hash everything again from the file.
+    hasher_->reset();
+    digest_.reset();
+  }
+  DATAVO_TRY(util::write_all(file_.fd(), data, size, "staging file " + file_.path()));
+  written_ += Bytes{size};
+  hasher_->appended(written_);
+  return {};
+}
+
+Result<void> StagingFile::write_at(std::uint64_t offset, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pwrite(file_.fd(), p, size, off_t(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(
+          errno, "cannot write staging file " + file_.path() + " at byte offset " + std::to_string(offset));
+    }
+    p += n;
+    offset += std::uint64_t(n);
+    size -= std::size_t(n);
+  }
+  return {};
+}
+
+Result<void> StagingFile::prefix_complete(Bytes size) {
+  if (size < written_) return Error{ErrorCode::internal, "staging file prefix shrank"};
+  digest_.reset();
+  written_ = size;
+  hasher_->appended(written_);
+  // Appends after positional writes go after the whole prefix.
+  if (::lseek(file_.fd(), off_t(size.count()), SEEK_SET) < 0)
+    return Error::from_errno(errno, "cannot seek in staging file " + file_.path());
+  return {};
+}
+
+Result<void> StagingFile::restart() {
+  hasher_->reset();
+  if (::ftruncate(file_.fd(), 0) != 0) return Error::from_errno(errno, "cannot truncate staging file " + path());
+  if (::lseek(file_.fd(), 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind staging file " + path());
+  written_ = Bytes{0};
+  resumed_from_ = Bytes{0};
+  digest_.reset();
+  return {};
+}
+
+Result<Sha256> StagingFile::digest() {
+  if (!digest_) {
+    auto computed = hasher_->finish(written_);
+    if (!computed) {
+      return Error{computed.error().code, "cannot hash staging file " + path() + ": " + computed.error().message};
+    }
+    digest_ = *computed;
+  }
+  return *digest_;
+}
+
+void StagingFile::adopt(Bytes size, const Sha256& digest) {
+  hasher_->reset();
+  written_ = size;
+  digest_ = digest;
+}
+
+}  // namespace datavo::folder
