@@ -5,6 +5,8 @@ find_package(CURL REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
+# expat reads the XML of AWS answers (S3 errors, STS credentials).
+find_package(EXPAT REQUIRED)
 if(DATAVO_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake g++ pkg-config git
-  libyaml-cpp-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libyaml-cpp-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libexpat1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev            # libFuzzer target of the tar reader
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine

@@ -1,0 +1,19 @@
+// The little XML the AWS auth code reads (an S3 <Error>, the <Credentials> of an STS answer), over expat.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace datavo::s3 {
+
+// The text of each child element of the first element named `parent` (at any depth; namespace prefixes
+// ignored), by child name: for "<Error><Code>NoSuchKey</Code>...</Error>" and "Error", {"Code": "NoSuchKey", ...}.
+// Entities are decoded; a child that occurs twice keeps its first text. nullopt when `document` is not
+// well-formed XML or has no such element.
+std::optional<std::map<std::string, std::string>> xml_child_texts(std::string_view document, std::string_view parent);
+
+}  // namespace datavo::s3
