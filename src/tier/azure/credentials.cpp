@@ -51,7 +51,7 @@ bool valid_header_value(std::string_view text) { return text.find_first_of("\r\n
 
 // A tenant id goes into a URL path: only what tenant ids and domain names are made of.
 bool valid_tenant(std::string_view tenant) {
-  if (tenant.empty()) return false;
+  if (tenant.empty() || !std::isalnum(static_cast<unsigned char>(tenant.front()))) return false;
   for (char c : tenant)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') return false;
   return true;
