@@ -390,8 +390,9 @@ std::string describe_for_log(HttpMethod method, std::string_view url) {
 }
 
 std::string headers_for_log(const HttpHeaders& headers) {
-  static constexpr std::string_view k_secret_words[] = {"authorization", "cookie",     "token",    "secret",
-                                                        "signature",     "credential", "password", "key"};
+  // "identity": Azure App Service's X-IDENTITY-HEADER is the secret that proves a caller runs on the instance.
+  static constexpr std::string_view k_secret_words[] = {"authorization", "cookie",   "token", "secret",  "signature",
+                                                        "credential",    "password", "key",   "identity"};
   std::string out;
   for (const auto& header : headers) {
     const std::string name = to_lower(header.name);

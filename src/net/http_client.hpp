@@ -209,8 +209,8 @@ Milliseconds full_jitter_backoff(int retry, Milliseconds initial, Milliseconds m
 // "GET https://host/path?<redacted>": how a request appears in log lines and Error messages.
 std::string describe_for_log(HttpMethod method, std::string_view url);
 // "Name: value" pairs joined by ", ", with the value of every header whose name suggests a credential replaced
-// by "<redacted>": names containing authorization, cookie, token, secret, signature, credential, password or key
-// (Authorization, Proxy-Authorization, Set-Cookie, X-Amz-Security-Token, X-Api-Key, ...).
+// by "<redacted>": names containing authorization, cookie, token, secret, signature, credential, password, key or
+// identity (Authorization, Proxy-Authorization, Set-Cookie, X-Amz-Security-Token, X-Api-Key, X-IDENTITY-HEADER, ...).
 std::string headers_for_log(const HttpHeaders& headers);
 
 }  // namespace datavo::net

@@ -690,11 +690,14 @@ TEST(HttpLog, RedactsQueryStringsAndCredentialsInUrls) {
 }
 
 TEST(HttpLog, RedactsCredentialHeaders) {
-  const std::string line = headers_for_log(
-      {{"Authorization", "Bearer s3cr3t"}, {"X-Amz-Security-Token", "tok"}, {"x-api-key", "k"}, {"Range", "bytes=5-"}});
+  const std::string line = headers_for_log({{"Authorization", "Bearer s3cr3t"},
+                                            {"X-Amz-Security-Token", "tok"},
+                                            {"x-api-key", "k"},
+                                            {"X-IDENTITY-HEADER", "app-service-secret"},
+                                            {"Range", "bytes=5-"}});
   EXPECT_EQ(line,
             "Authorization: <redacted>, X-Amz-Security-Token: <redacted>, x-api-key: <redacted>, "
-            "Range: bytes=5-");
+            "X-IDENTITY-HEADER: <redacted>, Range: bytes=5-");
 }
 
 // Runs `body` with stderr (where log lines go) captured into a string.
