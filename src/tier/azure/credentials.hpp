@@ -50,7 +50,7 @@
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
 #include "tier/azure/shared_key.hpp"
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 namespace datavo::azure {
 

@@ -27,7 +27,7 @@
 
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 namespace datavo::azure {
 

@@ -37,7 +37,7 @@
 
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 namespace datavo::gcs {
 

@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "net/http_client.hpp"
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 namespace datavo::credtest {
 

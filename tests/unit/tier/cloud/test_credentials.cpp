@@ -1,4 +1,4 @@
-// Tests of src/tier/cloud_credentials.cpp: the refresh margin, the token cache (refresh ahead of expiry, the cached
+// Tests of src/tier/cloud/credentials.cpp: the refresh margin, the token cache (refresh ahead of expiry, the cached
 // token kept when a refresh ahead of expiry fails, one fetch for concurrent callers, invalidate), form encoding
 // and the parsing of token responses.
 #include <gmock/gmock.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 namespace datavo::cloud {
 namespace {

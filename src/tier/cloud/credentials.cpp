@@ -1,4 +1,4 @@
-#include "tier/cloud_credentials.hpp"
+#include "tier/cloud/credentials.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
