@@ -8,6 +8,8 @@
 #include <map>
 #include <vector>
 
+#include "util/base64.hpp"
+
 namespace datavo::azure {
 namespace {
 
@@ -52,19 +54,11 @@ Result<SharedKey> make_shared_key(std::string account, std::string_view key_base
     return Error{ErrorCode::config, "the account key in " + std::string(origin) + " is not base64"};
   };
   const auto text = trim(key_base64);
-  if (text.empty() || text.size() % 4 != 0) return invalid();
-  std::string decoded(text.size() / 4 * 3, '\0');
-  const int size = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
-                                   reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (size < 0) return invalid();
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  std::size_t padding = 0;
-  if (text.back() == '=') ++padding;
-  if (text.size() >= 2 && text[text.size() - 2] == '=') ++padding;
-  decoded.resize(static_cast<std::size_t>(size) - padding);
+  auto decoded = util::base64_decode(text);
+  if (text.empty() || !decoded) return invalid();
   if (account.empty())
     return Error{ErrorCode::config, "the account name for the key in " + std::string(origin) + " is empty"};
-  return SharedKey{std::move(account), std::move(decoded)};
+  return SharedKey{std::move(account), std::move(*decoded)};
 }
 
 std::string http_date(cloud::WallClock::time_point time) {
@@ -147,21 +141,12 @@ Result<std::string> string_to_sign(const net::PreparedRequest& request, std::str
   return out;
 }
 
-std::string base64_encode(std::string_view bytes) {
-  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
-  const int size =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(size));
-  return out;
-}
-
 std::string hmac_sha256_base64(std::string_view key, std::string_view text) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(text.data()),
        text.size(), mac, &size);
-  return base64_encode(std::string_view(reinterpret_cast<const char*>(mac), size));
+  return util::base64_encode(std::string_view(reinterpret_cast<const char*>(mac), size));
 }
 
 void set_date_and_version(net::PreparedRequest& request, cloud::WallClock::time_point now) {

@@ -55,8 +55,6 @@ Result<std::string> string_to_sign(const net::PreparedRequest& request, std::str
 
 // base64(HMAC-SHA256(key, text)).
 std::string hmac_sha256_base64(std::string_view key, std::string_view text);
-// Standard base64 (RFC 4648 section 4, with padding).
-std::string base64_encode(std::string_view bytes);
 
 // Sets x-ms-date to `now` and x-ms-version (when the request has none) on `request`, then signs it:
 // "Authorization: SharedKey <account>:<signature>". Every header sent must already be in request.headers.

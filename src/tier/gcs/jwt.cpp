@@ -8,10 +8,10 @@
 #include <array>
 #include <memory>
 
+#include "util/base64.hpp"
+
 namespace datavo::gcs {
 namespace {
-
-constexpr std::string_view k_alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 struct BioFree {
   void operator()(BIO* bio) const { BIO_free(bio); }
@@ -37,49 +37,6 @@ std::string openssl_reason() {
 
 }  // namespace
 
-std::string base64url_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const unsigned v = (unsigned(static_cast<unsigned char>(bytes[i])) << 16) |
-                       (unsigned(static_cast<unsigned char>(bytes[i + 1])) << 8) |
-                       unsigned(static_cast<unsigned char>(bytes[i + 2]));
-    out += k_alphabet[(v >> 18) & 63];
-    out += k_alphabet[(v >> 12) & 63];
-    out += k_alphabet[(v >> 6) & 63];
-    out += k_alphabet[v & 63];
-  }
-  if (const std::size_t rest = bytes.size() - i; rest > 0) {
-    unsigned v = unsigned(static_cast<unsigned char>(bytes[i])) << 16;
-    if (rest == 2) v |= unsigned(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    out += k_alphabet[(v >> 18) & 63];
-    out += k_alphabet[(v >> 12) & 63];
-    if (rest == 2) out += k_alphabet[(v >> 6) & 63];
-  }
-  return out;
-}
-
-Result<std::string> base64url_decode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  if (text.size() % 4 == 1) return Error{ErrorCode::invalid_argument, "base64url text of an impossible length"};
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  unsigned buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    const auto at = k_alphabet.find(c);
-    if (at == std::string_view::npos) return Error{ErrorCode::invalid_argument, "not base64url text"};
-    buffer = (buffer << 6) | unsigned(at);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buffer >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
 Result<std::string> sign_jwt_rs256(std::string_view header_json, std::string_view claims_json,
                                    std::string_view private_key_pem) {
   ERR_clear_error();
@@ -94,7 +51,7 @@ Result<std::string> sign_jwt_rs256(std::string_view header_json, std::string_vie
   if (EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_RSA)
     return Error{ErrorCode::invalid_argument, "the private key is not an RSA key (RS256 needs one)"};
 
-  const std::string signing_input = base64url_encode(header_json) + "." + base64url_encode(claims_json);
+  const std::string signing_input = util::base64url_encode(header_json) + "." + util::base64url_encode(claims_json);
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
   std::size_t size = 0;
   if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
@@ -106,7 +63,7 @@ Result<std::string> sign_jwt_rs256(std::string_view header_json, std::string_vie
                      reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size()) != 1)
     return Error{ErrorCode::internal, "RS256 signing failed (" + openssl_reason() + ")"};
   signature.resize(size);
-  return signing_input + "." + base64url_encode(signature);
+  return signing_input + "." + util::base64url_encode(signature);
 }
 
 }  // namespace datavo::gcs

@@ -1,5 +1,5 @@
-// JSON Web Tokens for Google service-account keys: base64url (RFC 4648 section 5, no padding) and an RS256
-// (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 section 3.3) signer over OpenSSL EVP.
+// JSON Web Tokens for Google service-account keys: an RS256 (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 section 3.3)
+// signer over OpenSSL EVP; base64url is util/base64.hpp.
 //
 // Secrets: the private key is used and dropped; it never appears in an Error message (OpenSSL's own reason text
 // does, which never includes key material).
@@ -12,10 +12,6 @@
 #include "datavo/result.hpp"
 
 namespace datavo::gcs {
-
-std::string base64url_encode(std::string_view bytes);
-// Accepts input with or without '=' padding; nullopt-like Error (invalid_argument) on any other character.
-Result<std::string> base64url_decode(std::string_view text);
 
 // "<base64url(header_json)>.<base64url(claims_json)>.<base64url(signature)>", the signature RS256 over the first two
 // parts with `private_key_pem` (PKCS#8 "BEGIN PRIVATE KEY", as in Google key files, or PKCS#1 "BEGIN RSA PRIVATE
