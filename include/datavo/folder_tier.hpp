@@ -149,11 +149,13 @@ class FolderTier final : public Tier {
 
   // Tier interface.
   Result<bool> contains(const ShardKey& key) override;
-  Result<bool> read_into(const ShardKey& key, ByteSink& sink) override;
+  Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override;
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override;
   Result<bool> remove(const ShardKey& key) override;
   Result<TierUsage> usage() override;
   Result<std::vector<EntryInfo>> list() override;
+  // Writes, syncs, reads back and removes a probe file in .staging/, and reports the lock mechanism.
+  CheckReport check() override;
 
   // Evicts to the low watermark when over max_bytes and removes entries older than max_age, then sweeps
   // staging files of dead writers and orphaned locks. With DryRun::yes nothing is deleted.

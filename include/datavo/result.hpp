@@ -25,6 +25,7 @@ enum class ErrorCode {
   integrity,          // bytes do not match the expected size or SHA-256
   remote,             // a remote tier or origin failed (5xx, reset, protocol violation)
   timeout,            // a deadline passed
+  conflict,           // a conditional request was refused: the object changed, or already exists (412, 409)
   unsupported,        // the operation is not supported by this tier or platform
   internal,           // a broken invariant; a bug in Datavo
 };

@@ -121,6 +121,33 @@ struct EntryInfo {
 // Whether a write to an existing key replaces it. Content-addressed entries never need replacing.
 enum class InstallOutcome { installed, already_present };
 
+// What the bytes of a shard must be, as far as anyone knows (a fetcher, a tier's metadata, the caller).
+struct Expectation {
+  std::optional<Bytes> size;
+  std::optional<Sha256> sha256;
+};
+
+// One probe of `datavo cache check`.
+struct CheckStep {
+  std::string name;  // "credentials", "put", "get", "conditional put", "delete", "write", ...
+  bool ok = false;
+  std::string detail;  // what happened; why not, when it failed
+};
+struct CheckReport {
+  std::vector<CheckStep> steps;
+  bool readable = false;
+  bool writable = false;
+  std::vector<std::string> warnings;  // works, but not fully (e.g. conditional writes ignored)
+};
+
+class Lease;
+class RemoteCoordination;
+
+// When an upload to a remote tier runs: after the local install, in the hierarchy's bounded background queue
+// (the reader gets its local path at once), or before get_or_fetch() returns.
+enum class UploadMode { background, sync };
+const char* to_string(UploadMode mode);
+
 class Tier {
  public:
   virtual ~Tier() = default;
@@ -142,8 +169,10 @@ class Tier {
 
   // Whether the tier holds `key`, without reading it (a HEAD request for remote tiers).
   virtual Result<bool> contains(const ShardKey& key) = 0;
-  // Copies the entry for `key` into `sink`. Returns false on a miss.
-  virtual Result<bool> read_into(const ShardKey& key, ByteSink& sink) = 0;
+  // Copies the entry for `key` into `sink` and returns what the tier recorded about its bytes (size, SHA-256), so
+  // that the caller can check them before installing them anywhere; nullopt on a miss. For a remote tier this is
+  // the lookup: one request, whose 404 is the miss. The sink may be restarted and written positionally.
+  virtual Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) = 0;
   // Stores the bytes readable from `source` under `key`. `digest` is their SHA-256, already verified.
   virtual Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) = 0;
   // Removes the entry; false when there was none.
@@ -158,6 +187,13 @@ class Tier {
 
   // The folder tier behind this tier, or nullptr when it is not one.
   virtual FolderTier* as_folder() { return nullptr; }
+  // How the hierarchy installs into this tier: remote tiers upload in the background unless configured
+  // `upload: sync`; local tiers are always written before the read returns.
+  virtual UploadMode upload_mode() const { return UploadMode::sync; }
+  // Cross-VM single flight (leases in a bucket), or nullptr when the tier offers none.
+  virtual RemoteCoordination* coordination() { return nullptr; }
+  // Probes whether the tier can be read and written (`datavo cache check`), leaving nothing behind.
+  virtual CheckReport check() = 0;
 
  private:
   TierCounters counters_;

@@ -18,6 +18,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::integrity: return "integrity";
     case ErrorCode::remote: return "remote";
     case ErrorCode::timeout: return "timeout";
+    case ErrorCode::conflict: return "conflict";
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::internal: return "internal";
   }

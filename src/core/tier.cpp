@@ -64,6 +64,14 @@ TierStats TierCounters::take() {
   return s;
 }
 
+const char* to_string(UploadMode mode) {
+  switch (mode) {
+    case UploadMode::background: return "background";
+    case UploadMode::sync: return "sync";
+  }
+  return "background";
+}
+
 bool Tier::can_hold(Bytes size) const {
   if (read_only()) return false;
   auto cap = max_bytes();

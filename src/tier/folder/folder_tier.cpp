@@ -13,6 +13,7 @@
 
 #include "tier/folder/internal.hpp"
 #include "tier/folder/scan.hpp"
+#include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -275,11 +276,13 @@ Result<bool> FolderTier::contains(const ShardKey& key) {
   return Error::from_errno(errno, "cannot stat " + path);
 }
 
-Result<bool> FolderTier::read_into(const ShardKey& key, ByteSink& sink) {
+Result<std::optional<Expectation>> FolderTier::read_into(const ShardKey& key, ByteSink& sink) {
   auto opened = open(key);
   if (!opened) return std::move(opened).error();
-  if (!*opened) return false;
+  if (!*opened) return std::optional<Expectation>{};
   const ShardHandle& handle = **opened;
+  auto record = record_of_fd(key, handle.fd(), RecordPart::all);
+  if (!record) return std::move(record).error();
   if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
   std::vector<char> buffer(1 << 20);
   off_t offset = 0;
@@ -293,7 +296,39 @@ Result<bool> FolderTier::read_into(const ShardKey& key, ByteSink& sink) {
     DATAVO_TRY(sink.write(buffer.data(), static_cast<std::size_t>(n)));
     offset += n;
   }
-  return true;
+  return std::optional<Expectation>{Expectation{record->size.value_or(handle.size()), record->sha256}};
+}
+
+CheckReport FolderTier::check() {
+  CheckReport report;
+  auto step = [&report](std::string name, bool ok, std::string detail) {
+    report.steps.push_back(CheckStep{std::move(name), ok, std::move(detail)});
+    return ok;
+  };
+  auto listed = folder::scan_tier(impl_->root, folder::ScanDetail::totals);
+  report.readable =
+      step("read", bool(listed),
+           listed ? "listed " + std::to_string(listed->entry_count) + " entries" : listed.error().message);
+  if (read_only()) return report;
+  auto staged =
+      begin_staging(ShardKey{Instance::local(), compute_content_hash(ShardIdentity{"datavo-check", "1", 0, {}, {}})});
+  if (!step("write", bool(staged), staged ? "created " + staged->path() : staged.error().message)) return report;
+  const std::string probe = "datavo cache check\n";
+  auto written = staged->write(probe.data(), probe.size());
+  auto synced = written ? staged->file().sync() : Result<void>(written.error());
+  auto digest = synced ? staged->digest() : Result<Sha256>(synced.error());
+  Sha256Hasher expected;
+  expected.update(probe.data(), probe.size());
+  const bool round_trip = digest && *digest == expected.finish();
+  step("sync and read back", round_trip,
+       round_trip ? "the probe's bytes came back"
+       : !digest  ? digest.error().message
+                  : "the probe came back with other bytes");
+  // The probe is removed when `staged` goes: a staging file never becomes an entry here.
+  report.writable = round_trip;
+  step("locks", lock_mechanism() != LockMechanism::process_only,
+       std::string("per-shard locks use ") + to_string(lock_mechanism()));
+  return report;
 }
 
 Result<bool> FolderTier::remove(const ShardKey& key) {

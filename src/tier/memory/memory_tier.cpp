@@ -27,17 +27,28 @@ class MemoryTier final : public Tier {
     return entries_.count(map_key(key)) > 0;
   }
 
-  Result<bool> read_into(const ShardKey& key, ByteSink& sink) override {
+  Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
     DATAVO_TRY(check_up());
     std::string bytes;
     {
       std::lock_guard lock(mu_);
       auto it = entries_.find(map_key(key));
-      if (it == entries_.end()) return false;
+      if (it == entries_.end()) return std::optional<Expectation>{};
       bytes = it->second;
     }
+    if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
     DATAVO_TRY(sink.write(bytes.data(), bytes.size()));
-    return true;
+    Sha256Hasher hasher;
+    hasher.update(bytes.data(), bytes.size());
+    return std::optional<Expectation>{Expectation{Bytes{bytes.size()}, hasher.finish()}};
+  }
+
+  CheckReport check() override {
+    CheckReport report;
+    auto up = check_up();
+    report.steps.push_back(CheckStep{"memory", bool(up), up ? "in this process" : up.error().message});
+    report.readable = report.writable = bool(up);
+    return report;
   }
 
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256&) override {
