@@ -18,8 +18,20 @@
 //   - Self-healing: a damaged entry (its size or, with `verify: full|sampled`, its bytes differ from what was
 //     recorded) is a miss in its tier, so the read falls through and the good copy is promoted back.
 //   - Degrading: a tier that fails (I/O error, permission, disk full, remote error) is treated as a miss or a
-//     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve.
-//   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints) expect are discarded.
+//     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve. After
+//     3 failures in a row a tier is skipped for a cooldown (30 s, doubling up to 10 min): a circuit breaker that
+//     logs one WARNING when it opens and one when it closes.
+//   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints, or a remote tier's
+//     object metadata) expect are never installed. A remote object that does not match its metadata is deleted
+//     from its tier (when writable) with a WARNING, and the read falls through to the next tier or the origin.
+//   - Uploads to remote tiers run after the local install has committed, in a bounded background queue, so the
+//     reader gets its local path without waiting (upload: sync waits). flush_uploads() and the destructor wait
+//     for them, with a bound. A failed upload is a WARNING and an `upload_failures` count, not a failed read.
+//   - Cross-VM single flight: on a full miss, before calling the fetcher, the hierarchy takes a lease in the
+//     first writable remote tier that offers one (Tier::coordination()). A VM that finds a live lease does not
+//     call the origin: it polls the tier for the object, with backoff, and materializes it once it appears; it
+//     takes over when the lease expires or is released without the object. The holder's lease is released
+//     after its upload.
 //
 // Thread safety: a hierarchy holds no per-dataset state; one instance may be shared by any number of threads
 // and reused across datasets.
@@ -35,12 +47,6 @@
 #include "datavo/tier.hpp"
 
 namespace datavo {
-
-// What the bytes of a shard must be, as far as anyone knows.
-struct Expectation {
-  std::optional<Bytes> size;
-  std::optional<Sha256> sha256;
-};
 
 // Writes the shard's bytes into `sink` and returns what they must be (fields it cannot tell stay empty). The sink
 // may already hold a prefix of the bytes (a download a killed process left half-done): a fetcher that can
@@ -59,6 +65,14 @@ struct FetchResult {
   ServedFrom source = ServedFrom::hit;
 };
 
+// Uploads to remote tiers since the hierarchy was made (see ShardCacheHierarchy::flush_uploads).
+struct UploadSummary {
+  std::uint64_t uploaded = 0;
+  std::uint64_t already_present = 0;  // another VM had stored the same bytes: a success
+  std::uint64_t failed = 0;
+  std::uint64_t pending = 0;  // still queued or running when the summary was taken
+};
+
 struct TierInfo {
   std::string name;
   std::string type;
@@ -73,7 +87,7 @@ class ShardCacheHierarchy {
  public:
   // Returns config (with the reason) when `tiers` is empty or holds no folder tier.
   static Result<std::shared_ptr<ShardCacheHierarchy>> create(std::vector<std::shared_ptr<Tier>> tiers);
-  ~ShardCacheHierarchy();  // flushes folder-tier stats
+  ~ShardCacheHierarchy();  // waits (bounded) for background uploads, flushes folder-tier stats
 
   const std::vector<std::shared_ptr<Tier>>& tiers() const { return tiers_; }
 
@@ -93,17 +107,24 @@ class ShardCacheHierarchy {
   // holds it; an Error only when no tier could answer and one failed.
   Result<std::optional<Location>> locate(const ShardKey& key);
 
-  // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed).
+  // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed). Does no network I/O: the
+  // usage of a remote tier is not measured here (listing a bucket costs requests).
   std::vector<TierInfo> cache_info();
+
+  // Waits for the background uploads queued so far, at most `bound`; the destructor does the same with
+  // k_destructor_upload_bound. Returns what happened to every upload since the hierarchy was made.
+  UploadSummary flush_uploads(Milliseconds bound);
+  static constexpr Milliseconds k_destructor_upload_bound{5 * 60 * 1000};
   // Persists this process's counters in each writable folder tier.
   void flush_stats();
+
+  struct Impl;  // opaque: the breakers and the upload queue (src/core/hierarchy.cpp)
 
  private:
   explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
   // flush_stats() at most every few seconds; cheap enough for the hit path.
   void maybe_flush_stats();
   void flush_folder_stats(FolderTier::LockWait wait);
-  struct Impl;
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;
 };

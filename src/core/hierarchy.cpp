@@ -4,9 +4,15 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 
+#include "core/breaker.hpp"
+#include "core/upload_queue.hpp"
+#include "datavo/remote_tier.hpp"
 #include "tier/folder/locks.hpp"
 #include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
@@ -17,6 +23,11 @@ namespace {
 
 // Persisting counters costs a lock and a small file write, so it is batched rather than paid on every hit.
 constexpr std::chrono::seconds k_stats_flush_interval{2};
+// A VM waiting for another VM's upload polls the bucket with this backoff; each poll is one GET.
+constexpr std::chrono::milliseconds k_first_lease_poll{250};
+constexpr std::chrono::milliseconds k_max_lease_poll{5000};
+// A holder that keeps renewing its lease this long without uploading is not waited for any more.
+constexpr std::chrono::minutes k_max_lease_wait{30};
 
 enum class CountMisses { yes, no };
 // Which tiers a walk looks in. The re-check after taking the single-flight lock only needs the local ones: what
@@ -28,11 +39,6 @@ using folder::ShardLock;
 using folder::StagingFile;
 
 std::string describe(const Tier& tier) { return "tier '" + tier.name() + "' (" + std::string(tier.type()) + ")"; }
-
-void degrade(Tier& tier, const char* what, const Error& error) {
-  tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
-  LOG_WARNING(describe(tier) << ": " << what << " failed, skipping it: " << error.message);
-}
 
 void warn_capacity_skip(Tier& tier, Bytes size) {
   tier.counters().capacity_skips.fetch_add(1, std::memory_order_relaxed);
@@ -88,15 +94,21 @@ Result<ShardHandle> reopen_readonly(const std::string& path, Bytes size) {
   return ShardHandle(fd, path, size);
 }
 
-// Checks the staged bytes against what the caller expected and what the fetcher reported. Returns their SHA-256
-// (needed for the entry's record even when nobody expects one); integrity when they are not the right bytes, the
-// staging tier's own error when it cannot read them back.
+Result<ShardHandle> duplicate(const ShardHandle& handle) {
+  int fd = ::fcntl(handle.fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Error::from_errno(errno, "cannot duplicate the descriptor of " + handle.path());
+  return ShardHandle(fd, handle.path(), handle.size());
+}
+
+// Checks the staged bytes against what the caller expected and what the fetcher (or a remote tier's metadata)
+// reported. Returns their SHA-256 (needed for the entry's record even when nobody expects one); integrity when
+// they are not the right bytes, the staging tier's own error when it cannot read them back.
 Result<Sha256> verify_fetched(const ShardKey& key, StagingFile& staged, const Expectation& expected,
-                              const Expectation& reported) {
+                              const Expectation& reported, const char* source) {
   Expectation want = expected;
   if (reported.size) {
     if (want.size && *want.size != *reported.size) {
-      return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports " +
+      return Error{ErrorCode::integrity, std::string(source) + " for " + key.hash.hex() + " reports " +
                                              std::to_string(reported.size->count()) + " bytes but " +
                                              std::to_string(want.size->count()) + " were expected"};
     }
@@ -104,21 +116,21 @@ Result<Sha256> verify_fetched(const ShardKey& key, StagingFile& staged, const Ex
   }
   if (reported.sha256) {
     if (want.sha256 && *want.sha256 != *reported.sha256) {
-      return Error{ErrorCode::integrity, "fetcher for " + key.hash.hex() + " reports SHA-256 " +
+      return Error{ErrorCode::integrity, std::string(source) + " for " + key.hash.hex() + " reports SHA-256 " +
                                              reported.sha256->hex() + " but " + want.sha256->hex() + " was expected"};
     }
     want.sha256 = reported.sha256;
   }
   if (want.size && staged.written() != *want.size) {
-    return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has " +
+    return Error{ErrorCode::integrity, "shard " + key.hash.hex() + " from the " + source + " has " +
                                            std::to_string(staged.written().count()) + " bytes, expected " +
                                            std::to_string(want.size->count()) + "; discarded"};
   }
   auto digest = staged.digest();
   if (!digest) return std::move(digest).error();
   if (want.sha256 && *digest != *want.sha256) {
-    return Error{ErrorCode::integrity, "fetched shard " + key.hash.hex() + " has SHA-256 " + digest->hex() +
-                                           ", expected " + want.sha256->hex() + "; discarded"};
+    return Error{ErrorCode::integrity, "shard " + key.hash.hex() + " from the " + source + " has SHA-256 " +
+                                           digest->hex() + ", expected " + want.sha256->hex() + "; discarded"};
   }
   return *digest;
 }
@@ -137,6 +149,18 @@ const char* to_string(ServedFrom source) {
 struct ShardCacheHierarchy::Impl {
   std::mutex flush_mu;
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
+  // One per tier, made at construction: lookups need no lock to find theirs.
+  std::unordered_map<const Tier*, std::unique_ptr<core::Breaker>> breakers;
+  core::UploadQueue uploads;
+
+  core::Breaker& breaker(const Tier& tier) { return *breakers.at(&tier); }
+  // A failure degraded to a miss or a skip: counted, logged while the breaker is closed, fed to the breaker.
+  void degrade(Tier& tier, const char* what, const Error& error) {
+    tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
+    core::Breaker& b = breaker(tier);
+    if (!b.open()) LOG_WARNING(describe(tier) << ": " << what << " failed, skipping it: " << error.message);
+    b.failed(error.message);
+  }
 };
 
 Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::vector<std::shared_ptr<Tier>> tiers) {
@@ -151,15 +175,31 @@ Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::ve
                  "a cache hierarchy needs at least one folder tier: it is the local landing zone that remote hits "
                  "are materialized into"};
   }
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (tiers[i] == tiers[j]) return Error{ErrorCode::invalid_argument, "a tier appears twice in a hierarchy"};
+    }
+  }
   return std::shared_ptr<ShardCacheHierarchy>(new ShardCacheHierarchy(std::move(tiers)));
 }
 
 ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers)
-    : tiers_(std::move(tiers)), impl_(new Impl) {}
+    : tiers_(std::move(tiers)), impl_(new Impl) {
+  for (const auto& tier : tiers_) impl_->breakers.emplace(tier.get(), std::make_unique<core::Breaker>(describe(*tier)));
+}
 
-ShardCacheHierarchy::~ShardCacheHierarchy() { flush_stats(); }
+ShardCacheHierarchy::~ShardCacheHierarchy() {
+  const UploadSummary left = impl_->uploads.flush(k_destructor_upload_bound);
+  if (left.pending > 0) {
+    LOG_WARNING(left.pending << " upload(s) to remote tiers did not finish within "
+                             << k_destructor_upload_bound.count() / 1000 << " s and are abandoned");
+  }
+  flush_stats();
+}
 
 void ShardCacheHierarchy::flush_stats() { flush_folder_stats(FolderTier::LockWait::block); }
+
+UploadSummary ShardCacheHierarchy::flush_uploads(Milliseconds bound) { return impl_->uploads.flush(bound); }
 
 void ShardCacheHierarchy::flush_folder_stats(FolderTier::LockWait wait) {
   for (const auto& tier : tiers_) {
@@ -176,7 +216,8 @@ namespace {
 // The walk and the installs, shared by get() and get_or_fetch(). Holds no state beyond one call.
 class Walk {
  public:
-  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key) : tiers_(tiers), key_(key) {}
+  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key, ShardCacheHierarchy::Impl& impl)
+      : tiers_(tiers), key_(key), impl_(impl) {}
 
   // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere. A remote
   // tier is asked once: its read_into() is the lookup and the download (a miss is its 404).
@@ -184,12 +225,14 @@ class Walk {
     std::optional<Error> no_landing_zone;
     for (std::size_t i = 0; i < tiers_.size(); ++i) {
       Tier& tier = *tiers_[i];
+      if (!impl_.breaker(tier).allows()) continue;
       if (FolderTier* folder = tier.as_folder()) {
         auto opened = folder->open(key_, count_misses == CountMisses::yes ? Touch::yes : Touch::no);
         if (!opened) {
-          degrade(tier, "lookup", opened.error());
+          impl_.degrade(tier, "lookup", opened.error());
           continue;
         }
+        impl_.breaker(tier).succeeded();
         if (!*opened) continue;
         if (count_misses == CountMisses::no) {
           // The re-check after waiting for the lock: count the hit now, as open() would have.
@@ -217,9 +260,90 @@ class Walk {
   // Called once the caller holds the per-shard lock, so that a remote hit does not take it a second time.
   void set_lock_held() { lock_held_ = true; }
 
-  // Installs the verified staged bytes into every tier that can hold them; returns the topmost copy.
-  // `how` is fetched for origin bytes and promoted for bytes materialized from a remote tier.
-  Result<FetchResult> install_fetched(FolderTier& staging_tier, StagingFile staged, ServedFrom how) {
+  // Looks the key up in remote tier `hit_index` by downloading it through the staging area of the topmost
+  // writable folder tier above it, then installs it into the tiers above. nullopt on a miss, and when the object
+  // does not match its metadata (it is then deleted from the tier, when writable).
+  Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index, CountMisses count_misses) {
+    Tier& remote = *tiers_[hit_index];
+    // Single flight for remote hits too: the blob's network cost is paid once per shard per machine. The lock
+    // lives in the topmost writable folder tier, as for origin fetches; a waiter finds the materialized copy.
+    std::optional<ShardLock> lock;
+    for (std::size_t landing = 0; landing < hit_index && !lock_held_; ++landing) {
+      FolderTier* folder = tiers_[landing]->as_folder();
+      if (!folder || folder->read_only()) continue;
+      if (auto locked = folder->lock_shard(key_)) {
+        lock = std::move(*locked);
+      } else {
+        impl_.degrade(*folder, "locking", locked.error());
+      }
+      for (std::size_t j = 0; j < hit_index; ++j) {
+        FolderTier* above = tiers_[j]->as_folder();
+        if (!above) continue;
+        auto handle = above->peek(key_);
+        if (handle && *handle) {
+          above->counters().hits.fetch_add(1, std::memory_order_relaxed);
+          above->counters().bytes_served.fetch_add((*handle)->size().count(), std::memory_order_relaxed);
+          return std::optional<FetchResult>{FetchResult{std::move(**handle), above->name(), j, ServedFrom::hit}};
+        }
+      }
+      break;
+    }
+    for (std::size_t landing = 0; landing < hit_index; ++landing) {
+      FolderTier* folder = tiers_[landing]->as_folder();
+      if (!folder || folder->read_only()) continue;
+      auto staged = folder->begin_staging(key_);
+      if (!staged) {
+        impl_.degrade(*folder, "staging", staged.error());
+        continue;
+      }
+      RecordingSink sink(*staged);
+      auto read = remote.read_into(key_, sink);
+      if (!read) {
+        if (auto local = sink.local_error()) {
+          impl_.degrade(*folder, "staging", *local);
+          continue;  // this landing zone is full or broken: try the next one
+        }
+        impl_.degrade(remote, "download", read.error());
+        return std::optional<FetchResult>{};
+      }
+      impl_.breaker(remote).succeeded();
+      if (!*read) {
+        if (count_misses == CountMisses::yes) remote.counters().misses.fetch_add(1, std::memory_order_relaxed);
+        return std::optional<FetchResult>{};
+      }
+      auto verified = verify_fetched(key_, *staged, {}, **read, "remote tier");
+      if (!verified) {
+        if (verified.error().code != ErrorCode::integrity) {
+          impl_.degrade(*folder, "staging", verified.error());
+          continue;  // the landing zone cannot read back what it just wrote: try the next one
+        }
+        drop_corrupt_remote(remote, verified.error());
+        return std::optional<FetchResult>{};
+      }
+      remote.counters().hits.fetch_add(1, std::memory_order_relaxed);
+      remote.counters().bytes_served.fetch_add(staged->written().count(), std::memory_order_relaxed);
+      // Install into the tiers above the hit: the landing tier by rename, the rest by copy (or upload).
+      std::vector<std::shared_ptr<Tier>> above(tiers_.begin(), tiers_.begin() + long(hit_index));
+      Walk upper(above, key_, impl_);
+      auto installed = upper.install_fetched(*folder, std::move(*staged), ServedFrom::promoted, nullptr);
+      if (!installed) {
+        return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
+                                              " has no local landing zone: " + installed.error().message};
+      }
+      return std::optional<FetchResult>{std::move(*installed)};
+    }
+    // Nowhere to land a hit: say so only if it is one.
+    auto held = remote.contains(key_);
+    if (!held || !*held) return std::optional<FetchResult>{};
+    return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
+                                          " has no local landing zone: no writable folder tier above it"};
+  }
+
+  // Installs the verified staged bytes into every tier that can hold them; returns the topmost copy. `how` is
+  // fetched for origin bytes and promoted for bytes materialized from a remote tier. `lease` (the cross-VM
+  // lease of `lease_tier`) is released after the upload to that tier, or at the end when there is none.
+  Result<FetchResult> install_fetched(FolderTier& staging_tier, StagingFile staged, ServedFrom how,
+                                      std::unique_ptr<Lease> lease, const Tier* lease_tier = nullptr) {
     const Bytes size = staged.written();
     auto digest = staged.digest();
     if (!digest) return std::move(digest).error();
@@ -235,12 +359,10 @@ class Walk {
       if (committed) {
         count_install(staging_tier, size, how);
         // A second descriptor on the committed inode: immune to the entry being evicted right away.
-        if (int dup_fd = ::fcntl(committed->fd(), F_DUPFD_CLOEXEC, 0); dup_fd >= 0) {
-          source = ShardHandle(dup_fd, committed->path(), size);
-        }
+        if (auto dup = duplicate(*committed)) source = std::move(*dup);
         top = FetchResult{std::move(*committed), staging_tier.name(), staging_index, how};
       } else {
-        degrade(staging_tier, "install", committed.error());
+        impl_.degrade(staging_tier, "install", committed.error());
       }
     } else if (!staging_tier.read_only()) {
       warn_capacity_skip(staging_tier, size);
@@ -254,17 +376,13 @@ class Walk {
     for (std::size_t i = 0; i < tiers_.size(); ++i) {
       if (i == staging_index) continue;
       Tier& tier = *tiers_[i];
-      if (tier.read_only()) continue;
+      if (tier.read_only() || !impl_.breaker(tier).allows()) continue;
       if (!tier.can_hold(size)) {
         warn_capacity_skip(tier, size);
         continue;
       }
-      auto installed = tier.install_copy(key_, *source, *digest);
-      if (!installed) {
-        degrade(tier, "install", installed.error());
-        continue;
-      }
-      if (*installed == InstallOutcome::installed) count_install(tier, size, how);
+      std::unique_ptr<Lease> tier_lease = &tier == lease_tier ? std::move(lease) : nullptr;
+      install_into(tiers_[i], *source, *digest, how, std::move(tier_lease), "install");
       if (tier.as_folder() && (!top || i < top->tier_index)) {
         auto handle = tier.as_folder()->peek(key_);
         if (handle && *handle) top = FetchResult{std::move(**handle), tier.name(), i, how};
@@ -284,6 +402,48 @@ class Walk {
     c.bytes_installed.fetch_add(size.count(), std::memory_order_relaxed);
   }
 
+  // Copies `source` into `tier`: now for local tiers and `upload: sync`, else through the background queue.
+  void install_into(const std::shared_ptr<Tier>& tier, const ShardHandle& source, const Sha256& digest, ServedFrom how,
+                    std::unique_ptr<Lease> lease, const char* what) {
+    if (tier->as_folder() == nullptr) {
+      auto own = duplicate(source);
+      if (!own) {
+        impl_.degrade(*tier, what, own.error());
+        return;
+      }
+      core::UploadQueue::Job job{tier, key_, std::move(*own), digest, std::move(lease)};
+      if (tier->upload_mode() == UploadMode::background)
+        impl_.uploads.push(std::move(job));
+      else
+        impl_.uploads.run(std::move(job));
+      (how == ServedFrom::promoted ? tier->counters().promotions : tier->counters().installs)
+          .fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    auto installed = tier->install_copy(key_, source, digest);
+    if (!installed) {
+      impl_.degrade(*tier, what, installed.error());
+      return;
+    }
+    impl_.breaker(*tier).succeeded();
+    if (*installed == InstallOutcome::installed) count_install(*tier, source.size(), how);
+  }
+
+  // A remote object whose bytes do not match its metadata: never installed, and removed from its tier so that
+  // the next read (of any VM) refetches good bytes.
+  void drop_corrupt_remote(Tier& remote, const Error& why) {
+    remote.counters().errors.fetch_add(1, std::memory_order_relaxed);
+    remote.counters().quarantined.fetch_add(1, std::memory_order_relaxed);
+    if (remote.read_only()) {
+      LOG_WARNING(describe(remote) << ": " << why.message << "; the tier is read-only, so the object stays");
+      return;
+    }
+    auto removed = remote.remove(key_);
+    LOG_WARNING(describe(remote) << ": " << why.message << "; "
+                                 << (removed ? "deleted the object" : "cannot delete it: " + removed.error().message)
+                                 << ", reading from the next tier");
+  }
+
   // Copies a hit on folder tier `hit_index` into every faster tier that can hold it.
   Result<std::optional<FetchResult>> promote_local(std::size_t hit_index, ShardHandle hit) {
     Tier& hit_tier = *tiers_[hit_index];
@@ -294,7 +454,7 @@ class Walk {
     } else {
       auto computed = sha256_of_fd(hit.fd());
       if (!computed) {
-        degrade(hit_tier, "read", computed.error());
+        impl_.degrade(hit_tier, "read", computed.error());
         return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
       }
       sha = *computed;
@@ -302,17 +462,12 @@ class Walk {
     std::optional<FetchResult> top;
     for (std::size_t i = 0; i < hit_index; ++i) {
       Tier& tier = *tiers_[i];
-      if (tier.read_only()) continue;
+      if (tier.read_only() || !impl_.breaker(tier).allows()) continue;
       if (!tier.can_hold(hit.size())) {
         warn_capacity_skip(tier, hit.size());
         continue;
       }
-      auto installed = tier.install_copy(key_, hit, sha);
-      if (!installed) {
-        degrade(tier, "promotion", installed.error());
-        continue;
-      }
-      if (*installed == InstallOutcome::installed) count_install(tier, hit.size(), ServedFrom::promoted);
+      install_into(tiers_[i], hit, sha, ServedFrom::promoted, nullptr, "promotion");
       if (!top && tier.as_folder()) {
         auto handle = tier.as_folder()->peek(key_);
         if (handle && *handle) top = FetchResult{std::move(**handle), tier.name(), i, ServedFrom::promoted};
@@ -324,82 +479,53 @@ class Walk {
     return top;
   }
 
-  // Looks the key up in remote tier `hit_index` by downloading it through the staging area of the topmost
-  // writable folder tier above it, then installs it into the folder tiers above. nullopt on a miss.
-  Result<std::optional<FetchResult>> materialize_remote(std::size_t hit_index, CountMisses count_misses) {
-    Tier& remote = *tiers_[hit_index];
-    // Single flight for remote hits too: the blob's network cost is paid once per shard per machine. The lock
-    // lives in the topmost writable folder tier, as for origin fetches; a waiter finds the materialized copy.
-    std::optional<ShardLock> lock;
-    for (std::size_t landing = 0; landing < hit_index && !lock_held_; ++landing) {
-      FolderTier* folder = tiers_[landing]->as_folder();
-      if (!folder || folder->read_only()) continue;
-      if (auto locked = folder->lock_shard(key_)) {
-        lock = std::move(*locked);
-      } else {
-        degrade(*folder, "locking", locked.error());
-      }
-      for (std::size_t j = 0; j < hit_index; ++j) {
-        FolderTier* above = tiers_[j]->as_folder();
-        if (!above) continue;
-        auto handle = above->peek(key_);
-        if (handle && *handle) {
-          above->counters().hits.fetch_add(1, std::memory_order_relaxed);
-          above->counters().bytes_served.fetch_add((*handle)->size().count(), std::memory_order_relaxed);
-          return std::optional<FetchResult>{FetchResult{std::move(**handle), above->name(), j, ServedFrom::hit}};
-        }
-      }
-      break;
-    }
-    for (std::size_t landing = 0; landing < hit_index; ++landing) {
-      FolderTier* folder = tiers_[landing]->as_folder();
-      if (!folder || folder->read_only()) continue;
-      auto staged = folder->begin_staging(key_);
-      if (!staged) {
-        degrade(*folder, "staging", staged.error());
-        continue;
-      }
-      RecordingSink sink(*staged);
-      auto read = remote.read_into(key_, sink);
-      if (!read) {
-        if (sink.local_error()) {
-          degrade(*folder, "staging", *sink.local_error());
-          continue;  // this landing zone is full or broken: try the next one
-        }
-        degrade(remote, "download", read.error());
-        return std::optional<FetchResult>{};
-      }
-      if (!*read) {
-        if (count_misses == CountMisses::yes) remote.counters().misses.fetch_add(1, std::memory_order_relaxed);
-        return std::optional<FetchResult>{};
-      }
-      if (auto digest = staged->digest(); !digest) {
-        degrade(*folder, "staging", digest.error());
-        continue;  // the landing zone cannot read back what it just wrote: try the next one
-      }
-      remote.counters().hits.fetch_add(1, std::memory_order_relaxed);
-      remote.counters().bytes_served.fetch_add(staged->written().count(), std::memory_order_relaxed);
-      // Install into the folder tiers above the hit: the landing tier by rename, the rest by copy.
-      std::vector<std::shared_ptr<Tier>> above(tiers_.begin(), tiers_.begin() + long(hit_index));
-      Walk upper(above, key_);
-      auto installed = upper.install_fetched(*folder, std::move(*staged), ServedFrom::promoted);
-      if (!installed) {
-        return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
-                                              " has no local landing zone: " + installed.error().message};
-      }
-      return std::optional<FetchResult>{std::move(*installed)};
-    }
-    // Nowhere to land a hit: say so only if it is one.
-    auto held = remote.contains(key_);
-    if (!held || !*held) return std::optional<FetchResult>{};
-    return Error{ErrorCode::capacity, "remote hit for " + key_.hash.hex() + " on " + describe(remote) +
-                                          " has no local landing zone: no writable folder tier above it"};
-  }
-
   const std::vector<std::shared_ptr<Tier>>& tiers_;
   const ShardKey& key_;
+  ShardCacheHierarchy::Impl& impl_;
   bool lock_held_ = false;
 };
+
+struct LeaseWait {
+  std::unique_ptr<Lease> lease;      // held: this VM fetches from the origin
+  std::optional<FetchResult> found;  // another VM's upload appeared and was materialized
+};
+
+// Takes the cross-VM lease of `key` in remote tier `tier_index`, or waits for the VM that holds it: polls the
+// tier for the object with backoff until it appears, and takes over when the holder's lease runs out. A tier
+// that cannot say is degraded and the caller fetches without a lease (at worst two VMs fetch the same shard).
+Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<Tier>>& tiers, std::size_t tier_index,
+                                 ShardCacheHierarchy::Impl& impl, const ShardKey& key) {
+  Tier& tier = *tiers[tier_index];
+  RemoteCoordination& coordination = *tier.coordination();
+  const auto give_up = std::chrono::steady_clock::now() + k_max_lease_wait;
+  auto poll = k_first_lease_poll;
+  bool told = false;
+  for (;;) {
+    auto attempt = coordination.try_lease(key);
+    if (!attempt) {
+      impl.degrade(tier, "lease", attempt.error());
+      return LeaseWait{};
+    }
+    if (attempt->held) return LeaseWait{std::move(attempt->held), std::nullopt};
+    if (!told) {
+      LOG_INFO(describe(tier) << ": " << attempt->holder << " is fetching shard " << key.hash.hex()
+                              << "; waiting for its upload instead of calling the origin");
+      told = true;
+    }
+    while (std::chrono::system_clock::now() < attempt->expires) {
+      if (std::chrono::steady_clock::now() >= give_up) {
+        LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << key.hash.hex() << " for "
+                                   << k_max_lease_wait.count() << " min without uploading; fetching it here");
+        return LeaseWait{};
+      }
+      std::this_thread::sleep_for(poll);
+      poll = std::min(k_max_lease_poll, poll * 3 / 2);
+      auto found = walk.materialize_remote(tier_index, CountMisses::no);
+      if (found && *found) return LeaseWait{nullptr, std::move(**found)};
+      if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
+    }
+  }
+}
 
 }  // namespace
 
@@ -428,14 +554,14 @@ Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate
 }
 
 Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key) {
-  auto found = Walk(tiers_, key).find(CountMisses::yes);
+  auto found = Walk(tiers_, key, *impl_).find(CountMisses::yes);
   maybe_flush_stats();
   return found;
 }
 
 Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const Fetcher& fetcher,
                                                       const Expectation& expected) {
-  Walk walk(tiers_, key);
+  Walk walk(tiers_, key, *impl_);
   auto found = walk.find(CountMisses::yes);
   if (!found) return std::move(found).error();
   if (*found) {
@@ -461,11 +587,11 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   }
 
   // Single flight: one fetch per key across the threads and processes of this machine.
-  std::optional<folder::ShardLock> lock;
+  std::optional<ShardLock> lock;
   if (auto locked = staging_candidates.front()->lock_shard(key)) {
     lock = std::move(*locked);
   } else {
-    degrade(*staging_candidates.front(), "locking", locked.error());
+    impl_->degrade(*staging_candidates.front(), "locking", locked.error());
   }
   walk.set_lock_held();
   auto rechecked = walk.find(CountMisses::no, Scope::folder_tiers);
@@ -473,6 +599,23 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   if (*rechecked) {
     maybe_flush_stats();
     return std::move(**rechecked);
+  }
+
+  // Single flight across VMs: the lease of the first writable remote tier that offers one.
+  std::unique_ptr<Lease> lease;
+  const Tier* lease_tier = nullptr;
+  for (std::size_t i = 0; i < tiers_.size() && !lease_tier; ++i) {
+    Tier& tier = *tiers_[i];
+    if (tier.as_folder() || tier.coordination() == nullptr || !impl_->breaker(tier).allows()) continue;
+    if (expected.size && !tier.can_hold(*expected.size)) continue;
+    lease_tier = &tier;
+    auto waited = wait_for_lease(walk, tiers_, i, *impl_, key);
+    if (!waited) return std::move(waited).error();
+    if (waited->found) {
+      maybe_flush_stats();
+      return std::move(*waited->found);
+    }
+    lease = std::move(waited->lease);
   }
 
   std::optional<Error> last_error;
@@ -485,17 +628,17 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     }
     // A download of this shard that a killed process left half-done is continued rather than started over.
     auto adopted = staging_tier->adopt_partial(key);
-    if (!adopted) degrade(*staging_tier, "staging", adopted.error());
+    if (!adopted) impl_->degrade(*staging_tier, "staging", adopted.error());
     auto staged = adopted && *adopted ? Result<StagingFile>(std::move(**adopted)) : staging_tier->begin_staging(key);
     if (!staged) {
-      degrade(*staging_tier, "staging", staged.error());
+      impl_->degrade(*staging_tier, "staging", staged.error());
       last_error = staged.error();
       continue;
     }
     RecordingSink sink(*staged);
     auto reported = fetcher(sink);
     Result<Sha256> verified = Error{ErrorCode::internal, "not fetched"};
-    if (reported) verified = verify_fetched(key, *staged, expected, *reported);
+    if (reported) verified = verify_fetched(key, *staged, expected, *reported, "fetcher");
     if (reported && !verified && verified.error().code == ErrorCode::integrity && staged->resumed_from().count() > 0) {
       // The bytes of a dead writer may not be a prefix of what the origin serves now: a continued download
       // that does not verify is fetched once more from its first byte.
@@ -503,13 +646,13 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
                         << "); fetching it again from its first byte");
       DATAVO_TRY(staged->restart());
       reported = fetcher(sink);
-      if (reported) verified = verify_fetched(key, *staged, expected, *reported);
+      if (reported) verified = verify_fetched(key, *staged, expected, *reported, "fetcher");
     }
     if (!reported) {
-      if (sink.local_error()) {
+      if (auto local = sink.local_error()) {
         // The tier's disk, not the origin, failed: discard the partial file and stage in the next tier.
-        degrade(*staging_tier, "staging", *sink.local_error());
-        last_error = *sink.local_error();
+        impl_->degrade(*staging_tier, "staging", *local);
+        last_error = *local;
         continue;
       }
       return std::move(reported).error();
@@ -517,11 +660,12 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     if (!verified) {
       if (verified.error().code == ErrorCode::integrity) return std::move(verified).error();
       // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
-      degrade(*staging_tier, "staging", verified.error());
+      impl_->degrade(*staging_tier, "staging", verified.error());
       last_error = verified.error();
       continue;
     }
-    auto installed = walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched);
+    auto installed =
+        walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched, std::move(lease), lease_tier);
     maybe_flush_stats();
     return installed;
   }
@@ -539,8 +683,8 @@ std::vector<TierInfo> ShardCacheHierarchy::cache_info() {
     info.location = tier->location();
     info.max_bytes = tier->max_bytes();
     info.read_only = tier->read_only();
-    if (auto usage = tier->usage()) info.usage = *usage;
     if (auto* folder = tier->as_folder()) {
+      if (auto usage = tier->usage()) info.usage = *usage;
       auto cumulative = folder->cumulative_stats();
       info.stats = cumulative ? *cumulative : tier->counters().snapshot();
     } else {

@@ -66,7 +66,8 @@ void seed_tier(Tier& tier, const TempDir& dir, const ShardKey& key, const std::s
   ::unlink(source_path.c_str());
 }
 
-// A remote tier double that counts downloads (read_into calls) and makes each one take `delay`.
+// A remote tier double that counts lookups (read_into calls) and downloads (the ones that hit), and makes each
+// lookup take `delay`.
 class CountingRemote final : public Tier {
  public:
   CountingRemote(std::shared_ptr<Tier> inner, std::chrono::milliseconds delay)
@@ -78,23 +79,28 @@ class CountingRemote final : public Tier {
   bool read_only() const override { return false; }
   std::string location() const override { return inner_->location(); }
   Result<bool> contains(const ShardKey& key) override { return inner_->contains(key); }
-  Result<bool> read_into(const ShardKey& key, ByteSink& sink) override {
-    downloads_.fetch_add(1);
+  Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
+    lookups_.fetch_add(1);
     std::this_thread::sleep_for(delay_);
-    return inner_->read_into(key, sink);
+    auto read = inner_->read_into(key, sink);
+    if (read && *read) downloads_.fetch_add(1);
+    return read;
   }
+  CheckReport check() override { return inner_->check(); }
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {
     return inner_->install_copy(key, source, digest);
   }
   Result<bool> remove(const ShardKey& key) override { return inner_->remove(key); }
   Result<TierUsage> usage() override { return inner_->usage(); }
   Result<std::vector<EntryInfo>> list() override { return inner_->list(); }
-  int downloads() const { return downloads_.load(); }
+  int downloads() const { return downloads_.load(); }  // lookups that were hits, so that the object moved
+  int lookups() const { return lookups_.load(); }      // every read_into: a remote lookup is one request
 
  private:
   std::shared_ptr<Tier> inner_;
   std::chrono::milliseconds delay_;
   std::atomic<int> downloads_{0};
+  std::atomic<int> lookups_{0};
 };
 
 // Makes `tier`'s <instance> directory a regular file: lookups miss (ENOTDIR) and staging works, but every commit
@@ -960,11 +966,14 @@ TEST(Hierarchy, CacheInfoReturnsTiersInOrderWithUsageAndStats) {
   EXPECT_EQ(info[0].max_bytes, Bytes{1 << 20});
   EXPECT_EQ(info[1].max_bytes, std::nullopt);
   EXPECT_FALSE(info[0].read_only);
-  for (const auto& tier : info) {
+  for (const auto& tier : {info[0], info[1]}) {
     ASSERT_TRUE(tier.usage.has_value()) << tier.name;
     EXPECT_EQ(tier.usage->entries, 1u) << tier.name;
     EXPECT_GE(tier.usage->used, Bytes{5000}) << tier.name;
   }
+  // A remote tier's usage would cost a listing of the bucket: cache_info() does no network I/O.
+  EXPECT_FALSE(info[2].usage.has_value());
+  EXPECT_EQ(remote->usage()->entries, 1u);
   EXPECT_EQ(info[0].stats.hits, 1u);
   EXPECT_EQ(info[0].stats.misses, 1u);
   EXPECT_EQ(info[0].stats.installs, 1u);

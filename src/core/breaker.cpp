@@ -1,0 +1,48 @@
+#include "core/breaker.hpp"
+
+#include "util/log.hpp"
+
+namespace datavo::core {
+
+bool Breaker::allows() {
+  if (!open_.load(std::memory_order_relaxed)) return true;
+  std::lock_guard lock(mu_);
+  if (Clock::now() < open_until_ || trial_running_) return false;
+  trial_running_ = true;  // one call tries the tier again; the others keep skipping it meanwhile
+  return true;
+}
+
+void Breaker::succeeded() {
+  if (!open_.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(mu_);
+    consecutive_failures_ = 0;
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (!open_) return;
+  open_ = false;
+  consecutive_failures_ = 0;
+  trial_running_ = false;
+  cooldown_ = std::chrono::seconds{0};
+  LOG_WARNING(tier_ << " works again; using it again");
+}
+
+void Breaker::failed(const std::string& why) {
+  std::lock_guard lock(mu_);
+  if (open_) {
+    // A trial failed: stay open, for twice as long.
+    trial_running_ = false;
+    cooldown_ = std::min(k_max_cooldown, cooldown_ * 2);
+    open_until_ = Clock::now() + cooldown_;
+    LOG_DEBUG(tier_ << " still failing (" << why << "); skipping it for " << cooldown_.count() << " s");
+    return;
+  }
+  if (++consecutive_failures_ < k_failures_to_open) return;
+  open_ = true;
+  cooldown_ = k_first_cooldown;
+  open_until_ = Clock::now() + cooldown_;
+  LOG_WARNING(tier_ << " failed " << consecutive_failures_ << " times in a row (last: " << why << "); skipping it for "
+                    << cooldown_.count() << " s, then trying again");
+}
+
+}  // namespace datavo::core

@@ -1,0 +1,42 @@
+// Breaker: the circuit breaker of one tier in a hierarchy. A tier that fails k_failures_to_open times in a row
+// is skipped for a cooldown (30 s, doubling after each failed trial up to 10 min); when the cooldown ends one call
+// is let through as a trial, and a success closes the breaker. It logs one WARNING when it opens and one when it
+// closes, not one per request. Internal to the hierarchy.
+//
+// Thread safety: all methods are thread-safe; allows() on a closed breaker is one atomic load.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+
+namespace datavo::core {
+
+class Breaker {
+ public:
+  static constexpr int k_failures_to_open = 3;
+  static constexpr std::chrono::seconds k_first_cooldown{30};
+  static constexpr std::chrono::seconds k_max_cooldown{600};
+
+  explicit Breaker(std::string tier_description) : tier_(std::move(tier_description)) {}
+
+  // Whether the tier may be used now.
+  bool allows();
+  void succeeded();
+  // `why`: the failure's message, quoted in the WARNING when this failure opens the breaker.
+  void failed(const std::string& why);
+  bool open() const { return open_.load(std::memory_order_relaxed); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const std::string tier_;
+  std::atomic<bool> open_{false};
+  std::mutex mu_;
+  int consecutive_failures_ = 0;      // guarded by mu_
+  std::chrono::seconds cooldown_{0};  // guarded by mu_
+  Clock::time_point open_until_;      // guarded by mu_
+  bool trial_running_ = false;        // guarded by mu_
+};
+
+}  // namespace datavo::core

@@ -1,0 +1,92 @@
+#include "core/upload_queue.hpp"
+
+#include <optional>
+
+#include "util/log.hpp"
+
+namespace datavo::core {
+
+UploadQueue::~UploadQueue() {
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    totals_.failed += jobs_.size();
+    if (!jobs_.empty()) {
+      LOG_WARNING(jobs_.size() << " upload(s) to remote tiers were still queued and are dropped; the shards stay "
+                                  "cached locally and go up at their next read");
+    }
+    jobs_.clear();
+    workers.swap(workers_);
+  }
+  changed_.notify_all();
+  for (auto& worker : workers) worker.join();
+}
+
+void UploadQueue::push(Job job) {
+  std::unique_lock lock(mu_);
+  if (workers_.empty()) {
+    for (std::size_t i = 0; i < k_workers; ++i) workers_.emplace_back([this] { work(); });
+  }
+  changed_.wait(lock, [this] { return jobs_.size() < k_max_pending || stopping_; });
+  if (stopping_) return;
+  jobs_.push_back(std::move(job));
+  changed_.notify_all();
+}
+
+void UploadQueue::run(Job job) {
+  const std::string what = "upload of " + job.key.hash.hex() + " to tier '" + job.tier->name() + "'";
+  auto installed = job.tier->install_copy(job.key, job.source, job.digest);
+  job.lease.reset();  // released whatever the outcome: a waiting VM then reads the object or takes over
+  std::lock_guard lock(mu_);
+  if (!installed) {
+    ++totals_.failed;
+    job.tier->counters().upload_failures.fetch_add(1, std::memory_order_relaxed);
+    job.tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
+    LOG_WARNING(what << " failed: " << installed.error().message << " (the read it served succeeded)");
+    return;
+  }
+  if (*installed == InstallOutcome::already_present) {
+    ++totals_.already_present;
+  } else {
+    ++totals_.uploaded;
+    job.tier->counters().uploads.fetch_add(1, std::memory_order_relaxed);
+    job.tier->counters().bytes_installed.fetch_add(job.source.size().count(), std::memory_order_relaxed);
+  }
+}
+
+void UploadQueue::work() {
+  for (;;) {
+    std::optional<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      changed_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
+      if (stopping_) return;
+      job.emplace(std::move(jobs_.front()));
+      jobs_.pop_front();
+      ++running_;
+      changed_.notify_all();
+    }
+    run(std::move(*job));
+    std::lock_guard lock(mu_);
+    --running_;
+    changed_.notify_all();
+  }
+}
+
+UploadSummary UploadQueue::flush(std::chrono::milliseconds bound) {
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, bound, [this] { return jobs_.empty() && running_ == 0; });
+  UploadSummary out = totals_;
+  out.pending = jobs_.size() + running_;
+  return out;
+}
+
+UploadSummary UploadQueue::summary() {
+  std::lock_guard lock(mu_);
+  UploadSummary out = totals_;
+  out.pending = jobs_.size() + running_;
+  return out;
+}
+
+}  // namespace datavo::core
