@@ -43,10 +43,11 @@ inline void require(Result<void> result) {
 void print_json(const nlohmann::json& value);
 
 // Each command file registers its subcommands. The callbacks run after parsing, with `global` filled in.
-void add_cache_commands(CLI::App& app, GlobalOptions& global);        // cmd_cache.cpp
-void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
-void add_origin_commands(CLI::App& app, GlobalOptions& global);       // cmd_origin.cpp: pack, serve
-void add_dataset_commands(CLI::App& app, GlobalOptions& global);      // cmd_dataset.cpp: warm, read, demo
+void add_cache_commands(CLI::App& app, GlobalOptions& global);         // cmd_cache.cpp
+void add_cache_check_command(CLI::App& cache, GlobalOptions& global);  // cmd_check.cpp: cache check
+void add_content_hash_command(CLI::App& app, GlobalOptions& global);   // cmd_content_hash.cpp
+void add_origin_commands(CLI::App& app, GlobalOptions& global);        // cmd_origin.cpp: pack, serve
+void add_dataset_commands(CLI::App& app, GlobalOptions& global);       // cmd_dataset.cpp: warm, read, demo
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -308,6 +308,8 @@ void add_cache_commands(CLI::App& app, GlobalOptions& global) {
   auto* cache = app.add_subcommand("cache", "inspect and drive the shard cache hierarchy");
   cache->require_subcommand(1);
 
+  add_cache_check_command(*cache, global);
+
   cache->add_subcommand("info", "show the config used and each tier, fastest first")->callback([&global] {
     cmd_info(global);
   });

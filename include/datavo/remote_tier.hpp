@@ -10,20 +10,18 @@
 // Thread safety: values only.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "datavo/content_hash.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/transport.hpp"
 #include "datavo/units.hpp"
 
 namespace datavo {
-
-// When an upload to a cloud tier runs: after the local install, in the hierarchy's bounded background queue
-// (the reader gets its local path at once), or before get_or_fetch() returns.
-enum class UploadMode { background, sync };
-const char* to_string(UploadMode mode);
 
 struct RemoteTierOptions {
   std::string name;
@@ -39,7 +37,31 @@ struct RemoteTierOptions {
   // Cross-VM single flight: a full miss takes a lease object in the bucket before calling the origin, so that
   // one VM per region fetches a shard. Needs a server that honours conditional writes.
   bool single_flight = true;
+  // A lease not renewed for this long is taken over by a waiting VM; its holder renews it every third of it.
+  Seconds lease_duration{60};
   TransportOptions transport;
+};
+
+// A lease on one shard in a bucket: while it is held, other VMs wait for the object instead of calling the origin.
+// Renewed in the background while held; released (deleted) on destruction. Thread-safe.
+class Lease {
+ public:
+  virtual ~Lease() = default;
+};
+
+struct LeaseAttempt {
+  std::unique_ptr<Lease> held;                    // set when this process now holds the lease
+  std::string holder;                             // otherwise who does ("<host> <pid>"), for messages
+  std::chrono::system_clock::time_point expires;  // when that holder's lease runs out unless renewed
+};
+
+// Cross-VM single flight through one bucket (Tier::coordination()). Thread-safe.
+class RemoteCoordination {
+ public:
+  virtual ~RemoteCoordination() = default;
+  // Takes the lease of `key` when it is free or its holder's has expired (a conditional create: of several VMs,
+  // one wins); otherwise says who holds it. An Error when the bucket cannot say: the caller then fetches without.
+  virtual Result<LeaseAttempt> try_lease(const ShardKey& key) = 0;
 };
 
 // The smallest part_size any of the three services accepts for a multipart part (S3: 5 MiB).

@@ -10,14 +10,6 @@ constexpr Bytes k_max_part_size = GiB(5);
 
 }  // namespace
 
-const char* to_string(UploadMode mode) {
-  switch (mode) {
-    case UploadMode::background: return "background";
-    case UploadMode::sync: return "sync";
-  }
-  return "background";
-}
-
 bool looks_like_ipv4(std::string_view text) {
   int dots = 0;
   for (char c : text) {
@@ -52,8 +44,10 @@ Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& c
     // Normalised: "/team-a/" and "team-a" name the same objects.
     while (!text.empty() && text.front() == '/') text.erase(text.begin());
     while (!text.empty() && text.back() == '/') text.pop_back();
-    if (text.find("..") != std::string::npos) return fields.fail("prefix", "invalid prefix \"" + **prefix + "\": must not contain \"..\"");
-    if (text.find("//") != std::string::npos) return fields.fail("prefix", "invalid prefix \"" + **prefix + "\": must not contain \"//\"");
+    if (text.find("..") != std::string::npos)
+      return fields.fail("prefix", "invalid prefix \"" + **prefix + "\": must not contain \"..\"");
+    if (text.find("//") != std::string::npos)
+      return fields.fail("prefix", "invalid prefix \"" + **prefix + "\": must not contain \"//\"");
     if (!text.empty()) out.prefix = std::move(text);
   }
   fields.effective("prefix", out.prefix.value_or("(none)"));
@@ -74,8 +68,8 @@ Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& c
   if (*concurrency) out.concurrency = std::size_t(**concurrency);
   fields.effective("concurrency", std::to_string(out.concurrency));
 
-  auto upload = fields.choice<UploadMode>("upload", {{"background", UploadMode::background}, {"sync", UploadMode::sync}},
-                                          UploadMode::background);
+  auto upload = fields.choice<UploadMode>(
+      "upload", {{"background", UploadMode::background}, {"sync", UploadMode::sync}}, UploadMode::background);
   if (!upload) return std::move(upload).error();
   out.upload = *upload;
   fields.effective("upload", to_string(out.upload));

@@ -1,14 +1,14 @@
 // The S3 tier's entry in the tier registry: its shards.yaml fields, their parser and its factory.
+#include "tier/s3/config.hpp"
+
 #include <algorithm>
 
 #include "datavo/s3_tier.hpp"
 #include "tier/registry.hpp"
 
 namespace datavo {
-namespace {
 
-// Roughly AWS's bucket naming rules; an empty string means valid.
-std::string s3_bucket_problem(const std::string& bucket) {
+std::string s3::bucket_name_problem(const std::string& bucket) {
   if (bucket.size() < 3 || bucket.size() > 63) return "must be 3 to 63 characters";
   for (char c : bucket) {
     if (!is_lower_alnum(c) && c != '.' && c != '-') return "may contain only a-z, 0-9, '.' and '-'";
@@ -24,11 +24,13 @@ std::string s3_bucket_problem(const std::string& bucket) {
   return "";
 }
 
+namespace {
+
 Result<void> parse_s3(config::TierFields& fields, TierConfig& config) {
   S3TierOptions options;
   auto bucket = fields.required_string("bucket");
   if (!bucket) return std::move(bucket).error();
-  if (auto problem = s3_bucket_problem(*bucket); !problem.empty()) {
+  if (auto problem = s3::bucket_name_problem(*bucket); !problem.empty()) {
     return fields.fail("bucket", "invalid S3 bucket name \"" + *bucket + "\": " + problem);
   }
   options.bucket = std::move(*bucket);
@@ -38,7 +40,8 @@ Result<void> parse_s3(config::TierFields& fields, TierConfig& config) {
   auto region = fields.optional_string("region");
   if (!region) return std::move(region).error();
   // R2's region is "auto"; AWS's are like us-east-1.
-  if (*region && !std::all_of((*region)->begin(), (*region)->end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) {
+  if (*region &&
+      !std::all_of((*region)->begin(), (*region)->end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) {
     return fields.fail("region", "invalid region \"" + **region + "\" (expected e.g. us-east-1, or auto for R2)");
   }
   options.region = std::move(*region);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace datavo::s3 {
 namespace {
@@ -24,9 +25,11 @@ struct Walk {
   int depth = 0;
   int parent_depth = -1;  // the depth of the <parent> being read, -1 before it
   bool done = false;      // the first <parent> has ended: the rest of the document is not read
+  bool every = false;     // read every <parent>, not only the first
   std::string child;      // the child element being read, empty between children
   std::string text;
   std::map<std::string, std::string> out;
+  std::vector<std::map<std::string, std::string>> records;  // with `every`
 };
 
 void on_start(void* user, const XML_Char* name, const XML_Char**) {
@@ -48,10 +51,16 @@ void on_end(void* user, const XML_Char*) {
       walk.out.emplace(walk.child, walk.text);
       walk.child.clear();
     } else if (walk.depth == walk.parent_depth) {
-      walk.done = true;
-      // What follows is not read, so a body cut short after the element (the transport keeps 64 KiB of an
-      // error body) still answers.
-      XML_StopParser(walk.parser, XML_FALSE);
+      if (walk.every) {
+        walk.records.push_back(std::move(walk.out));
+        walk.out.clear();
+        walk.parent_depth = -1;
+      } else {
+        walk.done = true;
+        // What follows is not read, so a body cut short after the element (the transport keeps 64 KiB of an
+        // error body) still answers.
+        XML_StopParser(walk.parser, XML_FALSE);
+      }
     }
   }
   --walk.depth;
@@ -79,6 +88,22 @@ std::optional<std::map<std::string, std::string>> xml_child_texts(std::string_vi
   const auto status = XML_Parse(parser.get(), document.data(), int(document.size()), XML_TRUE);
   if (!walk.done && (status != XML_STATUS_OK || walk.parent_depth < 0)) return std::nullopt;
   return std::move(walk.out);
+}
+
+std::optional<std::vector<std::map<std::string, std::string>>> xml_records(std::string_view document,
+                                                                           std::string_view element) {
+  std::unique_ptr<XML_ParserStruct, ParserDeleter> parser(XML_ParserCreate("UTF-8"));
+  if (!parser) return std::nullopt;
+  Walk walk;
+  walk.parser = parser.get();
+  walk.parent = element;
+  walk.every = true;
+  XML_SetUserData(parser.get(), &walk);
+  XML_SetElementHandler(parser.get(), on_start, on_end);
+  XML_SetCharacterDataHandler(parser.get(), on_text);
+  if (document.size() > std::size_t(INT32_MAX)) return std::nullopt;
+  if (XML_Parse(parser.get(), document.data(), int(document.size()), XML_TRUE) != XML_STATUS_OK) return std::nullopt;
+  return std::move(walk.records);
 }
 
 }  // namespace datavo::s3

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace datavo::s3 {
 
@@ -15,5 +16,10 @@ namespace datavo::s3 {
 // Entities are decoded; a child that occurs twice keeps its first text. nullopt when `document` is not
 // well-formed XML or has no such element.
 std::optional<std::map<std::string, std::string>> xml_child_texts(std::string_view document, std::string_view parent);
+
+// The child texts of EVERY element named `element`, in document order (the <Contents> of a ListObjectsV2 page).
+// nullopt when `document` is not well-formed XML; an empty list when there is no such element.
+std::optional<std::vector<std::map<std::string, std::string>>> xml_records(std::string_view document,
+                                                                           std::string_view element);
 
 }  // namespace datavo::s3

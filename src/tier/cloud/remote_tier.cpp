@@ -1,0 +1,526 @@
+#include "tier/cloud/remote_tier.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace datavo::cloud {
+namespace {
+
+// S3 allows at most this many parts; a larger object gets larger parts.
+constexpr std::uint64_t k_max_parts = 10'000;
+// Reading a part back to hash it: big enough to amortise the syscall, small enough for a stack of workers.
+constexpr std::size_t k_hash_chunk = 1u << 20;
+constexpr const char* k_entry_suffix = ".tar";
+constexpr const char* k_leases_dir = ".leases/";
+constexpr const char* k_check_dir = ".datavo-check/";
+
+// Writes what it receives at `base` onwards of a positional sink: one range of a parallel download.
+class OffsetSink final : public ByteSink {
+ public:
+  OffsetSink(PositionalSink& target, std::uint64_t base) : target_(target), base_(base) {}
+  Result<void> write(const void* data, std::size_t size) override {
+    DATAVO_TRY(target_.write_at(base_ + written_.count(), data, size));
+    written_ += Bytes{size};
+    return {};
+  }
+  Bytes written() const override { return written_; }
+  Result<void> restart() override {
+    written_ = Bytes{0};  // the retry overwrites the same bytes
+    return {};
+  }
+
+ private:
+  PositionalSink& target_;
+  const std::uint64_t base_;
+  Bytes written_;
+};
+
+// Counts the bytes of a range read into a sink that only appends, so that the caller can check the length.
+class CountingSink final : public ByteSink {
+ public:
+  explicit CountingSink(ByteSink& inner) : inner_(inner), start_(inner.written()) {}
+  Result<void> write(const void* data, std::size_t size) override { return inner_.write(data, size); }
+  Bytes written() const override { return inner_.written() - start_; }
+  Result<void> restart() override {
+    return Error{ErrorCode::internal, "a ranged read into an appending sink cannot restart on its own"};
+  }
+
+ private:
+  ByteSink& inner_;
+  const Bytes start_;
+};
+
+// The SHA-256 of [offset, offset + length) of `fd`.
+Result<Sha256> sha256_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
+  std::vector<char> buffer(std::size_t(std::min<std::uint64_t>(length, k_hash_chunk)));
+  Sha256Hasher hasher;
+  for (std::uint64_t done = 0; done < length;) {
+    const std::size_t n = std::size_t(std::min<std::uint64_t>(buffer.size(), length - done));
+    DATAVO_TRY(util::pread_all(fd, buffer.data(), n, off_t(offset + done), "upload source"));
+    hasher.update(buffer.data(), n);
+    done += n;
+  }
+  return hasher.finish();
+}
+
+std::string describe_remote(const std::string& name, std::string_view type) {
+  return "tier '" + name + "' (" + std::string(type) + ")";
+}
+
+class RemoteTier;
+
+// A held lease: renewed by its own thread until destroyed, then deleted.
+class HeldLease final : public Lease {
+ public:
+  HeldLease(std::shared_ptr<BlobBackend> backend, std::string object, std::chrono::seconds duration,
+            std::string tier_name)
+      : backend_(std::move(backend)),
+        object_(std::move(object)),
+        duration_(duration),
+        tier_name_(std::move(tier_name)),
+        renewer_([this] { renew_until_released(); }) {}
+
+  ~HeldLease() override {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    wake_.notify_all();
+    renewer_.join();
+    if (auto removed = backend_->remove(object_); !removed) {
+      LOG_WARNING("tier '" << tier_name_ << "': cannot release lease " << object_ << ": " << removed.error().message
+                           << "; it expires on its own");
+    }
+  }
+
+  static std::string body(std::chrono::seconds duration) {
+    const auto expires = std::chrono::system_clock::now() + duration;
+    return util::host_name() + " " + std::to_string(::getpid()) + " " +
+           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(expires.time_since_epoch()).count()) + "\n";
+  }
+
+ private:
+  void renew_until_released() {
+    std::unique_lock lock(mu_);
+    while (!wake_.wait_for(lock, duration_ / 3, [this] { return released_; })) {
+      lock.unlock();
+      auto renewed = backend_->put(object_, std::string(body(duration_)), std::nullopt, Overwrite::yes);
+      if (!renewed) {
+        LOG_WARNING("tier '" << tier_name_ << "': cannot renew lease " << object_ << ": " << renewed.error().message);
+      }
+      lock.lock();
+    }
+  }
+
+  std::shared_ptr<BlobBackend> backend_;
+  const std::string object_;
+  const std::chrono::seconds duration_;
+  const std::string tier_name_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool released_ = false;
+  std::thread renewer_;
+};
+
+class RemoteTier final : public Tier, public RemoteCoordination {
+ public:
+  RemoteTier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend)
+      : options_(std::move(options)), backend_(std::move(backend)), prefix_(object_prefix(options_)) {}
+
+  const std::string& name() const override { return options_.name; }
+  std::string_view type() const override { return backend_->type(); }
+  std::optional<Bytes> max_bytes() const override { return options_.max_bytes; }
+  bool supports_direct_read() const override { return false; }
+  bool read_only() const override { return options_.access == Access::read_only; }
+  std::string location() const override {
+    return backend_->location() + (options_.prefix ? "/" + *options_.prefix : std::string());
+  }
+  UploadMode upload_mode() const override { return options_.upload; }
+  RemoteCoordination* coordination() override { return options_.single_flight && !read_only() ? this : nullptr; }
+
+  Result<bool> contains(const ShardKey& key) override {
+    auto info = backend_->head(entry_object_name(options_, key));
+    if (!info) return std::move(info).error();
+    return info->has_value();
+  }
+
+  Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
+    const std::string object = entry_object_name(options_, key);
+    for (int round = 1;; ++round) {
+      auto read = read_object(object, sink);
+      if (read || read.error().code != ErrorCode::conflict || round == 2) return read;
+      LOG_INFO(describe_remote(name(), type()) << ": " << object << " changed while it was read; reading it again");
+    }
+  }
+
+  Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {
+    if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
+    const std::string object = entry_object_name(options_, key);
+    const EntryMetadata metadata{digest, source.size()};
+    if (source.size() <= options_.part_size) {
+      return backend_->put(object, net::FileBody{source.fd(), source.size(), 0}, metadata, Overwrite::no);
+    }
+    return multipart_upload(object, source, metadata);
+  }
+
+  Result<bool> remove(const ShardKey& key) override {
+    if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
+    return backend_->remove(entry_object_name(options_, key));
+  }
+
+  Result<TierUsage> usage() override {
+    auto entries = list();
+    if (!entries) return std::move(entries).error();
+    TierUsage usage;
+    for (const auto& entry : *entries) usage.used += entry.size;
+    usage.entries = entries->size();
+    return usage;
+  }
+
+  Result<std::vector<EntryInfo>> list() override {
+    auto listed = backend_->list(prefix_);
+    if (!listed) return std::move(listed).error();
+    std::vector<EntryInfo> out;
+    for (const auto& object : *listed) {
+      // <instance>/<hash>.tar under the prefix; anything else (leases, probes, other tools' objects) is not ours.
+      std::string_view rest(object.name);
+      rest.remove_prefix(std::min(rest.size(), prefix_.size()));
+      const auto slash = rest.find('/');
+      if (slash == std::string_view::npos || !rest.ends_with(k_entry_suffix)) continue;
+      auto instance = Instance::parse(rest.substr(0, slash));
+      auto hash = ContentHash::parse(rest.substr(slash + 1, rest.size() - slash - 1 - 4));
+      if (!instance || !hash) continue;
+      out.push_back(EntryInfo{instance->name(), *hash, object.size, object.last_modified});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const EntryInfo& a, const EntryInfo& b) { return a.last_access > b.last_access; });
+    return out;
+  }
+
+  CheckReport check() override;
+
+  Result<LeaseAttempt> try_lease(const ShardKey& key) override {
+    const std::string object = lease_object_name(options_, key);
+    for (int round = 1;; ++round) {
+      auto created =
+          backend_->put(object, std::string(HeldLease::body(options_.lease_duration)), std::nullopt, Overwrite::no);
+      if (!created) return std::move(created).error();
+      if (*created == InstallOutcome::installed) {
+        LeaseAttempt attempt;
+        attempt.held = std::make_unique<HeldLease>(backend_, object, options_.lease_duration, name());
+        return attempt;
+      }
+      // Someone holds it: who, and until when?
+      StringBody holder;
+      auto read = backend_->get(object, std::nullopt, nullptr, holder);
+      if (!read) return std::move(read).error();
+      if (!*read) {
+        if (round < 3) continue;  // released in between: try again
+        return Error{ErrorCode::remote, "lease " + object + " appears and vanishes"};
+      }
+      LeaseAttempt attempt = parse_lease(holder.text);
+      if (attempt.expires > std::chrono::system_clock::now() || round >= 2) return attempt;
+      // Expired: its holder died or hung. Remove it and create it again; of several VMs doing so, one wins.
+      LOG_INFO(describe_remote(name(), type())
+               << ": taking over the expired lease " << object << " of " << attempt.holder);
+      auto removed = backend_->remove(object);
+      if (!removed) return std::move(removed).error();
+    }
+  }
+
+ private:
+  // Collects a small object's bytes (a lease, a probe).
+  struct StringBody final : public ByteSink {
+    Result<void> write(const void* data, std::size_t size) override {
+      if (text.size() + size > 4096) return Error{ErrorCode::remote, "a lease or probe object is too large"};
+      text.append(static_cast<const char*>(data), size);
+      return {};
+    }
+    Bytes written() const override { return Bytes{text.size()}; }
+    Result<void> restart() override {
+      text.clear();
+      return {};
+    }
+    std::string text;
+  };
+
+  static LeaseAttempt parse_lease(const std::string& text) {
+    LeaseAttempt attempt;
+    const auto last_space = text.find_last_of(' ');
+    attempt.holder = text.substr(0, last_space);
+    long long expires = last_space == std::string::npos ? 0 : std::atoll(text.c_str() + last_space + 1);
+    attempt.expires = std::chrono::system_clock::time_point(std::chrono::seconds(expires));
+    return attempt;
+  }
+
+  Result<std::optional<Expectation>> read_object(const std::string& object, ByteSink& sink) {
+    if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
+    const std::uint64_t part = options_.part_size.count();
+    PositionalSink* positional = options_.concurrency > 1 ? sink.positional() : nullptr;
+    std::optional<OffsetSink> first_offset;
+    if (positional) first_offset.emplace(*positional, 0);
+    ByteSink& first_sink = positional ? static_cast<ByteSink&>(*first_offset) : sink;
+
+    auto first = backend_->get(object, ByteRange{0, part}, nullptr, first_sink);
+    if (!first) return std::move(first).error();
+    if (!*first) return std::optional<Expectation>{};
+    const ObjectInfo info = **first;
+    const std::uint64_t size = info.size.count();
+    const std::uint64_t got = first_sink.written().count();
+    if (got > size || (got < size && got < part)) {
+      return Error{ErrorCode::remote,
+                   object + ": the first read returned " + std::to_string(got) + " bytes of " + std::to_string(size)};
+    }
+    if (positional) DATAVO_TRY(positional->prefix_complete(Bytes{got}));
+    if (got < size) {
+      if (positional) {
+        DATAVO_TRY(read_rest_in_parallel(object, info, got, *positional));
+      } else {
+        CountingSink rest(sink);
+        auto read = backend_->get(object, ByteRange{got, size - got}, &info.version, rest);
+        if (!read) return std::move(read).error();
+        if (!*read) return Error{ErrorCode::conflict, object + " vanished while it was read"};
+        if (rest.written().count() != size - got) {
+          return Error{ErrorCode::remote, object + ": short read after byte " + std::to_string(got)};
+        }
+      }
+    }
+    if (sink.written().count() != size) {
+      return Error{ErrorCode::remote, object + ": read " + std::to_string(sink.written().count()) + " of " +
+                                          std::to_string(size) + " bytes"};
+    }
+    Expectation expectation;
+    expectation.size = info.recorded_size.value_or(info.size);
+    expectation.sha256 = info.sha256;
+    return std::optional<Expectation>{expectation};
+  }
+
+  // Reads [from, size) as ranges of part_size on up to `concurrency` threads, each range pinned to the version.
+  Result<void> read_rest_in_parallel(const std::string& object, const ObjectInfo& info, std::uint64_t from,
+                                     PositionalSink& sink) {
+    const std::uint64_t part = options_.part_size.count();
+    const std::uint64_t size = info.size.count();
+    const std::size_t ranges = std::size_t((size - from + part - 1) / part);
+    std::vector<char> done(ranges, 0);
+    std::size_t prefix_ranges = 0;  // ranges [0, prefix_ranges) are complete
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::optional<Error> first_error;
+
+    auto worker = [&] {
+      for (std::size_t i = next++; i < ranges && !failed; i = next++) {
+        const std::uint64_t offset = from + i * part;
+        const std::uint64_t length = std::min(part, size - offset);
+        OffsetSink range_sink(sink, offset);
+        auto read = backend_->get(object, ByteRange{offset, length}, &info.version, range_sink);
+        std::optional<Error> error;
+        if (!read) {
+          error = std::move(read).error();
+        } else if (!*read) {
+          error = Error{ErrorCode::conflict, object + " vanished while it was read"};
+        } else if (range_sink.written().count() != length) {
+          error = Error{ErrorCode::remote, object + ": range at byte " + std::to_string(offset) + " returned " +
+                                               std::to_string(range_sink.written().count()) + " of " +
+                                               std::to_string(length) + " bytes"};
+        }
+        std::lock_guard lock(mu);
+        if (error) {
+          if (!first_error) first_error = std::move(error);
+          failed = true;
+          return;
+        }
+        done[i] = 1;
+        // Hand the contiguous prefix on, so that hashing trails the download instead of following it.
+        const std::size_t before = prefix_ranges;
+        while (prefix_ranges < ranges && done[prefix_ranges]) ++prefix_ranges;
+        if (prefix_ranges != before) {
+          const std::uint64_t end = std::min(size, from + prefix_ranges * part);
+          if (auto advanced = sink.prefix_complete(Bytes{end}); !advanced) {
+            first_error = std::move(advanced).error();
+            failed = true;
+            return;
+          }
+        }
+      }
+    };
+    const std::size_t threads = std::min<std::size_t>(options_.concurrency, ranges);
+    std::vector<std::thread> pool;
+    pool.reserve(threads > 0 ? threads - 1 : 0);
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& thread : pool) thread.join();
+    if (first_error) return std::move(*first_error);
+    return {};
+  }
+
+  Result<InstallOutcome> multipart_upload(const std::string& object, const ShardHandle& source,
+                                          const EntryMetadata& metadata) {
+    const std::uint64_t size = source.size().count();
+    std::uint64_t part = options_.part_size.count();
+    if ((size + part - 1) / part > k_max_parts) part = (size + k_max_parts - 1) / k_max_parts;
+    const int parts = int((size + part - 1) / part);
+
+    auto upload_id = backend_->start_upload(object, metadata);
+    if (!upload_id) return std::move(upload_id).error();
+    // Whatever happens below, an unfinished upload is aborted: its parts would otherwise stay billed.
+    struct AbortUnlessFinished {
+      BlobBackend& backend;
+      const std::string& object;
+      const std::string& id;
+      bool finished = false;
+      ~AbortUnlessFinished() {
+        if (finished) return;
+        if (auto aborted = backend.abort_upload(object, id); !aborted) {
+          LOG_WARNING("cannot abort the upload of " << object << ": " << aborted.error().message);
+        }
+      }
+    } guard{*backend_, object, *upload_id};
+
+    std::vector<UploadedPart> uploaded(static_cast<std::size_t>(parts));
+    std::atomic<int> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::optional<Error> first_error;
+    auto worker = [&] {
+      for (int i = next++; i < parts && !failed; i = next++) {
+        const std::uint64_t offset = std::uint64_t(i) * part;
+        const std::uint64_t length = std::min(part, size - offset);
+        auto sha = sha256_of_range(source.fd(), offset, length);
+        Result<UploadedPart> sent = sha ? backend_->upload_part(object, *upload_id, i + 1,
+                                                                net::FileBody{source.fd(), Bytes{length}, offset}, *sha)
+                                        : Result<UploadedPart>(std::move(sha).error());
+        if (!sent) {
+          std::lock_guard lock(mu);
+          if (!first_error) first_error = std::move(sent).error();
+          failed = true;
+          return;
+        }
+        uploaded[std::size_t(i)] = std::move(*sent);
+      }
+    };
+    const int threads = backend_->parallel_parts() ? std::min<int>(int(options_.concurrency), parts) : 1;
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& thread : pool) thread.join();
+    if (first_error) return std::move(*first_error);
+
+    auto finished = backend_->finish_upload(object, *upload_id, uploaded, metadata);
+    if (!finished) return std::move(finished).error();
+    // A conditional completion that lost (already_present) leaves the upload open on some services: abort it.
+    guard.finished = *finished == InstallOutcome::installed;
+    return *finished;
+  }
+
+  const RemoteTierOptions options_;
+  const std::shared_ptr<BlobBackend> backend_;
+  const std::string prefix_;
+};
+
+CheckReport RemoteTier::check() {
+  CheckReport report;
+  auto step = [&report](std::string name, bool ok, std::string detail) {
+    report.steps.push_back(CheckStep{std::move(name), ok, std::move(detail)});
+    return ok;
+  };
+  auto credentials = backend_->credentials();
+  if (!step("credentials", bool(credentials), credentials ? *credentials : credentials.error().message)) return report;
+  const std::string object =
+      prefix_ + k_check_dir + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(6);
+  const std::string payload = "datavo cache check " + object + "\n";
+
+  if (read_only()) {
+    // A read-only tier is only read: a lookup of an absent object must be a clean miss.
+    StringBody body;
+    auto got = backend_->get(object, std::nullopt, nullptr, body);
+    report.readable =
+        step("get", got && !*got, got ? "a missing object is a miss (404), as it should be" : got.error().message);
+    return report;
+  }
+  auto put = backend_->put(object, std::string(payload), std::nullopt, Overwrite::no);
+  if (!step("put", put && *put == InstallOutcome::installed,
+            put ? (*put == InstallOutcome::installed ? "stored a probe object" : "the probe object already existed")
+                : put.error().message)) {
+    // Nothing was stored, except maybe by a server that said no after all: try to leave nothing behind.
+    (void)backend_->remove(object);
+    return report;
+  }
+  StringBody body;
+  auto got = backend_->get(object, std::nullopt, nullptr, body);
+  report.readable = step("get", got && *got && body.text == payload,
+                         !got                   ? got.error().message
+                         : !*got                ? "the probe object just stored is not there"
+                         : body.text == payload ? "read the probe back"
+                                                : "the probe came back with other bytes");
+  auto again = backend_->put(object, std::string("second writer\n"), std::nullopt, Overwrite::no);
+  if (!again) {
+    step("conditional put", false, again.error().message);
+  } else if (*again == InstallOutcome::already_present) {
+    step("conditional put", true, "a second create of the same object was refused (412/409), as it must be");
+  } else if (options_.single_flight) {
+    step("conditional put", false,
+         "the server accepted a second create of the same object: it ignores conditional writes, which "
+         "single_flight: true needs (set single_flight: false, or use a server that honours If-None-Match)");
+  } else {
+    step("conditional put", true, "ignored by the server (it overwrote the object)");
+    report.warnings.push_back(
+        "the server ignores conditional writes; with single_flight: false that costs at most "
+        "one redundant upload per VM");
+  }
+  auto removed = backend_->remove(object);
+  const bool deleted = step("delete", removed && *removed,
+                            removed ? (*removed ? "removed the probe object" : "the probe object was already gone")
+                                    : removed.error().message);
+  report.writable = deleted && std::all_of(report.steps.begin(), report.steps.end(),
+                                           [](const CheckStep& s) { return s.ok || s.name == "get"; });
+  return report;
+}
+
+}  // namespace
+
+std::string object_prefix(const RemoteTierOptions& options) { return options.prefix ? *options.prefix + "/" : ""; }
+
+std::string entry_object_name(const RemoteTierOptions& options, const ShardKey& key) {
+  return object_prefix(options) + key.instance.name() + "/" + key.hash.hex() + k_entry_suffix;
+}
+
+std::string lease_object_name(const RemoteTierOptions& options, const ShardKey& key) {
+  return object_prefix(options) + key.instance.name() + "/" + k_leases_dir + key.hash.hex();
+}
+
+Result<void> validate_remote_options(const RemoteTierOptions& options) {
+  if (options.part_size < k_min_part_size) {
+    return Error{ErrorCode::invalid_argument, "tier '" + options.name + "': part_size must be at least 5 MiB"};
+  }
+  if (options.concurrency < 1 || options.concurrency > k_max_concurrency) {
+    return Error{ErrorCode::invalid_argument,
+                 "tier '" + options.name + "': concurrency must be from 1 to " + std::to_string(k_max_concurrency)};
+  }
+  if (options.lease_duration < Seconds{3}) {
+    return Error{ErrorCode::invalid_argument, "tier '" + options.name + "': lease_duration must be at least 3 s"};
+  }
+  if (options.prefix &&
+      (options.prefix->empty() || options.prefix->front() == '/' || options.prefix->back() == '/' ||
+       options.prefix->find("..") != std::string::npos || options.prefix->find("//") != std::string::npos)) {
+    return Error{ErrorCode::invalid_argument, "tier '" + options.name + "': invalid prefix \"" + *options.prefix +
+                                                  "\" (no leading or trailing '/', no \"..\" or \"//\")"};
+  }
+  return {};
+}
+
+std::shared_ptr<Tier> make_remote_tier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend) {
+  return std::make_shared<RemoteTier>(std::move(options), std::move(backend));
+}
+
+}  // namespace datavo::cloud

@@ -1,0 +1,42 @@
+// The remote-tier layer: one Tier implementation for every cloud service, over a BlobBackend (blob_backend.hpp).
+//
+// What it does, the same for S3, GCS and Azure Blob (docs/config.md, "Cloud tiers"):
+//   - Object names: [<prefix>/]<instance>/<content_hash>.tar; leases [<prefix>/]<instance>/.leases/<content_hash>;
+//     `cache check` probes [<prefix>/].datavo-check/<host>.<pid>.<random>.
+//   - Lookups are one request: a GET of the first part, whose 404 is the miss. Objects above part_size are read
+//     with parallel ranged GETs (concurrency), each written at its offset into a positional sink, every range
+//     pinned to the first response's version; a conflict (the object changed) restarts the object once.
+//   - read_into() returns the object's metadata (datavo-sha256, datavo-size) as the Expectation that the
+//     hierarchy checks before installing anything: bytes that do not match are never installed.
+//   - install_copy() is a conditional create: one PUT up to part_size, otherwise a multipart upload whose parts
+//     are sent in parallel (when the service allows), each retried on its own by the transport, and aborted on
+//     any failure. already_present when another VM stored the same bytes first.
+//   - Leases (RemoteCoordination), when single_flight is on and the tier is writable: a conditional create of the
+//     lease object holding "<host> <pid> <expiry>", renewed by a background thread every lease_duration / 3,
+//     deleted on release; an expired lease is taken over (removed, then created again: one VM wins).
+//   - Construction does no I/O; the backend resolves credentials at first use.
+//
+// Thread safety: every method may be called from several threads at once.
+#pragma once
+
+#include <memory>
+
+#include "datavo/remote_tier.hpp"
+#include "datavo/tier.hpp"
+#include "tier/cloud/blob_backend.hpp"
+
+namespace datavo::cloud {
+
+// REQUIRES: backend != nullptr; options validated by the config loader or the backend's factory
+// (validate_remote_options).
+std::shared_ptr<Tier> make_remote_tier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend);
+
+// invalid_argument naming the option unless part_size, concurrency and prefix are acceptable.
+Result<void> validate_remote_options(const RemoteTierOptions& options);
+
+// The object names of the layer, for backends and tests.
+std::string object_prefix(const RemoteTierOptions& options);  // "" or "<prefix>/"
+std::string entry_object_name(const RemoteTierOptions& options, const ShardKey& key);
+std::string lease_object_name(const RemoteTierOptions& options, const ShardKey& key);
+
+}  // namespace datavo::cloud

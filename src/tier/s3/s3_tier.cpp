@@ -1,0 +1,360 @@
+// The S3 backend of the remote-tier layer: S3's REST requests (path-style or virtual-hosted), SigV4 through
+// make_sigv4_auth, the default credential chain, and S3's error mapping. Everything else is the layer's
+// (src/tier/cloud/remote_tier.cpp).
+#include "datavo/s3_tier.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "tier/cloud/remote_tier.hpp"
+#include "tier/s3/config.hpp"
+#include "tier/s3/credentials.hpp"
+#include "tier/s3/sigv4.hpp"
+#include "tier/s3/xml.hpp"
+#include "util/base64.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+using cloud::BlobBackend;
+using cloud::ByteRange;
+using cloud::EntryMetadata;
+using cloud::ListedObject;
+using cloud::ObjectInfo;
+using cloud::Overwrite;
+using cloud::UploadedPart;
+
+constexpr const char* k_default_region = "us-east-1";
+constexpr const char* k_meta_sha256 = "x-amz-meta-datavo-sha256";
+constexpr const char* k_meta_size = "x-amz-meta-datavo-size";
+
+std::string raw_digest(const Sha256& digest) {
+  return std::string(reinterpret_cast<const char*>(digest.raw().data()), digest.raw().size());
+}
+
+std::optional<std::uint64_t> parse_decimal(std::string_view text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + std::uint64_t(c - '0');
+  }
+  return value;
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+class S3Backend final : public BlobBackend {
+ public:
+  S3Backend(S3TierOptions options, s3::AwsEnvironment env)
+      : options_(std::move(options)),
+        env_(std::move(env)),
+        http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
+
+  std::string_view type() const override { return "s3"; }
+  std::string location() const override { return "s3://" + options_.bucket; }
+
+  Result<std::string> credentials() override {
+    DATAVO_TRY(resolve());
+    auto credentials = provider_->get();
+    if (!credentials) return std::move(credentials).error();
+    return credentials->source + "; endpoint " + endpoint_ + ", region " + region_ +
+           (path_style_ ? ", path-style" : ", virtual-hosted");
+  }
+
+  Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
+                                        ByteSink& sink) override {
+    net::HttpRequest request;
+    request.url = url(name);
+    if (range) {
+      request.headers.push_back(
+          {"Range", "bytes=" + std::to_string(range->first) + "-" + std::to_string(range->first + range->length - 1)});
+    }
+    if (pin) request.headers.push_back({"If-Match", *pin});
+    request.sink = &sink;
+    request.accepted_statuses = {404, 412, 416};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      DATAVO_TRY(bucket_exists(*response));
+      return std::optional<ObjectInfo>{};
+    }
+    if (response->status == 412) return Error{ErrorCode::conflict, name + " changed (HTTP 412 to If-Match)"};
+    if (response->status == 416) {
+      // A range of an empty object: S3 answers InvalidRange. Ask for the whole (empty) object instead.
+      if (range && range->first == 0) return get(name, std::nullopt, pin, sink);
+      return Error{ErrorCode::remote, name + ": HTTP 416 to a range inside the object"};
+    }
+    return std::optional<ObjectInfo>{info_of(*response)};
+  }
+
+  Result<std::optional<ObjectInfo>> head(const std::string& name) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::head;
+    request.url = url(name);
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) return std::optional<ObjectInfo>{};
+    return std::optional<ObjectInfo>{info_of(*response)};
+  }
+
+  Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
+                             const std::optional<EntryMetadata>& metadata, Overwrite overwrite) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = url(name);
+    request.body = body;
+    request.headers.push_back({"Content-Type", "application/octet-stream"});
+    if (overwrite == Overwrite::no) request.headers.push_back({"If-None-Match", "*"});
+    if (metadata) {
+      add_metadata(request.headers, *metadata);
+      // S3 checks the bytes against this and refuses a corrupt upload; the signature covers them through it too.
+      request.headers.push_back({"x-amz-checksum-sha256", util::base64_encode(raw_digest(metadata->sha256))});
+      request.headers.push_back({"x-amz-content-sha256", metadata->sha256.hex()});
+    }
+    request.accepted_statuses = {409, 412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412 || response->status == 409) return InstallOutcome::already_present;
+    return InstallOutcome::installed;
+  }
+
+  Result<std::string> start_upload(const std::string& name, const EntryMetadata& metadata) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::post;
+    request.url = url(name, {{"uploads", ""}});
+    request.headers.push_back({"Content-Type", "application/octet-stream"});
+    request.headers.push_back({"x-amz-checksum-algorithm", "SHA256"});
+    add_metadata(request.headers, metadata);
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    auto fields = s3::xml_child_texts(response->body, "InitiateMultipartUploadResult");
+    if (!fields || !fields->count("UploadId") || fields->at("UploadId").empty()) {
+      return Error{ErrorCode::remote, "CreateMultipartUpload of " + name + " answered without an UploadId"};
+    }
+    return fields->at("UploadId");
+  }
+
+  Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
+                                   const net::FileBody& part, const Sha256& part_sha256) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = url(name, {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}});
+    request.body = part;
+    const std::string checksum = util::base64_encode(raw_digest(part_sha256));
+    request.headers.push_back({"x-amz-checksum-sha256", checksum});
+    request.headers.push_back({"x-amz-content-sha256", part_sha256.hex()});
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    auto etag = response->header("ETag");
+    if (!etag) return Error{ErrorCode::remote, "UploadPart " + std::to_string(number) + " of " + name + ": no ETag"};
+    return UploadedPart{number, std::string(*etag), checksum};
+  }
+
+  Result<InstallOutcome> finish_upload(const std::string& name, const std::string& upload_id,
+                                       const std::vector<UploadedPart>& parts, const EntryMetadata&) override {
+    std::string body = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+    for (const auto& part : parts) {
+      body += "<Part><PartNumber>" + std::to_string(part.number) + "</PartNumber><ETag>" + xml_escape(part.etag) +
+              "</ETag><ChecksumSHA256>" + part.checksum + "</ChecksumSHA256></Part>";
+    }
+    body += "</CompleteMultipartUpload>";
+    net::HttpRequest request;
+    request.method = net::HttpMethod::post;
+    request.url = url(name, {{"uploadId", upload_id}});
+    request.headers.push_back({"Content-Type", "application/xml"});
+    request.headers.push_back({"If-None-Match", "*"});
+    request.body = std::move(body);
+    // Completing the same upload twice is harmless: the retry of a lost answer finds it done (or gets 404).
+    request.idempotent = true;
+    request.accepted_statuses = {409, 412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412 || response->status == 409) return InstallOutcome::already_present;
+    // S3 may answer 200 and put the error in the body, after having streamed whitespace while it worked.
+    if (auto error = s3::s3_error_code(response->body)) {
+      if (*error == "PreconditionFailed" || *error == "ConditionalRequestConflict")
+        return InstallOutcome::already_present;
+      return Error{ErrorCode::remote, "CompleteMultipartUpload of " + name + " failed: " + *error};
+    }
+    return InstallOutcome::installed;
+  }
+
+  Result<void> abort_upload(const std::string& name, const std::string& upload_id) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::delete_;
+    request.url = url(name, {{"uploadId", upload_id}});
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    return {};
+  }
+
+  Result<bool> remove(const std::string& name) override {
+    // S3 answers 204 whether or not there was an object: ask first, so that `cache rm` can tell.
+    auto existing = head(name);
+    if (!existing) return std::move(existing).error();
+    if (!*existing) return false;
+    net::HttpRequest request;
+    request.method = net::HttpMethod::delete_;
+    request.url = url(name);
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    return response->status != 404;
+  }
+
+  Result<std::vector<ListedObject>> list(const std::string& prefix) override {
+    std::vector<ListedObject> out;
+    std::optional<std::string> token;
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", prefix}};
+      if (token) query.emplace_back("continuation-token", *token);
+      net::HttpRequest request;
+      request.url = bucket_url(query);
+      request.accepted_statuses = {404};
+      auto response = perform(request);
+      if (!response) return std::move(response).error();
+      if (response->status == 404) {
+        DATAVO_TRY(bucket_exists(*response));
+        return out;
+      }
+      auto records = s3::xml_records(response->body, "Contents");
+      auto top = s3::xml_child_texts(response->body, "ListBucketResult");
+      if (!records || !top) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": malformed XML"};
+      for (auto& record : *records) {
+        ListedObject object;
+        object.name = record["Key"];
+        object.size = Bytes{parse_decimal(record["Size"]).value_or(0)};
+        object.last_modified =
+            s3::parse_iso8601(record["LastModified"]).value_or(std::chrono::system_clock::time_point{});
+        out.push_back(std::move(object));
+      }
+      if ((*top)["IsTruncated"] != "true") return out;
+      token = (*top)["NextContinuationToken"];
+      if (token->empty()) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": truncated, no token"};
+    }
+  }
+
+ private:
+  // Region, endpoint, addressing and credentials, resolved at first use: constructing does no I/O.
+  Result<void> resolve() {
+    std::call_once(resolved_once_, [this] {
+      auto region = s3::resolve_region(options_.region, env_, options_.profile);
+      if (!region) {
+        resolve_error_ = std::move(region).error();
+        return;
+      }
+      region_ = region->value_or(k_default_region);
+      auto endpoint = s3::resolve_endpoint(options_.endpoint_url, env_);
+      const bool custom = endpoint.has_value();
+      endpoint_ = custom ? *endpoint : "https://s3." + region_ + ".amazonaws.com";
+      while (endpoint_.ends_with('/')) endpoint_.pop_back();
+      switch (options_.addressing_style) {
+        case AddressingStyle::path: path_style_ = true; break;
+        case AddressingStyle::virtual_hosted: path_style_ = false; break;
+        case AddressingStyle::automatic:
+          // As boto3: a custom endpoint is path-style; AWS is virtual-hosted unless the bucket name cannot be a
+          // DNS label under TLS (it has dots).
+          path_style_ = custom || options_.bucket.find('.') != std::string::npos;
+          break;
+      }
+      provider_ = s3::make_default_credential_chain(env_, options_.profile);
+      auth_ = s3::make_sigv4_auth(provider_, region_, "s3", env_.clock);
+      LOG_DEBUG("tier '" << options_.remote.name << "': " << endpoint_ << ", region " << region_
+                         << (path_style_ ? ", path-style" : ", virtual-hosted"));
+    });
+    if (resolve_error_) return *resolve_error_;
+    return {};
+  }
+
+  Result<net::HttpResponse> perform(net::HttpRequest& request) {
+    DATAVO_TRY(resolve());
+    request.auth = auth_.get();
+    return http_->perform(request);
+  }
+
+  std::string base_for_bucket() const {
+    if (path_style_) return endpoint_ + "/" + options_.bucket;
+    const auto scheme_end = endpoint_.find("://");
+    return endpoint_.substr(0, scheme_end + 3) + options_.bucket + "." + endpoint_.substr(scheme_end + 3);
+  }
+
+  std::string url(const std::string& name, const std::vector<std::pair<std::string, std::string>>& query = {}) {
+    (void)resolve();
+    std::string out = base_for_bucket() + "/" + s3::aws_uri_encode(name, false);
+    if (!query.empty()) out += "?" + s3::encode_query(query);
+    return out;
+  }
+
+  std::string bucket_url(const std::vector<std::pair<std::string, std::string>>& query) {
+    (void)resolve();
+    return base_for_bucket() + "/?" + s3::encode_query(query);
+  }
+
+  // A 404 with NoSuchBucket is a missing bucket (an error that degrades the tier), not a missing object.
+  Result<void> bucket_exists(const net::HttpResponse& response) const {
+    if (auto code = s3::s3_error_code(response.body); code && *code == "NoSuchBucket") {
+      return Error{ErrorCode::not_found, "the bucket " + options_.bucket + " does not exist at " + endpoint_};
+    }
+    return {};
+  }
+
+  static void add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) {
+    headers.push_back({k_meta_sha256, metadata.sha256.hex()});
+    headers.push_back({k_meta_size, std::to_string(metadata.size.count())});
+  }
+
+  static ObjectInfo info_of(const net::HttpResponse& response) {
+    ObjectInfo info;
+    info.size = Bytes{response.entity_size.value_or(response.body_bytes.count())};
+    if (auto etag = response.header("ETag")) info.version = std::string(*etag);
+    if (auto sha = response.header(k_meta_sha256)) {
+      if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
+    }
+    if (auto size = response.header(k_meta_size)) {
+      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
+    }
+    return info;
+  }
+
+  const S3TierOptions options_;
+  const s3::AwsEnvironment env_;
+  const std::shared_ptr<net::HttpClient> http_;
+  std::once_flag resolved_once_;
+  std::optional<Error> resolve_error_;
+  std::string region_;
+  std::string endpoint_;
+  bool path_style_ = true;
+  std::shared_ptr<s3::AwsCredentialProvider> provider_;
+  std::shared_ptr<net::RequestAuth> auth_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
+  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  if (auto problem = s3::bucket_name_problem(options.bucket); !problem.empty()) {
+    return Error{ErrorCode::invalid_argument, "invalid S3 bucket name \"" + options.bucket + "\": " + problem};
+  }
+  if (options.remote.name.empty()) options.remote.name = options.bucket;
+  RemoteTierOptions remote = options.remote;
+  return cloud::make_remote_tier(std::move(remote),
+                                 std::make_unique<S3Backend>(std::move(options), s3::AwsEnvironment{}));
+}
+
+}  // namespace datavo
