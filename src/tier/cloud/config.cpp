@@ -74,6 +74,14 @@ Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& c
   out.upload = *upload;
   fields.effective("upload", to_string(out.upload));
 
+  auto lease = fields.optional_duration("lease_duration");
+  if (!lease) return std::move(lease).error();
+  if (*lease) {
+    if (**lease < Seconds{3}) return fields.fail("lease_duration", "must be at least 3s");
+    out.lease_duration = **lease;
+  }
+  fields.effective("lease_duration", format_duration(out.lease_duration));
+
   auto single_flight = fields.optional_bool("single_flight");
   if (!single_flight) return std::move(single_flight).error();
   if (*single_flight) out.single_flight = **single_flight;

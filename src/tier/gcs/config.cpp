@@ -84,7 +84,7 @@ const TierType& gcs_tier_type() {
   static const TierType type{"gcs",
                              "a",
                              {"bucket", "project", "endpoint_url", "prefix", "part_size", "concurrency", "upload",
-                              "single_flight"},
+                              "single_flight", "lease_duration"},
                              {k_max_age_hint},
                              &parse_gcs,
                              &make_gcs};
