@@ -42,8 +42,6 @@ const TierType& azure_blob_tier_type();  // src/tier/azure/config.cpp
 
 // The fields every cloud tier shares (RemoteTierOptions), parsed once for all three: src/tier/cloud/config.cpp.
 struct RemoteTierOptions;
-inline constexpr std::string_view k_remote_fields[] = {"prefix",        "part_size",     "concurrency",
-                                                       "upload",        "single_flight", "lease_duration"};
 Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& config, RemoteTierOptions& out);
 // Helpers of the cloud types' name checks.
 inline bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
