@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tier/s3/sigv4.hpp"
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 #include "util/log.hpp"
 
 extern char** environ;
@@ -546,7 +546,7 @@ class DefaultChain final : public AwsCredentialProvider {
     if (!response)
       return Error{response.error().code,
                    source + ": STS AssumeRoleWithWebIdentity failed: " + response.error().message};
-    auto fields = xml_child_texts(response->body, "Credentials");
+    auto fields = cloud::xml_child_texts(response->body, "Credentials");
     AwsCredentials out;
     out.source = source;
     if (fields) {

@@ -10,7 +10,7 @@
 #include "tier/s3/config.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
 
@@ -142,7 +142,7 @@ class S3Backend final : public BlobBackend {
     add_metadata(request.headers, metadata);
     auto response = perform(request);
     if (!response) return std::move(response).error();
-    auto fields = s3::xml_child_texts(response->body, "InitiateMultipartUploadResult");
+    auto fields = cloud::xml_child_texts(response->body, "InitiateMultipartUploadResult");
     if (!fields || !fields->count("UploadId") || fields->at("UploadId").empty()) {
       return Error{ErrorCode::remote, "CreateMultipartUpload of " + name + " answered without an UploadId"};
     }
@@ -233,8 +233,8 @@ class S3Backend final : public BlobBackend {
         DATAVO_TRY(bucket_exists(*response));
         return out;
       }
-      auto records = s3::xml_records(response->body, "Contents");
-      auto top = s3::xml_child_texts(response->body, "ListBucketResult");
+      auto records = cloud::xml_records(response->body, "Contents");
+      auto top = cloud::xml_child_texts(response->body, "ListBucketResult");
       if (!records || !top) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": malformed XML"};
       for (auto& record : *records) {
         ListedObject object;

@@ -11,7 +11,7 @@
 #include <map>
 
 #include "datavo/content_hash.hpp"
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 #include "util/log.hpp"
 
 namespace datavo::s3 {
@@ -368,7 +368,7 @@ Result<PresignedUrl> presign_url(net::HttpMethod method, std::string_view url, c
 }
 
 std::optional<std::string> s3_error_code(std::string_view body) {
-  auto fields = xml_child_texts(body, "Error");
+  auto fields = cloud::xml_child_texts(body, "Error");
   if (!fields) return std::nullopt;
   auto code = fields->find("Code");
   if (code == fields->end()) return std::nullopt;

@@ -8,7 +8,7 @@
 
 #include "support/temp_dir.hpp"
 #include "tier/s3/sigv4.hpp"
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 #include "unit/tier/s3/fake_aws.hpp"
 #include "util/log.hpp"
 
@@ -436,7 +436,7 @@ TEST(SigV4Auth, RefreshAfterRefusalOnlyForStaleCredentialCodes) {
 }
 
 TEST(SigV4Xml, ChildTextsIgnoreNamespacesDecodeEntitiesAndStopAfterTheElement) {
-  auto fields = xml_child_texts(
+  auto fields = cloud::xml_child_texts(
       "<r xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><x:Credentials xmlns:x=\"u\"><x:AccessKeyId>A&amp;B"
       "</x:AccessKeyId><Nested><Deep>no</Deep></Nested><Code>first</Code><Code>second</Code></x:Credentials>"
       "<Credentials><AccessKeyId>later</AccessKeyId></Credentials></r>",
@@ -447,8 +447,8 @@ TEST(SigV4Xml, ChildTextsIgnoreNamespacesDecodeEntitiesAndStopAfterTheElement) {
   EXPECT_EQ((*fields)["Nested"], "");
   EXPECT_EQ(fields->count("Deep"), 0u);
   EXPECT_EQ(s3_error_code("<Error><Code> NoSuchKey </Code></Error><cut short"), "NoSuchKey");
-  EXPECT_FALSE(xml_child_texts("<a><b>1</b></a>", "Error"));
-  EXPECT_FALSE(xml_child_texts("not xml", "Error"));
+  EXPECT_FALSE(cloud::xml_child_texts("<a><b>1</b></a>", "Error"));
+  EXPECT_FALSE(cloud::xml_child_texts("not xml", "Error"));
   EXPECT_FALSE(s3_error_code("<Error><Message>no code</Message></Error>"));
 }
 

@@ -1,4 +1,4 @@
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 
 #include <expat.h>
 
@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-namespace datavo::s3 {
+namespace datavo::cloud {
 namespace {
 
 struct ParserDeleter {
@@ -106,4 +106,4 @@ std::optional<std::vector<std::map<std::string, std::string>>> xml_records(std::
   return std::move(walk.records);
 }
 
-}  // namespace datavo::s3
+}  // namespace datavo::cloud

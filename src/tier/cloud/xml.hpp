@@ -1,4 +1,5 @@
-// The little XML the AWS auth code reads (an S3 <Error>, the <Credentials> of an STS answer), over expat.
+// The little XML the cloud tiers read (an S3 <Error>, an STS <Credentials>, ListObjectsV2 and List Blobs
+// pages), over expat.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -9,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace datavo::s3 {
+namespace datavo::cloud {
 
 // The text of each child element of the first element named `parent` (at any depth; namespace prefixes
 // ignored), by child name: for "<Error><Code>NoSuchKey</Code>...</Error>" and "Error", {"Code": "NoSuchKey", ...}.
@@ -22,4 +23,4 @@ std::optional<std::map<std::string, std::string>> xml_child_texts(std::string_vi
 std::optional<std::vector<std::map<std::string, std::string>>> xml_records(std::string_view document,
                                                                            std::string_view element);
 
-}  // namespace datavo::s3
+}  // namespace datavo::cloud
