@@ -253,29 +253,41 @@ int on_progress(void* user, curl_off_t, curl_off_t download_now, curl_off_t, cur
   return 0;
 }
 
+std::uint64_t body_size(const RequestBody& body) {
+  if (const auto* text = std::get_if<std::string>(&body)) return text->size();
+  if (const auto* file = std::get_if<FileBody>(&body))
+    return file->head.size() + file->size.count() + file->tail.size();
+  return 0;
+}
+
 size_t on_read(char* buffer, size_t size, size_t count, void* user) {
   auto& attempt = *static_cast<Attempt*>(user);
   const size_t room = size * count;
-  if (const auto* text = std::get_if<std::string>(&attempt.request.body)) {
-    const size_t n = std::min<std::uint64_t>(room, text->size() - attempt.upload_offset);
-    std::memcpy(buffer, text->data() + attempt.upload_offset, n);
+  auto copy = [&](std::string_view text, std::uint64_t at) {
+    const size_t n = std::min<std::uint64_t>(room, text.size() - at);
+    std::memcpy(buffer, text.data() + at, n);
     attempt.upload_offset += n;
     return n;
-  }
+  };
+  if (const auto* text = std::get_if<std::string>(&attempt.request.body)) return copy(*text, attempt.upload_offset);
   const auto* file = std::get_if<FileBody>(&attempt.request.body);
   if (file == nullptr) return 0;
-  const std::uint64_t remaining = file->size.count() - attempt.upload_offset;
-  if (remaining == 0) return 0;
-  const size_t want = std::min<std::uint64_t>(room, remaining);
+  std::uint64_t at = attempt.upload_offset;
+  if (at < file->head.size()) return copy(file->head, at);
+  at -= file->head.size();
+  if (at >= file->size.count()) {
+    at -= file->size.count();
+    return at < file->tail.size() ? copy(file->tail, at) : 0;
+  }
+  const size_t want = std::min<std::uint64_t>(room, file->size.count() - at);
   ssize_t got;
   do {
-    got = ::pread(file->fd, buffer, want, off_t(file->offset + attempt.upload_offset));
+    got = ::pread(file->fd, buffer, want, off_t(file->offset + at));
   } while (got < 0 && errno == EINTR);
   if (got <= 0) {
-    attempt.local_error =
-        got < 0 ? Error::from_errno(errno, "read upload body")
-                : Error{ErrorCode::io, "upload body ended at byte " + std::to_string(attempt.upload_offset) + " of " +
-                                           std::to_string(file->size.count())};
+    attempt.local_error = got < 0 ? Error::from_errno(errno, "read upload body")
+                                  : Error{ErrorCode::io, "upload body ended at byte " + std::to_string(at) + " of " +
+                                                             std::to_string(file->size.count())};
     return CURL_READFUNC_ABORT;
   }
   attempt.upload_offset += std::uint64_t(got);
@@ -285,9 +297,7 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
 // curl rewinds the upload this way on a redirect or an auth round trip.
 int on_seek(void* user, curl_off_t offset, int origin) {
   auto& attempt = *static_cast<Attempt*>(user);
-  std::uint64_t size = 0;
-  if (const auto* text = std::get_if<std::string>(&attempt.request.body)) size = text->size();
-  if (const auto* file = std::get_if<FileBody>(&attempt.request.body)) size = file->size.count();
+  const std::uint64_t size = body_size(attempt.request.body);
   if (origin != SEEK_SET || offset < 0 || std::uint64_t(offset) > size) return CURL_SEEKFUNC_FAIL;
   attempt.upload_offset = std::uint64_t(offset);
   return CURL_SEEKFUNC_OK;
@@ -312,12 +322,6 @@ struct Outcome {
   static Outcome fail(Error e) { return {Kind::fail, std::move(e), std::nullopt, false}; }
   static Outcome retry(Error e) { return {Kind::retry, std::move(e), std::nullopt, false}; }
 };
-
-std::uint64_t body_size(const RequestBody& body) {
-  if (const auto* text = std::get_if<std::string>(&body)) return text->size();
-  if (const auto* file = std::get_if<FileBody>(&body)) return file->size.count();
-  return 0;
-}
 
 }  // namespace
 

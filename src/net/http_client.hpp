@@ -84,12 +84,15 @@ using HttpHeaders = std::vector<HttpHeader>;
 std::optional<std::string_view> find_header(const HttpHeaders& headers, std::string_view name);
 
 // An upload of `size` bytes read from a file descriptor with pread() from `offset`, so that every retry resends
-// it whole and parts of one file can be sent by several threads at once. The descriptor is borrowed: it must stay
-// open for the duration of perform().
+// it whole and parts of one file can be sent by several threads at once; `head` and `tail` are sent before and
+// after those bytes (the framing of a multipart/related body). The descriptor is borrowed: it must stay open for
+// the duration of perform().
 struct FileBody {
   int fd = -1;
-  Bytes size;
+  Bytes size;  // of the file's bytes, without head and tail
   std::uint64_t offset = 0;
+  std::string head;
+  std::string tail;
 };
 
 // No body, a body held in memory, or a file.

@@ -56,6 +56,8 @@ struct UploadedPart {
   int number = 0;        // 1-based
   std::string etag;      // as the service returned it
   std::string checksum;  // the part's checksum as sent (S3: base64 SHA-256), for the completing request
+  // Set when this part completed the object by itself (GCS's last resumable chunk): what finish_upload returns.
+  std::optional<InstallOutcome> completed;
 };
 
 struct ListedObject {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tier/cloud/checksums.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -18,8 +19,6 @@ namespace {
 
 // S3 allows at most this many parts; a larger object gets larger parts.
 constexpr std::uint64_t k_max_parts = 10'000;
-// Reading a part back to hash it: big enough to amortise the syscall, small enough for a stack of workers.
-constexpr std::size_t k_hash_chunk = 1u << 20;
 constexpr const char* k_entry_suffix = ".tar";
 constexpr const char* k_leases_dir = ".leases/";
 constexpr const char* k_check_dir = ".datavo-check/";
@@ -59,19 +58,6 @@ class CountingSink final : public ByteSink {
   ByteSink& inner_;
   const Bytes start_;
 };
-
-// The SHA-256 of [offset, offset + length) of `fd`.
-Result<Sha256> sha256_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
-  std::vector<char> buffer(std::size_t(std::min<std::uint64_t>(length, k_hash_chunk)));
-  Sha256Hasher hasher;
-  for (std::uint64_t done = 0; done < length;) {
-    const std::size_t n = std::size_t(std::min<std::uint64_t>(buffer.size(), length - done));
-    DATAVO_TRY(util::pread_all(fd, buffer.data(), n, off_t(offset + done), "upload source"));
-    hasher.update(buffer.data(), n);
-    done += n;
-  }
-  return hasher.finish();
-}
 
 std::string describe_remote(const std::string& name, std::string_view type) {
   return "tier '" + name + "' (" + std::string(type) + ")";

@@ -65,7 +65,7 @@ TEST(TierRegistry, UnknownTypeIsAConfigError) {
   EXPECT_EQ(tier.error().code, ErrorCode::config);
 }
 
-TEST(TierRegistry, BuildHierarchySkipsUnbuiltCloudTiersAndKeepsOrder) {
+TEST(TierRegistry, BuildHierarchyBuildsCloudTiersLazilyAndKeepsOrder) {
   TempDir dir;
   CacheConfig config;
   config.tiers.push_back(folder_config("a", dir.sub("a")));
@@ -74,14 +74,17 @@ TEST(TierRegistry, BuildHierarchySkipsUnbuiltCloudTiersAndKeepsOrder) {
   gcs.type = "gcs";
   GcsTierOptions gcs_options;
   gcs_options.bucket = "bucket";
+  gcs_options.endpoint_url = "http://127.0.0.1:9";  // nothing listens there: building must not ask
   gcs.backend = gcs_options;
   config.tiers.push_back(gcs);
   config.tiers.push_back(folder_config("b", dir.sub("b")));
   auto hierarchy = build_hierarchy(config);
   ASSERT_TRUE(hierarchy) << hierarchy.error().message;
-  ASSERT_EQ((*hierarchy)->tiers().size(), 2u);
+  ASSERT_EQ((*hierarchy)->tiers().size(), 3u);
   EXPECT_EQ((*hierarchy)->tiers()[0]->name(), "a");
-  EXPECT_EQ((*hierarchy)->tiers()[1]->name(), "b");
+  EXPECT_EQ((*hierarchy)->tiers()[1]->name(), "g");
+  EXPECT_EQ((*hierarchy)->tiers()[1]->type(), "gcs");
+  EXPECT_EQ((*hierarchy)->tiers()[2]->name(), "b");
 }
 
 TEST(TierRegistry, BuildHierarchyWithOnlyCloudTiersFailsNamingTheFile) {

@@ -1,0 +1,347 @@
+// The Azure Blob backend of the remote-tier layer: Get Blob with x-ms-range pinned by If-Match, Put Blob for small
+// objects and Put Block + Put Block List for large ones, If-None-Match: * as the conditional create (409
+// BlobAlreadyExists or 412), metadata in x-ms-meta-datavo_sha256 / datavo_size (Azure metadata names cannot hold
+// '-'), and SAS, SharedKey or bearer tokens as azure/credentials.hpp picks them.
+#include <mutex>
+
+#include "datavo/azure_blob_tier.hpp"
+#include "tier/azure/credentials.hpp"
+#include "tier/cloud/checksums.hpp"
+#include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/xml.hpp"
+#include "util/base64.hpp"
+#include "util/fs.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+using cloud::BlobBackend;
+using cloud::ByteRange;
+using cloud::EntryMetadata;
+using cloud::ListedObject;
+using cloud::ObjectInfo;
+using cloud::Overwrite;
+using cloud::UploadedPart;
+
+constexpr const char* k_meta_sha256 = "x-ms-meta-datavo_sha256";
+constexpr const char* k_meta_size = "x-ms-meta-datavo_size";
+
+// Percent-encodes a blob name for its URL, keeping '/' (blob names are paths).
+std::string encode_path(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      out += char(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_decimal(std::string_view text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + std::uint64_t(c - '0');
+  }
+  return value;
+}
+
+// The x-ms-error-code of an Azure answer (also in the XML body's <Code>).
+std::string error_code(const net::HttpResponse& response) {
+  if (auto code = response.header("x-ms-error-code")) return std::string(*code);
+  if (auto fields = cloud::xml_child_texts(response.body, "Error"); fields && fields->count("Code"))
+    return fields->at("Code");
+  return "";
+}
+
+class AzureBackend final : public BlobBackend {
+ public:
+  AzureBackend(AzureBlobTierOptions options, cloud::CredentialEnv env)
+      : options_(std::move(options)),
+        env_(std::move(env)),
+        http_(std::make_shared<net::HttpClient>(options_.remote.transport)) {
+    // A SAS given inside the container URL (as the portal copies it) serves as the tier's sas_token.
+    container_ = options_.container_url;
+    if (const auto query = container_.find('?'); query != std::string::npos) {
+      if (!options_.sas_token) options_.sas_token = container_.substr(query + 1);
+      container_.resize(query);
+    }
+    while (container_.ends_with('/')) container_.pop_back();
+  }
+
+  std::string_view type() const override { return "azure_blob"; }
+  std::string location() const override { return container_; }
+
+  Result<std::string> credentials() override {
+    DATAVO_TRY(resolve());
+    return description_;
+  }
+
+  Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
+                                        ByteSink& sink) override {
+    net::HttpRequest request;
+    request.url = blob_url(name);
+    if (range) {
+      request.headers.push_back({"x-ms-range", "bytes=" + std::to_string(range->first) + "-" +
+                                                   std::to_string(range->first + range->length - 1)});
+    }
+    if (pin) request.headers.push_back({"If-Match", *pin});
+    request.sink = &sink;
+    request.accepted_statuses = {404, 412, 416};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      DATAVO_TRY(container_exists(*response));
+      return std::optional<ObjectInfo>{};
+    }
+    if (response->status == 412) return Error{ErrorCode::conflict, name + " changed (HTTP 412 to If-Match)"};
+    if (response->status == 416) {
+      if (range && range->first == 0) return get(name, std::nullopt, pin, sink);
+      return Error{ErrorCode::remote, name + ": HTTP 416 to a range inside the blob"};
+    }
+    return std::optional<ObjectInfo>{info_of(*response)};
+  }
+
+  Result<std::optional<ObjectInfo>> head(const std::string& name) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::head;
+    request.url = blob_url(name);
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) return std::optional<ObjectInfo>{};
+    return std::optional<ObjectInfo>{info_of(*response)};
+  }
+
+  Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
+                             const std::optional<EntryMetadata>& metadata, Overwrite overwrite) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = blob_url(name);
+    request.body = body;
+    request.headers.push_back({"x-ms-blob-type", "BlockBlob"});
+    request.headers.push_back({"Content-Type", "application/octet-stream"});
+    if (overwrite == Overwrite::no) request.headers.push_back({"If-None-Match", "*"});
+    if (metadata) {
+      add_metadata(request.headers, *metadata);
+      // One read of a blob of at most part_size: cheap enough for Azure to check the bytes it stores.
+      if (const auto* file = std::get_if<net::FileBody>(&body)) {
+        auto md5 = cloud::md5_of_range(file->fd, file->offset, file->size.count());
+        if (!md5) return std::move(md5).error();
+        request.headers.push_back({"Content-MD5", util::base64_encode(*md5)});
+      }
+    }
+    request.idempotent = true;
+    request.accepted_statuses = {409, 412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412) return InstallOutcome::already_present;
+    if (response->status == 409) return already_exists(*response, name);
+    return InstallOutcome::installed;
+  }
+
+  Result<std::string> start_upload(const std::string&, const EntryMetadata&) override {
+    // Blocks need no session: the id is the block-id prefix of this upload, so that two uploads of one blob
+    // never mix their blocks.
+    return util::random_hex(8);
+  }
+
+  Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
+                                   const net::FileBody& part, const Sha256&) override {
+    const std::string block_id = this->block_id(upload_id, number);
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = blob_url(name, "comp=block&blockid=" + encode_query_value(block_id));
+    request.body = part;
+    request.headers.push_back({"Content-Type", "application/octet-stream"});
+    request.idempotent = true;
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    return UploadedPart{number, block_id, "", std::nullopt};
+  }
+
+  Result<InstallOutcome> finish_upload(const std::string& name, const std::string&,
+                                       const std::vector<UploadedPart>& parts, const EntryMetadata& metadata) override {
+    std::string body = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>";
+    for (const auto& part : parts) body += "<Latest>" + part.etag + "</Latest>";
+    body += "</BlockList>";
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = blob_url(name, "comp=blocklist");
+    request.headers.push_back({"Content-Type", "application/xml"});
+    request.headers.push_back({"x-ms-blob-content-type", "application/octet-stream"});
+    request.headers.push_back({"If-None-Match", "*"});
+    add_metadata(request.headers, metadata);
+    request.body = std::move(body);
+    request.idempotent = true;
+    request.accepted_statuses = {409, 412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412) return InstallOutcome::already_present;
+    if (response->status == 409) return already_exists(*response, name);
+    return InstallOutcome::installed;
+  }
+
+  Result<void> abort_upload(const std::string&, const std::string&) override {
+    // Uncommitted blocks cost nothing once abandoned: Azure discards them after a week, and no Put Block List
+    // will ever name them.
+    return {};
+  }
+
+  Result<bool> remove(const std::string& name) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::delete_;
+    request.url = blob_url(name);
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      DATAVO_TRY(container_exists(*response));
+      return false;
+    }
+    return true;
+  }
+
+  Result<std::vector<ListedObject>> list(const std::string& prefix) override {
+    std::vector<ListedObject> out;
+    std::string marker;
+    for (;;) {
+      std::string query = "restype=container&comp=list&prefix=" + encode_query_value(prefix);
+      if (!marker.empty()) query += "&marker=" + encode_query_value(marker);
+      net::HttpRequest request;
+      request.url = container_ + "?" + query;
+      request.accepted_statuses = {404};
+      auto response = perform(request);
+      if (!response) return std::move(response).error();
+      if (response->status == 404) {
+        DATAVO_TRY(container_exists(*response));
+        return out;
+      }
+      // Each <Blob> holds its <Name> and one <Properties>: the two lists are in step.
+      auto blobs = cloud::xml_records(response->body, "Blob");
+      auto properties = cloud::xml_records(response->body, "Properties");
+      auto top = cloud::xml_child_texts(response->body, "EnumerationResults");
+      if (!blobs || !properties || !top || blobs->size() != properties->size())
+        return Error{ErrorCode::remote, "List Blobs of " + container_ + ": malformed XML"};
+      for (std::size_t i = 0; i < blobs->size(); ++i) {
+        out.push_back(ListedObject{(*blobs)[i]["Name"],
+                                   Bytes{parse_decimal((*properties)[i]["Content-Length"]).value_or(0)},
+                                   std::chrono::system_clock::time_point{}});
+      }
+      marker = (*top)["NextMarker"];
+      if (marker.empty()) return out;
+    }
+  }
+
+ private:
+  Result<void> resolve() {
+    std::call_once(resolved_, [this] {
+      azure::AzureAuthConfig config{container_, options_.sas_token.value_or(""),
+                                    options_.managed_identity_client_id.value_or("")};
+      auto auth = azure::make_azure_auth(config, env_, http_);
+      if (!auth) {
+        resolve_error_ = std::move(auth).error();
+        return;
+      }
+      auth_ = auth->auth;
+      description_ = auth->description;
+    });
+    if (resolve_error_) return *resolve_error_;
+    return {};
+  }
+
+  Result<net::HttpResponse> perform(net::HttpRequest& request) {
+    DATAVO_TRY(resolve());
+    request.auth = auth_.get();
+    return http_->perform(request);
+  }
+
+  std::string blob_url(const std::string& name, const std::string& query = "") const {
+    std::string url = container_ + "/" + encode_path(name);
+    return query.empty() ? url : url + "?" + query;
+  }
+
+  static std::string encode_query_value(std::string_view text) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : text) {
+      if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+        out += char(c);
+      } else {
+        out += '%';
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      }
+    }
+    return out;
+  }
+
+  // Block ids of one blob must all have the same length: "<upload prefix>-<6-digit part number>", base64.
+  static std::string block_id(const std::string& upload_id, int number) {
+    char digits[16];
+    std::snprintf(digits, sizeof digits, "%06d", number);
+    return util::base64_encode(upload_id + "-" + digits);
+  }
+
+  Result<void> container_exists(const net::HttpResponse& response) const {
+    if (error_code(response) == "ContainerNotFound") {
+      return Error{ErrorCode::not_found, "the container " + container_ + " does not exist"};
+    }
+    return {};
+  }
+
+  static Result<InstallOutcome> already_exists(const net::HttpResponse& response, const std::string& name) {
+    const std::string code = error_code(response);
+    if (code == "BlobAlreadyExists" || code.empty()) return InstallOutcome::already_present;
+    return Error{ErrorCode::remote, "writing " + name + ": HTTP 409 " + code};
+  }
+
+  static void add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) {
+    headers.push_back({k_meta_sha256, metadata.sha256.hex()});
+    headers.push_back({k_meta_size, std::to_string(metadata.size.count())});
+  }
+
+  static ObjectInfo info_of(const net::HttpResponse& response) {
+    ObjectInfo info;
+    info.size = Bytes{response.entity_size.value_or(response.body_bytes.count())};
+    if (auto etag = response.header("ETag")) info.version = std::string(*etag);
+    if (auto sha = response.header(k_meta_sha256)) {
+      if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
+    }
+    if (auto size = response.header(k_meta_size)) {
+      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
+    }
+    return info;
+  }
+
+  AzureBlobTierOptions options_;
+  const cloud::CredentialEnv env_;
+  const std::shared_ptr<net::HttpClient> http_;
+  std::string container_;
+  std::once_flag resolved_;
+  std::optional<Error> resolve_error_;
+  std::shared_ptr<net::RequestAuth> auth_;
+  std::string description_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Tier>> make_azure_blob_tier(AzureBlobTierOptions options) {
+  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  if (options.container_url.empty())
+    return Error{ErrorCode::invalid_argument, "an Azure Blob tier needs a container_url"};
+  if (options.remote.name.empty())
+    options.remote.name = options.container_url.substr(0, options.container_url.find('?'));
+  RemoteTierOptions remote = options.remote;
+  return cloud::make_remote_tier(
+      std::move(remote), std::make_unique<AzureBackend>(std::move(options), cloud::CredentialEnv::from_process()));
+}
+
+}  // namespace datavo

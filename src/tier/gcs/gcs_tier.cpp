@@ -1,0 +1,523 @@
+// The GCS backend of the remote-tier layer, over the JSON API: media downloads pinned to the generation
+// (ifGenerationMatch), multipart uploads for small objects and chunked resumable uploads for large ones (resumed
+// from the offset the server reports), ifGenerationMatch=0 as the conditional create, MD5 sent with every upload
+// so that GCS refuses corrupt bytes, Application Default Credentials (gcs/credentials.hpp).
+#include "datavo/gcs_tier.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "tier/cloud/checksums.hpp"
+#include "tier/cloud/remote_tier.hpp"
+#include "tier/gcs/credentials.hpp"
+#include "util/base64.hpp"
+#include "util/log.hpp"
+
+namespace datavo {
+namespace {
+
+using cloud::BlobBackend;
+using cloud::ByteRange;
+using cloud::EntryMetadata;
+using cloud::ListedObject;
+using cloud::ObjectInfo;
+using cloud::Overwrite;
+using cloud::UploadedPart;
+
+constexpr const char* k_default_endpoint = "https://storage.googleapis.com";
+constexpr const char* k_meta_sha256 = "datavo-sha256";
+constexpr const char* k_meta_size = "datavo-size";
+// Resumable chunks must be multiples of this (GCS's rule), except the last.
+constexpr std::uint64_t k_chunk_granularity = 256 * 1024;
+constexpr const char* k_boundary = "datavo-multipart-boundary-7b0c4e";
+
+// Percent-encodes all but the unreserved characters: an object name is one path segment in the JSON API.
+std::string encode_component(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += char(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_decimal(std::string_view text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + std::uint64_t(c - '0');
+  }
+  return value;
+}
+
+// GCS writes decimal numbers in JSON as strings ("size": "123").
+std::optional<std::uint64_t> json_number(const nlohmann::json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_string()) return parse_decimal(it->get<std::string>());
+  return std::nullopt;
+}
+
+// The object resource JSON of GCS as the layer's ObjectInfo.
+ObjectInfo info_of_resource(const nlohmann::json& resource) {
+  ObjectInfo info;
+  info.size = Bytes{json_number(resource, "size").value_or(0)};
+  if (auto generation = json_number(resource, "generation")) info.version = std::to_string(*generation);
+  if (auto metadata = resource.find("metadata"); metadata != resource.end() && metadata->is_object()) {
+    if (auto sha = metadata->find(k_meta_sha256); sha != metadata->end() && sha->is_string()) {
+      if (auto parsed = Sha256::parse(sha->get<std::string>())) info.sha256 = *parsed;
+    }
+    if (auto size = metadata->find(k_meta_size); size != metadata->end() && size->is_string()) {
+      if (auto parsed = parse_decimal(size->get<std::string>())) info.recorded_size = Bytes{*parsed};
+    }
+  }
+  return info;
+}
+
+// Whether a 404 body says the bucket (not the object) is missing.
+bool says_no_bucket(std::string_view body) { return body.find("bucket does not exist") != std::string_view::npos; }
+
+// Counts what a sink receives and hashes it with MD5, so that a whole-object read can be checked against md5Hash
+// when the object carries no datavo-sha256 (an object another tool wrote).
+class Md5Sink final : public ByteSink {
+ public:
+  explicit Md5Sink(ByteSink& inner) : inner_(inner), ctx_(EVP_MD_CTX_new()) { restart_hash(); }
+  ~Md5Sink() override { EVP_MD_CTX_free(ctx_); }
+  Md5Sink(const Md5Sink&) = delete;
+  Md5Sink& operator=(const Md5Sink&) = delete;
+  Result<void> write(const void* data, std::size_t size) override {
+    DATAVO_TRY(inner_.write(data, size));
+    EVP_DigestUpdate(ctx_, data, size);
+    return {};
+  }
+  Bytes written() const override { return inner_.written(); }
+  Result<void> restart() override {
+    restart_hash();
+    return inner_.restart();
+  }
+  std::string digest() {
+    unsigned char out[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    EVP_DigestFinal_ex(ctx_, out, &size);
+    return std::string(reinterpret_cast<const char*>(out), size);
+  }
+
+ private:
+  void restart_hash() { EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr); }
+  ByteSink& inner_;
+  EVP_MD_CTX* ctx_;
+};
+
+class GcsBackend final : public BlobBackend {
+ public:
+  GcsBackend(GcsTierOptions options, cloud::CredentialEnv env)
+      : options_(std::move(options)),
+        env_(std::move(env)),
+        http_(std::make_shared<net::HttpClient>(options_.remote.transport)) {}
+
+  std::string_view type() const override { return "gcs"; }
+  std::string location() const override { return "gs://" + options_.bucket; }
+
+  Result<std::string> credentials() override {
+    DATAVO_TRY(resolve());
+    if (!provider_)
+      return "none (" + std::string(emulator_ ? "STORAGE_EMULATOR_HOST" : "anonymous") + "); endpoint " + endpoint_;
+    auto token = provider_->get();
+    if (!token) return std::move(token).error();
+    return provider_->describe() + "; endpoint " + endpoint_;
+  }
+
+  Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
+                                        ByteSink& sink) override {
+    // A whole object without our metadata is checked against GCS's own md5Hash.
+    std::optional<Md5Sink> md5;
+    if (!range) md5.emplace(sink);
+    net::HttpRequest request;
+    request.url = object_url(name, {{"alt", "media"}}, pin);
+    if (range) {
+      request.headers.push_back(
+          {"Range", "bytes=" + std::to_string(range->first) + "-" + std::to_string(range->first + range->length - 1)});
+    }
+    request.sink = md5 ? static_cast<ByteSink*>(&*md5) : &sink;
+    request.accepted_statuses = {404, 412, 416};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      if (says_no_bucket(response->body)) return no_bucket();
+      return std::optional<ObjectInfo>{};
+    }
+    if (response->status == 412)
+      return Error{ErrorCode::conflict, name + " changed (its generation is not " + *pin + ")"};
+    if (response->status == 416) {
+      if (range && range->first == 0) return get(name, std::nullopt, pin, sink);
+      return Error{ErrorCode::remote, name + ": HTTP 416 to a range inside the object"};
+    }
+    ObjectInfo info;
+    info.size = Bytes{response->entity_size.value_or(response->body_bytes.count())};
+    if (auto generation = response->header("x-goog-generation")) info.version = std::string(*generation);
+    if (auto sha = response->header(std::string("x-goog-meta-") + k_meta_sha256)) {
+      if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
+    }
+    if (auto size = response->header(std::string("x-goog-meta-") + k_meta_size)) {
+      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
+    }
+    // Media responses do not always carry custom metadata (the emulator's do not): the object resource does.
+    if (!info.sha256) {
+      auto resource = object_resource(name);
+      if (!resource) return std::move(resource).error();
+      if (!*resource) return Error{ErrorCode::conflict, name + " vanished while it was read"};
+      const ObjectInfo& described = (*resource)->info;
+      if (!info.version.empty() && described.version != info.version)
+        return Error{ErrorCode::conflict, name + " changed while it was read"};
+      info.sha256 = described.sha256;
+      info.recorded_size = described.recorded_size;
+      if (info.version.empty()) info.version = described.version;
+      if (md5 && !info.sha256 && !(*resource)->md5_base64.empty() &&
+          util::base64_encode(md5->digest()) != (*resource)->md5_base64) {
+        // No SHA-256 to check the bytes against: GCS's own MD5 of the whole object is the next best.
+        return Error{ErrorCode::integrity, name + ": the bytes read do not match the object's md5Hash"};
+      }
+    }
+    return std::optional<ObjectInfo>{info};
+  }
+
+  Result<std::optional<ObjectInfo>> head(const std::string& name) override {
+    auto resource = object_resource(name);
+    if (!resource) return std::move(resource).error();
+    if (!*resource) return std::optional<ObjectInfo>{};
+    return std::optional<ObjectInfo>{(*resource)->info};
+  }
+
+  Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
+                             const std::optional<EntryMetadata>& metadata, Overwrite overwrite) override {
+    // uploadType=multipart: the object resource (with our metadata and the MD5 GCS checks) and the bytes in one
+    // multipart/related request. Each part needs a Content-Type (the emulator refuses parts without).
+    nlohmann::json resource = {{"name", name}};
+    std::string md5;
+    if (const auto* file = std::get_if<net::FileBody>(&body)) {
+      auto digest = cloud::md5_of_range(file->fd, file->offset, file->size.count());
+      if (!digest) return std::move(digest).error();
+      md5 = *digest;
+    } else if (const auto* text = std::get_if<std::string>(&body)) {
+      md5 = cloud::md5_of(*text);
+    }
+    resource["md5Hash"] = util::base64_encode(md5);
+    if (metadata) resource["metadata"] = metadata_json(*metadata);
+    const std::string head = std::string("--") + k_boundary +
+                             "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n" + resource.dump() + "\r\n--" +
+                             k_boundary + "\r\nContent-Type: application/octet-stream\r\n\r\n";
+    const std::string tail = std::string("\r\n--") + k_boundary + "--\r\n";
+    net::HttpRequest request;
+    request.method = net::HttpMethod::post;
+    request.url = upload_url("multipart", overwrite);
+    request.headers.push_back({"Content-Type", std::string("multipart/related; boundary=") + k_boundary});
+    if (const auto* file = std::get_if<net::FileBody>(&body)) {
+      net::FileBody framed = *file;
+      framed.head = head;
+      framed.tail = tail;
+      request.body = std::move(framed);
+    } else if (const auto* text = std::get_if<std::string>(&body)) {
+      request.body = head + *text + tail;
+    } else {
+      request.body = head + tail;
+    }
+    request.idempotent = true;  // a conditional create: repeating it cannot create twice
+    request.accepted_statuses = {412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412) return InstallOutcome::already_present;
+    return InstallOutcome::installed;
+  }
+
+  Result<std::string> start_upload(const std::string& name, const EntryMetadata& metadata) override {
+    nlohmann::json resource = {{"name", name}, {"metadata", metadata_json(metadata)}};
+    net::HttpRequest request;
+    request.method = net::HttpMethod::post;
+    request.url = upload_url("resumable", Overwrite::no);
+    request.headers.push_back({"Content-Type", "application/json; charset=UTF-8"});
+    request.headers.push_back({"X-Upload-Content-Type", "application/octet-stream"});
+    request.headers.push_back({"X-Upload-Content-Length", std::to_string(metadata.size.count())});
+    request.body = resource.dump();
+    request.accepted_statuses = {412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412) return std::string(k_already_present);
+    auto session = response->header("Location");
+    if (!session || session->empty())
+      return Error{ErrorCode::remote, "the resumable upload of " + name + " has no session URI"};
+    // The layer hands the id back with every part: the session URI and the object's size, which each chunk's
+    // Content-Range needs.
+    return std::to_string(metadata.size.count()) + " " + std::string(*session);
+  }
+
+  Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
+                                   const net::FileBody& part, const Sha256&) override {
+    if (upload_id == k_already_present) return UploadedPart{number, "", "", InstallOutcome::already_present};
+    const auto space = upload_id.find(' ');
+    const std::uint64_t total = parse_decimal(std::string_view(upload_id).substr(0, space)).value_or(0);
+    const std::string session = upload_id.substr(space + 1);
+    const std::uint64_t end = part.offset + part.size.count();
+    if (end != total && part.size.count() % k_chunk_granularity != 0) {
+      return Error{ErrorCode::invalid_argument, "resumable chunks must be multiples of 256 KiB"};
+    }
+    std::uint64_t sent = part.offset;
+    // Until the server holds every byte of this chunk: a chunk it persisted only in part is continued from the
+    // offset it reports, never from the start of the object.
+    for (int round = 0; round < 8; ++round) {
+      net::HttpRequest request;
+      request.method = net::HttpMethod::put;
+      request.url = session;
+      net::FileBody rest{part.fd, Bytes{end - sent}, sent, {}, {}};
+      request.body = rest;
+      request.headers.push_back({"Content-Range", "bytes " + std::to_string(sent) + "-" + std::to_string(end - 1) +
+                                                      "/" + std::to_string(total)});
+      request.idempotent = true;  // the Content-Range makes a repeat land where it belongs
+      request.accepted_statuses = {412};
+      auto response = perform(request);
+      if (!response) {
+        // Ask the session how far it got, and go on from there.
+        auto persisted = persisted_bytes(session, total);
+        if (!persisted) return std::move(response).error();
+        if (*persisted >= end) return UploadedPart{number, "", "", std::nullopt};
+        if (*persisted < part.offset) return std::move(response).error();  // lost an earlier chunk: start over
+        sent = *persisted;
+        continue;
+      }
+      if (response->status == 412) return UploadedPart{number, "", "", InstallOutcome::already_present};
+      if (response->status == 200 || response->status == 201) {
+        return UploadedPart{number, "", "",
+                            end == total ? std::optional<InstallOutcome>(InstallOutcome::installed) : std::nullopt};
+      }
+      if (response->status != 308) {
+        return Error{ErrorCode::remote,
+                     "resumable chunk of " + name + ": unexpected HTTP " + std::to_string(response->status)};
+      }
+      const std::uint64_t persisted = persisted_from(*response);
+      if (persisted >= end) return UploadedPart{number, "", "", std::nullopt};
+      if (persisted < part.offset) return Error{ErrorCode::remote, "the resumable upload of " + name + " lost bytes"};
+      sent = persisted;
+    }
+    return Error{ErrorCode::remote, "the resumable upload of " + name + " makes no progress"};
+  }
+
+  Result<InstallOutcome> finish_upload(const std::string& name, const std::string& upload_id,
+                                       const std::vector<UploadedPart>& parts, const EntryMetadata&) override {
+    if (upload_id == k_already_present) return InstallOutcome::already_present;
+    if (parts.empty() || !parts.back().completed) {
+      return Error{ErrorCode::remote, "the resumable upload of " + name + " did not complete"};
+    }
+    return *parts.back().completed;
+  }
+
+  Result<void> abort_upload(const std::string&, const std::string& upload_id) override {
+    if (upload_id == k_already_present) return {};
+    net::HttpRequest request;
+    request.method = net::HttpMethod::delete_;
+    request.url = upload_id.substr(upload_id.find(' ') + 1);
+    request.accepted_statuses = {404, 410, 499};  // 499: cancelled, as GCS answers a DELETE of a session
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    return {};
+  }
+
+  bool parallel_parts() const override { return false; }
+
+  Result<bool> remove(const std::string& name) override {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::delete_;
+    request.url = object_url(name, {});
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404 && says_no_bucket(response->body)) return no_bucket();
+    return response->status != 404;
+  }
+
+  Result<std::vector<ListedObject>> list(const std::string& prefix) override {
+    std::vector<ListedObject> out;
+    std::optional<std::string> token;
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> query = {{"prefix", prefix}};
+      if (token) query.emplace_back("pageToken", *token);
+      net::HttpRequest request;
+      request.url = endpoint() + "/storage/v1/b/" + encode_component(options_.bucket) + "/o?" + query_string(query);
+      request.accepted_statuses = {404};
+      auto response = perform(request);
+      if (!response) return std::move(response).error();
+      if (response->status == 404) {
+        if (says_no_bucket(response->body)) return no_bucket();
+        return out;
+      }
+      auto page = nlohmann::json::parse(response->body, nullptr, false);
+      if (!page.is_object()) return Error{ErrorCode::remote, "listing of " + location() + ": not JSON"};
+      if (auto items = page.find("items"); items != page.end() && items->is_array()) {
+        for (const auto& item : *items) {
+          if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) continue;
+          out.push_back(ListedObject{item["name"].get<std::string>(), Bytes{json_number(item, "size").value_or(0)},
+                                     std::chrono::system_clock::time_point{}});
+        }
+      }
+      auto next = page.find("nextPageToken");
+      if (next == page.end() || !next->is_string() || next->get<std::string>().empty()) return out;
+      token = next->get<std::string>();
+    }
+  }
+
+ private:
+  static constexpr const char* k_already_present = "already-present";
+
+  struct Resource {
+    ObjectInfo info;
+    std::string md5_base64;  // GCS's md5Hash, empty when the object has none (composite objects)
+  };
+  // GET of the object resource (its metadata, not its bytes); nullopt when there is no such object.
+  Result<std::optional<Resource>> object_resource(const std::string& name) {
+    net::HttpRequest request;
+    request.url = object_url(name, {});
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      if (says_no_bucket(response->body)) return no_bucket();
+      return std::optional<Resource>{};
+    }
+    auto json = nlohmann::json::parse(response->body, nullptr, false);
+    if (!json.is_object()) return Error{ErrorCode::remote, name + ": the object resource is not JSON"};
+    Resource resource{info_of_resource(json), {}};
+    if (auto md5 = json.find("md5Hash"); md5 != json.end() && md5->is_string())
+      resource.md5_base64 = md5->get<std::string>();
+    return std::optional<Resource>{std::move(resource)};
+  }
+
+  Result<void> resolve() {
+    std::call_once(resolved_, [this] {
+      auto emulator_host = env_.get("STORAGE_EMULATOR_HOST");
+      if (options_.endpoint_url) {
+        endpoint_ = *options_.endpoint_url;
+      } else if (emulator_host) {
+        endpoint_ = emulator_host->find("://") == std::string::npos ? "http://" + *emulator_host : *emulator_host;
+        emulator_ = true;
+      } else {
+        endpoint_ = k_default_endpoint;
+      }
+      while (endpoint_.ends_with('/')) endpoint_.pop_back();
+      auto provider = gcs::make_gcs_token_provider(gcs::GcsCredentialOptions{emulator_}, env_, http_);
+      if (!provider) {
+        resolve_error_ = std::move(provider).error();
+        return;
+      }
+      provider_ = std::move(*provider);
+      auth_ = gcs::make_gcs_auth(provider_);
+    });
+    if (resolve_error_) return *resolve_error_;
+    return {};
+  }
+
+  const std::string& endpoint() {
+    (void)resolve();
+    return endpoint_;
+  }
+
+  Result<net::HttpResponse> perform(net::HttpRequest& request) {
+    DATAVO_TRY(resolve());
+    request.auth = auth_.get();
+    return http_->perform(request);
+  }
+
+  std::string query_string(std::vector<std::pair<std::string, std::string>> query) const {
+    if (options_.project) query.emplace_back("userProject", *options_.project);
+    std::string out;
+    for (const auto& [key, value] : query) {
+      if (!out.empty()) out += '&';
+      out += encode_component(key) + "=" + encode_component(value);
+    }
+    return out;
+  }
+
+  std::string object_url(const std::string& name, std::vector<std::pair<std::string, std::string>> query,
+                         const std::string* generation = nullptr) {
+    if (generation && !generation->empty()) query.emplace_back("ifGenerationMatch", *generation);
+    std::string url =
+        endpoint() + "/storage/v1/b/" + encode_component(options_.bucket) + "/o/" + encode_component(name);
+    const std::string q = query_string(std::move(query));
+    return q.empty() ? url : url + "?" + q;
+  }
+
+  std::string upload_url(const char* upload_type, Overwrite overwrite) {
+    std::vector<std::pair<std::string, std::string>> query = {{"uploadType", upload_type}};
+    // The conditional create: 412 when any generation of the object exists.
+    if (overwrite == Overwrite::no) query.emplace_back("ifGenerationMatch", "0");
+    return endpoint() + "/upload/storage/v1/b/" + encode_component(options_.bucket) + "/o?" + query_string(query);
+  }
+
+  static nlohmann::json metadata_json(const EntryMetadata& metadata) {
+    return {{k_meta_sha256, metadata.sha256.hex()}, {k_meta_size, std::to_string(metadata.size.count())}};
+  }
+
+  // The bytes a 308's "Range: bytes=0-N" says the server holds (0 without the header).
+  static std::uint64_t persisted_from(const net::HttpResponse& response) {
+    auto range = response.header("Range");
+    if (!range) return 0;
+    const auto dash = range->find('-');
+    if (dash == std::string_view::npos) return 0;
+    auto last = parse_decimal(range->substr(dash + 1));
+    return last ? *last + 1 : 0;
+  }
+
+  // Asks a resumable session how many bytes it holds ("Content-Range: bytes */<total>").
+  Result<std::uint64_t> persisted_bytes(const std::string& session, std::uint64_t total) {
+    net::HttpRequest request;
+    request.method = net::HttpMethod::put;
+    request.url = session;
+    request.body = std::string();
+    request.headers.push_back({"Content-Range", "bytes */" + std::to_string(total)});
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 200 || response->status == 201) return total;
+    return persisted_from(*response);
+  }
+
+  Error no_bucket() const {
+    return Error{ErrorCode::not_found, "the bucket " + options_.bucket + " does not exist at " + endpoint_};
+  }
+
+  const GcsTierOptions options_;
+  const cloud::CredentialEnv env_;
+  const std::shared_ptr<net::HttpClient> http_;
+  std::once_flag resolved_;
+  std::optional<Error> resolve_error_;
+  std::string endpoint_;
+  bool emulator_ = false;
+  std::shared_ptr<gcs::GcsTokenProvider> provider_;
+  std::shared_ptr<net::RequestAuth> auth_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {
+  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  if (options.bucket.empty()) return Error{ErrorCode::invalid_argument, "a GCS tier needs a bucket"};
+  if (options.remote.part_size.count() % k_chunk_granularity != 0) {
+    return Error{
+        ErrorCode::invalid_argument,
+        "tier '" + options.remote.name + "': part_size must be a multiple of 256 KiB for GCS resumable uploads"};
+  }
+  if (options.remote.name.empty()) options.remote.name = options.bucket;
+  RemoteTierOptions remote = options.remote;
+  return cloud::make_remote_tier(
+      std::move(remote), std::make_unique<GcsBackend>(std::move(options), cloud::CredentialEnv::from_process()));
+}
+
+}  // namespace datavo
