@@ -12,6 +12,7 @@
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
+#include "tier/folder/scan.hpp"
 #include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -83,7 +84,8 @@ Result<std::optional<StagingFile>> FolderTier::adopt_partial(const ShardKey& key
   std::string best;
   std::uint64_t best_size = 0;
   std::vector<std::string> others;
-  while (struct dirent* d = ::readdir(dir.get())) {
+  int listing_error = 0;
+  while (struct dirent* d = folder::next_dir_entry(dir.get(), &listing_error)) {
     const std::string entry = d->d_name;
     if (entry.size() <= suffix.size() || entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
@@ -99,6 +101,8 @@ Result<std::optional<StagingFile>> FolderTier::adopt_partial(const ShardKey& key
       others.push_back(entry);
     }
   }
+  // A listing that failed half-way may have missed the longest file: the caller starts a fresh one instead.
+  if (listing_error != 0) return Error::from_errno(listing_error, "cannot list " + impl_->staging_dir);
   for (const auto& other : others) ::unlinkat(::dirfd(dir.get()), other.c_str(), 0);
   if (best.empty() || best_size == 0) {
     if (!best.empty()) ::unlinkat(::dirfd(dir.get()), best.c_str(), 0);

@@ -3,6 +3,8 @@
 // Thread safety: reentrant; concurrent changes by other processes are tolerated (vanished files are skipped).
 #pragma once
 
+#include <dirent.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -28,6 +30,10 @@ struct ScanResult {
   std::uint64_t entry_count = 0;      // committed entries
   std::vector<ScannedEntry> entries;  // filled for ScanDetail::entries only
 };
+
+// readdir(3) that tells the end of the directory from an error: nullptr at either, with *error set to the errno
+// of a failure (0 at the end). A directory whose listing failed half-way must not pass for a shorter one.
+struct dirent* next_dir_entry(DIR* dir, int* error);
 
 // Scans `root`. A root that does not exist yet is an empty tier.
 Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail);
