@@ -288,7 +288,13 @@ Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
   }
 
   for (;;) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    // Whether this call created the lock file: if flock then fails, the file is ours to remove.
+    bool created = true;
+    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!fd.valid() && errno == EEXIST) {
+      created = false;
+      fd = util::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    }
     if (!fd.valid()) {
       log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path + ": " +
                                                          std::strerror(errno) + "; single flight is per process only");
@@ -300,6 +306,10 @@ Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
       rc = ::flock(fd.get(), LOCK_EX);
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
+      const int err = errno;
+      // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
+      if (created) ::unlink(path.c_str());
+      errno = err;
       if (folder::is_flock_unsupported(errno)) {
         log::warn_once("flock:" + impl_->locks_dir, "tier '" + name() + "': flock stopped working on " +
                                                         impl_->locks_dir + " (" + std::strerror(errno) +
