@@ -53,11 +53,11 @@ struct Named {
   const char* name;
   int value;
 };
-const Named k_errnos[] = {{"ENOLCK", ENOLCK}, {"ENOSYS", ENOSYS}, {"EOPNOTSUPP", EOPNOTSUPP}, {"EPERM", EPERM},
-                          {"EROFS", EROFS},   {"EACCES", EACCES}, {"ENOTSUP", ENOTSUP},       {"EINVAL", EINVAL},
-                          {"EIO", EIO},       {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT},         {"EINTR", EINTR},
-                          {"ENOENT", ENOENT}, {"EEXIST", EEXIST}, {"EMFILE", EMFILE},         {"EAGAIN", EAGAIN},
-                          {"EXDEV", EXDEV},   {"ESTALE", ESTALE}, {"EBADF", EBADF}};
+const Named k_errnos[] = {
+    {"ENOLCK", ENOLCK}, {"ENOSYS", ENOSYS},   {"EOPNOTSUPP", EOPNOTSUPP}, {"EPERM", EPERM},   {"EROFS", EROFS},
+    {"EACCES", EACCES}, {"ENOTSUP", ENOTSUP}, {"EINVAL", EINVAL},         {"EIO", EIO},       {"ENOSPC", ENOSPC},
+    {"EDQUOT", EDQUOT}, {"EINTR", EINTR},     {"ENOENT", ENOENT},         {"EEXIST", EEXIST}, {"EMFILE", EMFILE},
+    {"EAGAIN", EAGAIN}, {"EXDEV", EXDEV},     {"ESTALE", ESTALE},         {"EBADF", EBADF}};
 
 int errno_of(const char* value) {
   if (!value || !*value) return 0;
@@ -96,7 +96,7 @@ std::atomic<unsigned long> g_calls[g_count];
 void raw_print(const char* text) { syscall(SYS_write, 2, text, std::strlen(text)); }
 
 struct Config {
-  bool active = false;        // any counted-fault variable set
+  bool active = false;         // any counted-fault variable set
   char prefix[PATH_MAX] = {};  // DATAVO_FAULT_PATH, resolved
   std::size_t prefix_len = 0;
   const char* count_file = nullptr;
@@ -216,8 +216,8 @@ __attribute__((destructor)) void report_counts() {
   char line[512];
   std::size_t used = 0;
   for (int g = 0; g < g_count; ++g) {
-    used += std::size_t(std::snprintf(line + used, sizeof line - used, "%s%s=%lu", g ? " " : "", k_group_names[g],
-                                      g_calls[g].load()));
+    used += std::size_t(
+        std::snprintf(line + used, sizeof line - used, "%s%s=%lu", g ? " " : "", k_group_names[g], g_calls[g].load()));
   }
   used += std::size_t(std::snprintf(line + used, sizeof line - used, "\n"));
   long fd = syscall(SYS_openat, AT_FDCWD, c.count_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
