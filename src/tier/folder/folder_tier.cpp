@@ -80,12 +80,20 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text) {
 
 }  // namespace
 
+std::string key_record(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex(); }
+
 Result<EntryRecord> read_record_xattrs(int fd, XattrPart part) {
   EntryRecord record;
   auto size = read_xattr(fd, k_size_xattr);
   if (!size) return std::move(size).error();
   if (*size) {
     if (auto parsed = parse_decimal(**size)) record.size = Bytes{*parsed};
+  }
+  if (record.size) {
+    // Only entries installed since keys are recorded have one; the others keep being served on their size.
+    auto key = read_xattr(fd, k_key_xattr);
+    if (!key) return std::move(key).error();
+    record.key = std::move(*key);
   }
   if (part == XattrPart::size_only && record.size) return record;
   auto digest = read_xattr(fd, k_digest_xattr);
@@ -195,10 +203,15 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
 
   // The size recorded at install, from this process's memory when it has seen the inode before.
   const std::uint64_t inode_key = std::uint64_t(st.st_ino) * 1000003u ^ std::uint64_t(st.st_dev);
+  // An inode remembered for another key has been renamed over this entry's name: read its record again.
+  const std::size_t key_tag = std::hash<std::string_view>{}(path);
   std::optional<std::uint64_t> recorded;
   {
     std::lock_guard lock(impl_->records_mu);
-    if (auto it = impl_->recorded_sizes.find(inode_key); it != impl_->recorded_sizes.end()) recorded = it->second;
+    if (auto it = impl_->recorded_sizes.find(inode_key);
+        it != impl_->recorded_sizes.end() && it->second.key_tag == key_tag) {
+      recorded = it->second.size;
+    }
   }
   const bool hash_this_hit =
       options_.verify == VerifyOnHit::full ||
@@ -211,12 +224,16 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     auto read = record_of_fd(key, fd, hash_this_hit ? RecordPart::all : RecordPart::size);
     if (!read) return std::move(read).error();
     record = *read;
+    if (record->key && *record->key != folder::key_record(key)) {
+      quarantine(key, path, "was installed as " + *record->key + ", not as this entry (renamed over its name?)");
+      return miss();
+    }
     recorded = record->size ? record->size->count() : k_unrecorded;
     // Bounded: a long-lived process over a huge tier forgets and re-reads, it never grows without limit.
     constexpr std::size_t k_max_remembered = 1u << 16;
     std::lock_guard lock(impl_->records_mu);
     if (impl_->recorded_sizes.size() >= k_max_remembered) impl_->recorded_sizes.clear();
-    impl_->recorded_sizes[inode_key] = *recorded;
+    impl_->recorded_sizes[inode_key] = Impl::Remembered{*recorded, key_tag};
   }
   if (*recorded != k_unrecorded && *recorded != size) {
     quarantine(key, path,

@@ -22,6 +22,7 @@ namespace folder {
 
 inline constexpr const char* k_size_xattr = "user.datavo.size";
 inline constexpr const char* k_digest_xattr = "user.datavo.sha256";
+inline constexpr const char* k_key_xattr = "user.datavo.key";
 inline constexpr const char* k_entry_suffix = ".tar";
 inline constexpr const char* k_sidecar_suffix = ".sha256";
 // Directories are setgid so that entries inherit the tier's group; group rwx whatever the umask, so that a tier
@@ -41,8 +42,11 @@ mode_t entry_mode();
 
 std::chrono::system_clock::time_point to_time_point(const struct timespec& ts);
 
+// "<instance>/<hash>": the key as recorded in an entry's k_key_xattr.
+std::string key_record(const ShardKey& key);
+
 // Reads the record of the entry open as `fd` (xattrs); nullopt fields when absent. With size_only the digest is
-// not read when the size is there.
+// not read when the size is there (the size and the key are).
 enum class XattrPart { size_only, both };
 Result<EntryRecord> read_record_xattrs(int fd, XattrPart part);
 // Parses a sidecar: "<sha256 hex>[ <size>]\n".
@@ -72,7 +76,11 @@ struct FolderTier::Impl {
   // Recorded sizes of entries this process has opened, by inode, so that a repeated hit checks its size with
   // the fstat alone. An inode is only reused after the entry is gone, and a replaced entry has a new inode.
   std::mutex records_mu;
-  std::unordered_map<std::uint64_t, std::uint64_t> recorded_sizes;  // (dev ^ ino) hash -> size
+  struct Remembered {
+    std::uint64_t size = 0;
+    std::size_t key_tag = 0;  // std::hash of the key the inode was checked against
+  };
+  std::unordered_map<std::uint64_t, Remembered> recorded_sizes;  // (dev ^ ino) hash -> size
   std::atomic<std::uint64_t> hits_for_sampling{0};
 
   Result<void> ensure_dir(const std::string& dir);
