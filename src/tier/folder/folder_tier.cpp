@@ -55,7 +55,17 @@ std::chrono::system_clock::time_point to_time_point(const struct timespec& ts) {
       std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
+struct timespec to_timespec(std::chrono::system_clock::time_point t) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return {time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+}
+
 namespace {
+
+// Offsets below this are timestamp granularity and the probe's own latency, not a skewed clock.
+constexpr std::chrono::seconds k_clock_tolerance{2};
+// How long a measured offset is trusted (an NTP step may change it).
+constexpr std::chrono::seconds k_clock_probe_interval{60};
 
 // Reads one short xattr; nullopt when absent or unsupported.
 Result<std::optional<std::string>> read_xattr(int fd, const char* name) {
@@ -120,6 +130,55 @@ EntryRecord parse_sidecar(std::string_view text) {
 // ---------------------------------------------------------------------------------------------------------------
 // Impl
 
+std::chrono::system_clock::duration FolderTier::Impl::clock_offset() {
+  using std::chrono::system_clock;
+  const auto steady_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto fresh = [&] {
+    const std::int64_t at = offset_measured_at_ns.load(std::memory_order_acquire);
+    return at != 0 && steady_ns() - at < std::chrono::nanoseconds(folder::k_clock_probe_interval).count();
+  };
+  const auto offset_of = [&] {
+    return std::chrono::duration_cast<system_clock::duration>(
+        std::chrono::nanoseconds(offset_ns.load(std::memory_order_relaxed)));
+  };
+  if (fresh()) return offset_of();  // the hit path: two atomic loads and a clock read
+  std::lock_guard lock(clock_mu);
+  if (fresh()) return offset_of();
+  auto measured = measure_clock_offset();
+  offset_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(measured).count(), std::memory_order_relaxed);
+  offset_measured_at_ns.store(std::max<std::int64_t>(1, steady_ns()), std::memory_order_release);
+  return measured;
+}
+
+std::chrono::system_clock::duration FolderTier::Impl::measure_clock_offset() {
+  using std::chrono::system_clock;
+  const auto none = system_clock::duration::zero();
+  if (read_only || !ensure_dir(locks_dir)) return none;
+  const std::string probe =
+      locks_dir + "/.clock." + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(4);
+  const auto before = system_clock::now();
+  UniqueFd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return none;
+  struct stat st {};
+  const bool stamped = ::fstat(fd.get(), &st) == 0;
+  const auto after = system_clock::now();
+  ::unlink(probe.c_str());
+  if (!stamped) return none;
+  const auto offset = folder::to_time_point(st.st_mtim) - (before + (after - before) / 2);
+  if (offset <= folder::k_clock_tolerance && offset >= -folder::k_clock_tolerance) return none;
+  {
+    log::warn_once("clock:" + root,
+                   "the clock of this host is " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(-offset).count()) +
+                       " s off the clock of the filesystem of " + root +
+                       "; ages in that tier are measured by the filesystem's clock");
+  }
+  return std::chrono::duration_cast<system_clock::duration>(offset);
+}
+
 Result<void> FolderTier::Impl::ensure_dir(const std::string& dir) {
   {
     std::lock_guard lock(dirs_mu);
@@ -168,6 +227,7 @@ FolderTier::FolderTier(FolderTierOptions options) : options_(std::move(options))
   impl_->locks_dir = options_.path + "/.locks";
   impl_->quarantine_dir = options_.path + "/.quarantine";
   impl_->stats_file = options_.path + "/.stats.json";
+  impl_->read_only = options_.access == Access::read_only;
 }
 
 FolderTier::~FolderTier() = default;
@@ -190,7 +250,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   if (::fstat(fd, &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
   const auto size = std::uint64_t(st.st_size);
   if (options_.max_age) {
-    auto age = std::chrono::system_clock::now() - folder::to_time_point(st.st_mtim);
+    auto age = impl_->now() - folder::to_time_point(st.st_mtim);
     if (age > *options_.max_age) {
       // Expired: a miss, and the entry goes now rather than at the next gc.
       if (!read_only() && ::unlink(path.c_str()) == 0) {
@@ -252,8 +312,15 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
 
   if (touch == Touch::yes) {
     // The LRU clock. A file owned by another user, or a read-only mount, refuses: the hit stands regardless.
-    static const struct timespec now_times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-    if (!read_only() && ::futimens(fd, now_times) != 0) {
+    // UTIME_NOW, unless this host's clock is off the filesystem's: where the client stamps the time (some
+    // shared filesystems), a host a day behind would otherwise make its hits the first to be evicted.
+    struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    if (!read_only()) {
+      if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
+        times[1] = folder::to_timespec(std::chrono::system_clock::now() + offset);
+      }
+    }
+    if (!read_only() && ::futimens(fd, times) != 0) {
       if (errno != EPERM && errno != EACCES && errno != EROFS) {
         LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
       }

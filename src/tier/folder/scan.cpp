@@ -124,9 +124,9 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
 }
 
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
-                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run) {
+                                    Seconds stale_staging_age, Seconds orphan_lock_age,
+                                    std::chrono::system_clock::time_point now, bool dry_run) {
   SweepResult result;
-  const auto now = std::chrono::system_clock::now();
   const std::string my_host = util::host_name();
 
   int listing_error = 0;

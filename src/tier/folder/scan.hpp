@@ -44,9 +44,11 @@ struct SweepResult {
 };
 
 // Removes staging files whose writer (host.pid in the name) is this host and dead, or that have not been
-// written for `stale_staging_age`; and lock files that no process holds and that are older than
-// `orphan_lock_age`. With dry_run nothing is removed, only counted.
+// written for `stale_staging_age` (a hung writer, or a pid reused since); and lock files
+// that no process holds and that are older than `orphan_lock_age`. Ages are measured against `now`, the time by
+// the clock that stamped the files (FolderTier::Impl::now()). With dry_run nothing is removed, only counted.
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
-                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run);
+                                    Seconds stale_staging_age, Seconds orphan_lock_age,
+                                    std::chrono::system_clock::time_point now, bool dry_run);
 
 }  // namespace datavo::folder
