@@ -69,7 +69,8 @@ constexpr std::chrono::seconds k_clock_probe_interval{60};
 
 // Reads one short xattr; nullopt when absent or unsupported.
 Result<std::optional<std::string>> read_xattr(int fd, const char* name) {
-  char buffer[80] = {};
+  // Large enough for the key record: an instance name (at most 255 bytes), "/" and 64 hex digits.
+  char buffer[512] = {};
   ssize_t n = ::fgetxattr(fd, name, buffer, sizeof buffer - 1);
   if (n < 0) {
     if (errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP) return std::optional<std::string>{};
