@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev            # libFuzzer target of the tar reader
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
+  faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
 )
 
 missing=()

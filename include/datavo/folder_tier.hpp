@@ -12,10 +12,12 @@
 //   - The rename from .staging/ to the final name is the only commit point; nothing partial is ever visible
 //     under a final name. Correctness never depends on the per-shard locks: they only remove duplicate fetches.
 //   - Every entry records its size and SHA-256 at install (xattrs user.datavo.size / user.datavo.sha256, else the
-//     sidecar). A hit refuses an entry whose size differs from the recorded one (`verify: size`, the default; one
-//     fstat, which the hit does anyway), or whose bytes differ (`verify: full` on every hit, `sampled` one hit in
-//     N): the entry is quarantined with a WARNING and the hit becomes a miss, so that the read falls through to a
-//     slower tier or the origin and the good copy is promoted back.
+//     sidecar), and the key it was installed as (xattr user.datavo.key, "<instance>/<hash>"; a sidecar is named by
+//     its key already), so that an entry renamed over another's name is not taken for it: xattrs travel with the
+//     inode. A hit refuses an entry whose size or recorded key differs from the recorded one (`verify: size`, the
+//     default; the fstat the hit does anyway, and the xattrs once per inode and process), or whose bytes differ
+//     (`verify: full` on every hit, `sampled` one hit in N): the entry is quarantined with a WARNING and the hit
+//     becomes a miss, so that the read falls through to a slower tier or the origin and the good copy is promoted back.
 //   - Directories get group rwx and setgid, entries group rw, lock files group rw, whatever the writer's umask:
 //     a tier shared by a Unix group stays usable by every member (docs/layout.md, "Sharing").
 //   - Eviction is LRU by mtime, down to the low watermark; it never touches .staging/, and readers holding a
@@ -109,6 +111,7 @@ struct VerifyReport {
 struct EntryRecord {
   std::optional<Sha256> sha256;
   std::optional<Bytes> size;
+  std::optional<std::string> key;  // "<instance>/<hash>" it was installed as; nullopt in a sidecar or older entry
 };
 
 // Whether an open() counts a hit or miss and bumps the entry's mtime (the LRU clock).

@@ -32,7 +32,7 @@ Result<EvictionReport> FolderTier::evict(DryRun dry_run, const ShardKey* keep) {
   if (!scanned) return std::move(scanned).error();
   auto& entries = scanned->entries;
   std::uint64_t used = scanned->used.count();
-  const auto now = std::chrono::system_clock::now();
+  const auto now = impl_->now();  // the filesystem's clock, which stamped the mtimes
   const std::string keep_name = keep ? keep->hash.hex() : std::string();
   const std::string keep_instance = keep ? keep->instance.name() : std::string();
 
@@ -122,7 +122,7 @@ Result<EvictionReport> FolderTier::gc(DryRun dry_run) {
   auto report = evict(dry_run, nullptr);
   if (!report) return report;
   auto swept = folder::sweep_leftovers(impl_->staging_dir, impl_->locks_dir, options_.stale_staging_age,
-                                       folder::k_orphan_lock_age, dry_run == DryRun::yes);
+                                       folder::k_orphan_lock_age, impl_->now(), dry_run == DryRun::yes);
   if (!swept) return std::move(swept).error();
   report->staging_swept = swept->staging_files;
   report->locks_swept = swept->lock_files;

@@ -56,11 +56,22 @@ std::chrono::system_clock::time_point to_time_point(const struct timespec& ts) {
       std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
+struct timespec to_timespec(std::chrono::system_clock::time_point t) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return {time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+}
+
 namespace {
+
+// Offsets below this are timestamp granularity and the probe's own latency, not a skewed clock.
+constexpr std::chrono::seconds k_clock_tolerance{2};
+// How long a measured offset is trusted (an NTP step may change it).
+constexpr std::chrono::seconds k_clock_probe_interval{60};
 
 // Reads one short xattr; nullopt when absent or unsupported.
 Result<std::optional<std::string>> read_xattr(int fd, const char* name) {
-  char buffer[80] = {};
+  // Large enough for the key record: an instance name (at most 255 bytes), "/" and 64 hex digits.
+  char buffer[512] = {};
   ssize_t n = ::fgetxattr(fd, name, buffer, sizeof buffer - 1);
   if (n < 0) {
     if (errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP) return std::optional<std::string>{};
@@ -81,12 +92,20 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text) {
 
 }  // namespace
 
+std::string key_record(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex(); }
+
 Result<EntryRecord> read_record_xattrs(int fd, XattrPart part) {
   EntryRecord record;
   auto size = read_xattr(fd, k_size_xattr);
   if (!size) return std::move(size).error();
   if (*size) {
     if (auto parsed = parse_decimal(**size)) record.size = Bytes{*parsed};
+  }
+  if (record.size) {
+    // Only entries installed since keys are recorded have one; the others keep being served on their size.
+    auto key = read_xattr(fd, k_key_xattr);
+    if (!key) return std::move(key).error();
+    record.key = std::move(*key);
   }
   if (part == XattrPart::size_only && record.size) return record;
   auto digest = read_xattr(fd, k_digest_xattr);
@@ -112,6 +131,55 @@ EntryRecord parse_sidecar(std::string_view text) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Impl
+
+std::chrono::system_clock::duration FolderTier::Impl::clock_offset() {
+  using std::chrono::system_clock;
+  const auto steady_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto fresh = [&] {
+    const std::int64_t at = offset_measured_at_ns.load(std::memory_order_acquire);
+    return at != 0 && steady_ns() - at < std::chrono::nanoseconds(folder::k_clock_probe_interval).count();
+  };
+  const auto offset_of = [&] {
+    return std::chrono::duration_cast<system_clock::duration>(
+        std::chrono::nanoseconds(offset_ns.load(std::memory_order_relaxed)));
+  };
+  if (fresh()) return offset_of();  // the hit path: two atomic loads and a clock read
+  std::lock_guard lock(clock_mu);
+  if (fresh()) return offset_of();
+  auto measured = measure_clock_offset();
+  offset_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(measured).count(), std::memory_order_relaxed);
+  offset_measured_at_ns.store(std::max<std::int64_t>(1, steady_ns()), std::memory_order_release);
+  return measured;
+}
+
+std::chrono::system_clock::duration FolderTier::Impl::measure_clock_offset() {
+  using std::chrono::system_clock;
+  const auto none = system_clock::duration::zero();
+  if (read_only || !ensure_dir(locks_dir)) return none;
+  const std::string probe =
+      locks_dir + "/.clock." + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(4);
+  const auto before = system_clock::now();
+  UniqueFd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return none;
+  struct stat st {};
+  const bool stamped = ::fstat(fd.get(), &st) == 0;
+  const auto after = system_clock::now();
+  ::unlink(probe.c_str());
+  if (!stamped) return none;
+  const auto offset = folder::to_time_point(st.st_mtim) - (before + (after - before) / 2);
+  if (offset <= folder::k_clock_tolerance && offset >= -folder::k_clock_tolerance) return none;
+  {
+    log::warn_once("clock:" + root,
+                   "the clock of this host is " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(-offset).count()) +
+                       " s off the clock of the filesystem of " + root +
+                       "; ages in that tier are measured by the filesystem's clock");
+  }
+  return std::chrono::duration_cast<system_clock::duration>(offset);
+}
 
 Result<void> FolderTier::Impl::ensure_dir(const std::string& dir) {
   {
@@ -161,6 +229,7 @@ FolderTier::FolderTier(FolderTierOptions options) : options_(std::move(options))
   impl_->locks_dir = options_.path + "/.locks";
   impl_->quarantine_dir = options_.path + "/.quarantine";
   impl_->stats_file = options_.path + "/.stats.json";
+  impl_->read_only = options_.access == Access::read_only;
 }
 
 FolderTier::~FolderTier() = default;
@@ -183,7 +252,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   if (::fstat(fd, &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
   const auto size = std::uint64_t(st.st_size);
   if (options_.max_age) {
-    auto age = std::chrono::system_clock::now() - folder::to_time_point(st.st_mtim);
+    auto age = impl_->now() - folder::to_time_point(st.st_mtim);
     if (age > *options_.max_age) {
       // Expired: a miss, and the entry goes now rather than at the next gc.
       if (!read_only() && ::unlink(path.c_str()) == 0) {
@@ -196,10 +265,15 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
 
   // The size recorded at install, from this process's memory when it has seen the inode before.
   const std::uint64_t inode_key = std::uint64_t(st.st_ino) * 1000003u ^ std::uint64_t(st.st_dev);
+  // An inode remembered for another key has been renamed over this entry's name: read its record again.
+  const std::size_t key_tag = std::hash<std::string_view>{}(path);
   std::optional<std::uint64_t> recorded;
   {
     std::lock_guard lock(impl_->records_mu);
-    if (auto it = impl_->recorded_sizes.find(inode_key); it != impl_->recorded_sizes.end()) recorded = it->second;
+    if (auto it = impl_->recorded_sizes.find(inode_key);
+        it != impl_->recorded_sizes.end() && it->second.key_tag == key_tag) {
+      recorded = it->second.size;
+    }
   }
   const bool hash_this_hit =
       options_.verify == VerifyOnHit::full ||
@@ -212,12 +286,16 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     auto read = record_of_fd(key, fd, hash_this_hit ? RecordPart::all : RecordPart::size);
     if (!read) return std::move(read).error();
     record = *read;
+    if (record->key && *record->key != folder::key_record(key)) {
+      quarantine(key, path, "was installed as " + *record->key + ", not as this entry (renamed over its name?)");
+      return miss();
+    }
     recorded = record->size ? record->size->count() : k_unrecorded;
     // Bounded: a long-lived process over a huge tier forgets and re-reads, it never grows without limit.
     constexpr std::size_t k_max_remembered = 1u << 16;
     std::lock_guard lock(impl_->records_mu);
     if (impl_->recorded_sizes.size() >= k_max_remembered) impl_->recorded_sizes.clear();
-    impl_->recorded_sizes[inode_key] = *recorded;
+    impl_->recorded_sizes[inode_key] = Impl::Remembered{*recorded, key_tag};
   }
   if (*recorded != k_unrecorded && *recorded != size) {
     quarantine(key, path,
@@ -236,8 +314,15 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
 
   if (touch == Touch::yes) {
     // The LRU clock. A file owned by another user, or a read-only mount, refuses: the hit stands regardless.
-    static const struct timespec now_times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-    if (!read_only() && ::futimens(fd, now_times) != 0) {
+    // UTIME_NOW, unless this host's clock is off the filesystem's: where the client stamps the time (some
+    // shared filesystems), a host a day behind would otherwise make its hits the first to be evicted.
+    struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    if (!read_only()) {
+      if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
+        times[1] = folder::to_timespec(std::chrono::system_clock::now() + offset);
+      }
+    }
+    if (!read_only() && ::futimens(fd, times) != 0) {
       if (errno != EPERM && errno != EACCES && errno != EROFS) {
         LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
       }

@@ -12,6 +12,7 @@
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
+#include "tier/folder/scan.hpp"
 #include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -35,12 +36,15 @@ pid_t writer_on_this_host(const std::string& name) {
   return end && *end == '.' && pid > 0 ? pid_t(pid) : 0;
 }
 
-// Records the entry's size and digest: xattrs where the filesystem has them, a sidecar otherwise.
-Result<void> record_entry(int fd, const std::string& staged_path, const std::string& sidecar, Bytes size,
-                          const Sha256& digest, mode_t mode) {
+// Records the entry's size, digest and key: xattrs where the filesystem has them, a sidecar otherwise (named by
+// the key, so it needs no key inside).
+Result<void> record_entry(int fd, const std::string& staged_path, const std::string& sidecar, const ShardKey& key,
+                          Bytes size, const Sha256& digest, mode_t mode) {
   const std::string digest_hex = digest.hex();
   const std::string size_text = std::to_string(size.count());
+  const std::string key_text = folder::key_record(key);
   if (::fsetxattr(fd, folder::k_digest_xattr, digest_hex.data(), digest_hex.size(), 0) == 0 &&
+      ::fsetxattr(fd, folder::k_key_xattr, key_text.data(), key_text.size(), 0) == 0 &&
       ::fsetxattr(fd, folder::k_size_xattr, size_text.data(), size_text.size(), 0) == 0) {
     return {};
   }
@@ -83,7 +87,8 @@ Result<std::optional<StagingFile>> FolderTier::adopt_partial(const ShardKey& key
   std::string best;
   std::uint64_t best_size = 0;
   std::vector<std::string> others;
-  while (struct dirent* d = ::readdir(dir.get())) {
+  int listing_error = 0;
+  while (struct dirent* d = folder::next_dir_entry(dir.get(), &listing_error)) {
     const std::string entry = d->d_name;
     if (entry.size() <= suffix.size() || entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
@@ -99,6 +104,8 @@ Result<std::optional<StagingFile>> FolderTier::adopt_partial(const ShardKey& key
       others.push_back(entry);
     }
   }
+  // A listing that failed half-way may have missed the longest file: the caller starts a fresh one instead.
+  if (listing_error != 0) return Error::from_errno(listing_error, "cannot list " + impl_->staging_dir);
   for (const auto& other : others) ::unlinkat(::dirfd(dir.get()), other.c_str(), 0);
   if (best.empty() || best_size == 0) {
     if (!best.empty()) ::unlinkat(::dirfd(dir.get()), best.c_str(), 0);
@@ -139,7 +146,7 @@ Result<std::pair<ShardHandle, InstallOutcome>> FolderTier::commit_staged(Staging
   // Group members must be able to read entries (and bump their mtime) whatever the writer's umask.
   const mode_t mode = folder::entry_mode();
   if (::fchmod(staged.fd(), mode) != 0) return Error::from_errno(errno, "cannot chmod " + staged.path());
-  DATAVO_TRY(record_entry(staged.fd(), staged.path(), impl_->sidecar_path(key), staged.written(), *digest, mode));
+  DATAVO_TRY(record_entry(staged.fd(), staged.path(), impl_->sidecar_path(key), key, staged.written(), *digest, mode));
   // Data is made durable before the rename, so that after a crash the final name holds either nothing or the
   // whole entry. The directory is not synced: a rename lost in a crash is a miss, never a corrupt entry.
   if (options_.durability == Durability::fsync_before_commit) DATAVO_TRY(staged.file().sync());
@@ -166,7 +173,7 @@ Result<std::pair<ShardHandle, InstallOutcome>> FolderTier::commit_staged(Staging
     if (!again) return std::move(again).error();
     DATAVO_TRY(util::copy_fd(reader.get(), again->fd(), size, "shard into " + again->path()));
     again->adopt(size, *digest);
-    DATAVO_TRY(record_entry(again->fd(), again->path(), impl_->sidecar_path(key), size, *digest, mode));
+    DATAVO_TRY(record_entry(again->fd(), again->path(), impl_->sidecar_path(key), key, size, *digest, mode));
     staged = std::move(*again);
     reader.reset(::open(staged.path().c_str(), O_RDONLY | O_CLOEXEC));
     if (!reader.valid()) return Error::from_errno(errno, "cannot reopen " + staged.path());

@@ -22,6 +22,7 @@ namespace folder {
 
 inline constexpr const char* k_size_xattr = "user.datavo.size";
 inline constexpr const char* k_digest_xattr = "user.datavo.sha256";
+inline constexpr const char* k_key_xattr = "user.datavo.key";
 inline constexpr const char* k_entry_suffix = ".tar";
 inline constexpr const char* k_sidecar_suffix = ".sha256";
 // Directories are setgid so that entries inherit the tier's group; group rwx whatever the umask, so that a tier
@@ -40,9 +41,13 @@ inline constexpr Seconds k_orphan_lock_age{60};
 mode_t entry_mode();
 
 std::chrono::system_clock::time_point to_time_point(const struct timespec& ts);
+struct timespec to_timespec(std::chrono::system_clock::time_point t);
+
+// "<instance>/<hash>": the key as recorded in an entry's k_key_xattr.
+std::string key_record(const ShardKey& key);
 
 // Reads the record of the entry open as `fd` (xattrs); nullopt fields when absent. With size_only the digest is
-// not read when the size is there.
+// not read when the size is there (the size and the key are).
 enum class XattrPart { size_only, both };
 Result<EntryRecord> read_record_xattrs(int fd, XattrPart part);
 // Parses a sidecar: "<sha256 hex>[ <size>]\n".
@@ -72,8 +77,26 @@ struct FolderTier::Impl {
   // Recorded sizes of entries this process has opened, by inode, so that a repeated hit checks its size with
   // the fstat alone. An inode is only reused after the entry is gone, and a replaced entry has a new inode.
   std::mutex records_mu;
-  std::unordered_map<std::uint64_t, std::uint64_t> recorded_sizes;  // (dev ^ ino) hash -> size
+  struct Remembered {
+    std::uint64_t size = 0;
+    std::size_t key_tag = 0;  // std::hash of the key the inode was checked against
+  };
+  std::unordered_map<std::uint64_t, Remembered> recorded_sizes;  // (dev ^ ino) hash -> size
   std::atomic<std::uint64_t> hits_for_sampling{0};
+
+  // The filesystem's clock, not this process's: every age in the tier (max_age, stale staging files, orphaned
+  // and stale locks) is a file's timestamp, stamped by the filesystem (the kernel, or an NFS server), compared
+  // with now(). A host whose clock is an hour or a day off would otherwise sweep live staging files, expire fresh
+  // entries, or never take over a dead holder's lock. clock_offset() is the filesystem's time minus this process's,
+  // measured by creating a probe file in .locks/ (at most once a minute; zero below k_clock_tolerance, and when
+  // the probe cannot be made, e.g. on a read-only tier).
+  std::chrono::system_clock::duration clock_offset();
+  std::chrono::system_clock::duration measure_clock_offset();  // one probe; called by clock_offset()
+  std::chrono::system_clock::time_point now() { return std::chrono::system_clock::now() + clock_offset(); }
+  std::mutex clock_mu;                                 // serialises the probes
+  std::atomic<std::int64_t> offset_ns{0};              // the last measured offset
+  std::atomic<std::int64_t> offset_measured_at_ns{0};  // steady_clock; 0: never measured
+  bool read_only = false;
 
   Result<void> ensure_dir(const std::string& dir);
 

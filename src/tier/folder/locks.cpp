@@ -49,8 +49,9 @@ std::string read_small(int fd) {
 }
 
 // Whether the O_EXCL lock file open as `fd` (stat `st`) belongs to a holder that is gone.
-bool holder_is_gone(int fd, const struct stat& st, std::chrono::seconds stale_age) {
-  const auto age = std::chrono::system_clock::now() - to_time_point(st.st_mtim);
+bool holder_is_gone(int fd, const struct stat& st, const ExclusiveLockOptions& options) {
+  const std::chrono::seconds stale_age = options.stale_age;
+  const auto age = std::chrono::system_clock::now() + options.clock_offset - to_time_point(st.st_mtim);
   if (age > stale_age) return true;  // no heartbeat for too long: dead, hung, or on a host that went away
   const Owner owner = parse_owner(read_small(fd));
   if (owner.host.empty()) {
@@ -123,7 +124,7 @@ Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, cons
     if (errno != EEXIST) return Error::from_errno(errno, "cannot create lock file " + path);
     util::UniqueFd held(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
-    if (held.valid() && ::fstat(held.get(), &st) == 0 && holder_is_gone(held.get(), st, options.stale_age)) {
+    if (held.valid() && ::fstat(held.get(), &st) == 0 && holder_is_gone(held.get(), st, options)) {
       // Claim the stale file by renaming it aside: of several waiters only one rename succeeds.
       const std::string aside = path + ".stale." + util::random_hex(4);
       if (::rename(path.c_str(), aside.c_str()) == 0) {
@@ -266,7 +267,7 @@ Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
   const mode_t mode = folder::entry_mode();
 
   if (mechanism == LockMechanism::exclusive_create) {
-    folder::ExclusiveLockOptions options{mode, options_.stale_lock_age};
+    folder::ExclusiveLockOptions options{mode, options_.stale_lock_age, impl_->clock_offset()};
     auto fd = folder::acquire_exclusive_lock_file(path, options);
     if (!fd) {
       log::warn_once("lockopen:" + impl_->locks_dir,
@@ -288,7 +289,13 @@ Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
   }
 
   for (;;) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    // Whether this call created the lock file: if flock then fails, the file is ours to remove.
+    bool created = true;
+    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!fd.valid() && errno == EEXIST) {
+      created = false;
+      fd = util::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    }
     if (!fd.valid()) {
       log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path + ": " +
                                                          std::strerror(errno) + "; single flight is per process only");
@@ -300,6 +307,10 @@ Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
       rc = ::flock(fd.get(), LOCK_EX);
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
+      const int err = errno;
+      // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
+      if (created) ::unlink(path.c_str());
+      errno = err;
       if (folder::is_flock_unsupported(errno)) {
         log::warn_once("flock:" + impl_->locks_dir, "tier '" + name() + "': flock stopped working on " +
                                                         impl_->locks_dir + " (" + std::strerror(errno) +

@@ -86,6 +86,9 @@ LockMechanism probe_lock_mechanism(const std::string& locks_dir, std::string* wh
 struct ExclusiveLockOptions {
   mode_t mode = 0664;
   std::chrono::seconds stale_age{20};
+  // The filesystem's clock minus this process's (FolderTier::Impl::clock_offset()): heartbeats are the
+  // filesystem's timestamps, and a waiter whose clock is off must not misjudge their age.
+  std::chrono::system_clock::duration clock_offset{};
 };
 // Takes the O_EXCL lock file at `path`, waiting for its holder as described at the top. Returns the open
 // descriptor of the lock file (kept open for the heartbeat), or an Error when the file cannot be created for a

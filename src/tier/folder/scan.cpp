@@ -54,7 +54,8 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
   std::string hash_hex;
   std::vector<std::string> sidecars;
   const std::size_t first_entry = entries ? entries->size() : 0;
-  while (struct dirent* d = ::readdir(dir.get())) {
+  int listing_error = 0;
+  while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
     if (d->d_name[0] == '.' && (d->d_name[1] == 0 || (d->d_name[1] == '.' && d->d_name[2] == 0))) continue;
     struct stat st {};
     if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
@@ -71,6 +72,7 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
       }
     }
   }
+  if (listing_error != 0) return Error::from_errno(listing_error, "cannot list directory " + dir_path);
   if (entries && !sidecars.empty()) {
     std::sort(sidecars.begin(), sidecars.end());
     for (std::size_t i = first_entry; i < entries->size(); ++i) {
@@ -82,6 +84,13 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
 }
 
 }  // namespace
+
+struct dirent* next_dir_entry(DIR* dir, int* error) {
+  errno = 0;
+  struct dirent* d = ::readdir(dir);
+  *error = d ? 0 : errno;
+  return d;
+}
 
 Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
   ScanResult out;
@@ -96,7 +105,8 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
     return Error::from_errno(errno, "cannot read tier directory " + root);
   }
   std::vector<ScannedEntry>* entries = detail == ScanDetail::entries ? &out.entries : nullptr;
-  while (struct dirent* d = ::readdir(dir.get())) {
+  int listing_error = 0;
+  while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
     std::string name = d->d_name;
     if (name == "." || name == "..") continue;
     struct stat st {};
@@ -109,17 +119,19 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
       DATAVO_TRY(scan_dir(::dirfd(dir.get()), d->d_name, root + "/" + name, instance, out, entries));
     }
   }
+  if (listing_error != 0) return Error::from_errno(listing_error, "cannot list tier directory " + root);
   return out;
 }
 
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
-                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run) {
+                                    Seconds stale_staging_age, Seconds orphan_lock_age,
+                                    std::chrono::system_clock::time_point now, bool dry_run) {
   SweepResult result;
-  const auto now = std::chrono::system_clock::now();
   const std::string my_host = util::host_name();
 
+  int listing_error = 0;
   if (DirPtr dir{::opendir(staging_dir.c_str())}) {
-    while (struct dirent* d = ::readdir(dir.get())) {
+    while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
       std::string name = d->d_name;
       if (name == "." || name == "..") continue;
       struct stat st {};
@@ -136,12 +148,13 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
       if (!dry_run && ::unlinkat(::dirfd(dir.get()), d->d_name, 0) != 0) continue;
       ++result.staging_files;
     }
+    if (listing_error != 0) return Error::from_errno(listing_error, "cannot list " + staging_dir);
   } else if (errno != ENOENT) {
     return Error::from_errno(errno, "cannot read " + staging_dir);
   }
 
   if (DirPtr dir{::opendir(locks_dir.c_str())}) {
-    while (struct dirent* d = ::readdir(dir.get())) {
+    while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
       std::string name = d->d_name;
       if (name.size() < 6 || name.compare(name.size() - 5, 5, ".lock") != 0) continue;
       if (name == "evict.lock" || name == ".stats.lock") continue;
@@ -156,6 +169,7 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
       if (!dry_run && ::unlink(path.c_str()) != 0) continue;
       ++result.lock_files;
     }
+    if (listing_error != 0) return Error::from_errno(listing_error, "cannot list " + locks_dir);
   } else if (errno != ENOENT) {
     return Error::from_errno(errno, "cannot read " + locks_dir);
   }

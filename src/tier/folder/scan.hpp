@@ -3,6 +3,8 @@
 // Thread safety: reentrant; concurrent changes by other processes are tolerated (vanished files are skipped).
 #pragma once
 
+#include <dirent.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -29,6 +31,10 @@ struct ScanResult {
   std::vector<ScannedEntry> entries;  // filled for ScanDetail::entries only
 };
 
+// readdir(3) that tells the end of the directory from an error: nullptr at either, with *error set to the errno
+// of a failure (0 at the end). A directory whose listing failed half-way must not pass for a shorter one.
+struct dirent* next_dir_entry(DIR* dir, int* error);
+
 // Scans `root`. A root that does not exist yet is an empty tier.
 Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail);
 
@@ -38,9 +44,11 @@ struct SweepResult {
 };
 
 // Removes staging files whose writer (host.pid in the name) is this host and dead, or that have not been
-// written for `stale_staging_age`; and lock files that no process holds and that are older than
-// `orphan_lock_age`. With dry_run nothing is removed, only counted.
+// written for `stale_staging_age` (a hung writer, or a pid reused since); and lock files
+// that no process holds and that are older than `orphan_lock_age`. Ages are measured against `now`, the time by
+// the clock that stamped the files (FolderTier::Impl::now()). With dry_run nothing is removed, only counted.
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
-                                    Seconds stale_staging_age, Seconds orphan_lock_age, bool dry_run);
+                                    Seconds stale_staging_age, Seconds orphan_lock_age,
+                                    std::chrono::system_clock::time_point now, bool dry_run);
 
 }  // namespace datavo::folder

@@ -32,7 +32,9 @@ Result<VerifyReport> FolderTier::verify(Repair repair) {
     auto record = record_of_fd(key, fd.get(), RecordPart::all);
     if (!record) return std::move(record).error();
     std::string problem;
-    if (record->size && record->size->count() != std::uint64_t(st.st_size)) {
+    if (record->key && *record->key != folder::key_record(key)) {
+      problem = "was installed as " + *record->key + ", not as this entry (renamed over its name?)";
+    } else if (record->size && record->size->count() != std::uint64_t(st.st_size)) {
       problem = "has " + std::to_string(st.st_size) + " bytes but " + std::to_string(record->size->count()) +
                 " were recorded at install";
     } else if (!record->sha256) {
