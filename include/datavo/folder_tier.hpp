@@ -96,6 +96,7 @@ struct EvictionReport {
   std::uint64_t staging_swept = 0;
   std::uint64_t locks_swept = 0;
   Bytes used_after;
+  Bytes entries_bytes_after;  // of committed entries only (used_after counts staging files and sidecars too)
 };
 
 struct VerifyReport {
@@ -195,9 +196,15 @@ class FolderTier final : public Tier {
   explicit FolderTier(FolderTierOptions options);
   // Evicts expired entries, then LRU entries down to the low watermark if over max_bytes; never `keep`.
   Result<EvictionReport> evict(DryRun dry_run, const ShardKey* keep);
-  // evict() after an install of `installed` bytes, when a budget is set, the tier may be over it, and no other
-  // process is evicting this tier.
-  void enforce_budget(const ShardKey* just_installed, Bytes installed);
+  // Held while one entry is committed into a bounded tier (src/tier/folder/eviction.cpp, "The budget across
+  // processes"): the evict lock and the shared count of committed bytes.
+  struct BudgetLock;
+  // Makes room for the staged entry about to be committed; nullptr when the tier is unbounded.
+  Result<std::unique_ptr<BudgetLock>> reserve();
+  // The entry of `size` is committed: the shared count grows by it.
+  void committed(BudgetLock* lock, Bytes size);
+  // The bulk max_age pass, at most once a minute per process; never removes `just_committed`.
+  void expire_if_due(const ShardKey& just_committed);
   // Moves a damaged entry to .quarantine/ (or, on a read-only tier, only reports it) with a WARNING.
   void quarantine(const ShardKey& key, const std::string& path, const std::string& problem);
   // The record of the entry of `key` open as `fd`: xattrs, else the sidecar. With RecordPart::size, an entry whose

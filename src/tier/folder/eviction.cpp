@@ -1,11 +1,13 @@
-// The folder tier's eviction: LRU by mtime down to the low watermark, max_age expiry, the budget check after an
-// install, and gc (eviction plus the sweep of leftovers).
+// The folder tier's eviction: LRU by mtime down to the low watermark, max_age expiry, the budget kept across
+// processes (the room made before each commit), and gc (eviction plus the sweep of leftovers).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
@@ -18,8 +20,6 @@ namespace {
 
 using util::UniqueFd;
 
-// How long enforce_budget() trusts its usage estimate before it rescans the tier.
-constexpr std::chrono::seconds k_usage_estimate_ttl{2};
 // Expired entries are misses on open() already; the pass that deletes them in bulk runs at most this often.
 constexpr std::chrono::seconds k_expiry_pass_interval{60};
 
@@ -67,53 +67,90 @@ Result<EvictionReport> FolderTier::evict(DryRun dry_run, const ShardKey* keep) {
     }
   }
   report.used_after = Bytes{used};
+  std::uint64_t entries_after = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (!gone[i] && std::filesystem::exists(entries[i].path)) entries_after += entries[i].size.count();
+  }
+  report.entries_bytes_after = Bytes{entries_after};
   return report;
 }
 
-void FolderTier::enforce_budget(const ShardKey* just_installed, Bytes installed) {
-  if (!options_.max_bytes && !options_.max_age) return;
-  const auto now = std::chrono::steady_clock::now();
-  {
-    // A full scan costs a stat per entry (about 1 s per 100k entries), so installs far under budget skip it:
-    // this process's running estimate is trusted for a short while. Other processes' installs are seen at the
-    // next scan, so the budget may be overshot by what they install within that window.
-    std::lock_guard lock(impl_->budget_mu);
-    bool estimate_fresh = impl_->usage_estimate && now - impl_->estimate_time < k_usage_estimate_ttl;
-    if (estimate_fresh) *impl_->usage_estimate += installed.count();
-    bool under_budget =
-        !options_.max_bytes || (estimate_fresh && *impl_->usage_estimate <= options_.max_bytes->count());
-    bool expiry_due = options_.max_age && now - impl_->last_expiry_pass >= k_expiry_pass_interval;
-    if (under_budget && !expiry_due) return;
+// The budget across processes. Every process committing into a bounded tier takes the tier's evict lock
+// (blocking), reads the shared count of committed bytes in .locks/.usage, adds the staging files' bytes (the
+// entry about to be committed is one of them), makes room when they would not fit (an eviction pass, which
+// rescans and so corrects the count), renames, adds the entry to the count and lets go.
+// Commits into one tier are thus serialised, and the committed entries never exceed max_bytes by more than the
+// one shard being committed. The count only ever errs high (removals elsewhere do not lower it), which costs an
+// early scan, never an overshoot.
+FolderTier::BudgetLock::~BudgetLock() = default;
+
+Result<std::unique_ptr<FolderTier::BudgetLock>> FolderTier::reserve() {
+  if (!options_.max_bytes) return std::unique_ptr<BudgetLock>{};
+  DATAVO_TRY(impl_->ensure_dir(impl_->locks_dir));
+  auto lock = std::make_unique<BudgetLock>();
+  lock->fd = UniqueFd(::open(impl_->lock_path("evict").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, folder::entry_mode()));
+  if (lock->fd.valid()) {
+    ::fchmod(lock->fd.get(), folder::entry_mode());  // open(2) applies the umask; group members lock too
+    int rc;
+    while ((rc = ::flock(lock->fd.get(), LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    // Without a working flock the count is shared without exclusion: still corrected by every scan.
   }
-  if (options_.max_bytes && !options_.max_age) {
-    auto totals = folder::scan_tier(impl_->root, folder::ScanDetail::totals);
-    if (totals && totals->used <= *options_.max_bytes) {
-      std::lock_guard lock(impl_->budget_mu);
-      impl_->usage_estimate = totals->used.count();
-      impl_->estimate_time = now;
-      return;
+  lock->usage_path = impl_->locks_dir + "/.usage";
+  std::optional<std::uint64_t> usage;
+  if (auto text = util::read_file(lock->usage_path, std::size_t{64})) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(text->c_str(), &end, 10);
+    if (end != text->c_str() && *end == '\n') usage = value;
+  }
+  // The budget covers the staging files too (the entry about to be committed is one of them): a readdir of
+  // .staging/, which holds a file per download under way.
+  auto staging = folder::directory_bytes(impl_->staging_dir);
+  if (!usage || !staging || *usage + staging->count() > options_.max_bytes->count()) {
+    // Over budget, or the count is unknown: a pass rescans the tier and evicts to the low watermark.
+    auto report = evict(DryRun::no, nullptr);
+    if (!report) {
+      counters().errors.fetch_add(1, std::memory_order_relaxed);
+      LOG_WARNING("tier '" << name() << "': eviction failed: " << report.error().message);
+    } else {
+      usage = report->entries_bytes_after.count();
+      if (report->entries_evicted > 0) {
+        LOG_INFO("tier '" << name() << "': evicted " << report->entries_evicted << " entries, "
+                          << report->bytes_freed.count() << " bytes");
+      }
     }
   }
-  // One evictor at a time per tier; the others skip, since the running pass frees space for everyone.
-  if (!impl_->ensure_dir(impl_->locks_dir)) return;
-  UniqueFd fd(::open(impl_->lock_path("evict").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, folder::entry_mode()));
-  if (fd.valid()) ::fchmod(fd.get(), folder::entry_mode());  // open(2) applies the umask; group members lock too
-  if (fd.valid() && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) return;
-  auto report = evict(DryRun::no, just_installed);
-  if (!report) {
-    counters().errors.fetch_add(1, std::memory_order_relaxed);
-    LOG_WARNING("tier '" << name() << "': eviction failed: " << report.error().message);
-    return;
-  }
+  lock->usage = usage.value_or(0);
+  return lock;
+}
+
+void FolderTier::committed(BudgetLock* lock, Bytes size) {
+  if (lock == nullptr) return;
+  const std::string text = std::to_string(lock->usage + size.count()) + "\n";
+  // Best effort and unsynced, like the stats: a lost or torn count is rescanned at the next commit.
+  (void)util::write_file_atomic(lock->usage_path, text, folder::entry_mode(), util::Sync::no,
+                                folder::k_entry_group_bits);
+}
+
+void FolderTier::expire_if_due(const ShardKey& just_committed) {
+  if (!options_.max_age) return;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(impl_->budget_mu);
-    impl_->usage_estimate = report->used_after.count();
-    impl_->estimate_time = now;
+    if (now - impl_->last_expiry_pass < k_expiry_pass_interval) return;
     impl_->last_expiry_pass = now;
   }
-  if (report->entries_evicted > 0) {
-    LOG_INFO("tier '" << name() << "': evicted " << report->entries_evicted << " entries, "
-                      << report->bytes_freed.count() << " bytes");
+  if (!impl_->ensure_dir(impl_->locks_dir)) return;
+  UniqueFd fd(::open(impl_->lock_path("evict").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, folder::entry_mode()));
+  if (fd.valid()) ::fchmod(fd.get(), folder::entry_mode());
+  // Another process holding the lock is evicting already: its pass expires entries too.
+  if (fd.valid() && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) return;
+  // The entry just committed may carry an old mtime (its bytes were written long ago): never expired by its own
+  // commit.
+  auto report = evict(DryRun::no, &just_committed);
+  if (!report) {
+    counters().errors.fetch_add(1, std::memory_order_relaxed);
+    LOG_WARNING("tier '" << name() << "': expiry failed: " << report.error().message);
   }
 }
 

@@ -131,9 +131,13 @@ Result<std::optional<StagingFile>> FolderTier::adopt_partial(const ShardKey& key
 
 Result<ShardHandle> FolderTier::commit(StagingFile&& staged, const ShardKey& key) {
   if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
+  auto budget = reserve();
+  if (!budget) return std::move(budget).error();
   auto outcome = commit_staged(staged, key);
   if (!outcome) return std::move(outcome).error();
-  if (outcome->second == InstallOutcome::installed) enforce_budget(&key, outcome->first.size());
+  if (outcome->second == InstallOutcome::installed) committed(budget->get(), outcome->first.size());
+  budget->reset();
+  expire_if_due(key);
   return std::move(outcome->first);
 }
 
@@ -188,9 +192,13 @@ Result<InstallOutcome> FolderTier::install_copy(const ShardKey& key, const Shard
   if (!staged) return std::move(staged).error();
   DATAVO_TRY(util::copy_fd(source.fd(), staged->fd(), source.size(), "shard into " + staged->path()));
   staged->adopt(source.size(), digest);
+  auto budget = reserve();
+  if (!budget) return std::move(budget).error();
   auto outcome = commit_staged(*staged, key);
   if (!outcome) return std::move(outcome).error();
-  if (outcome->second == InstallOutcome::installed) enforce_budget(&key, source.size());
+  if (outcome->second == InstallOutcome::installed) committed(budget->get(), source.size());
+  budget->reset();
+  expire_if_due(key);
   return outcome->second;
 }
 

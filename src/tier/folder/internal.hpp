@@ -68,10 +68,8 @@ struct FolderTier::Impl {
   std::mutex dirs_mu;
   std::vector<std::string> created_dirs;
 
-  // enforce_budget()'s running estimate of the tier's usage (see there).
+  // expire_if_due()'s clock.
   std::mutex budget_mu;
-  std::optional<std::uint64_t> usage_estimate;
-  std::chrono::steady_clock::time_point estimate_time;
   std::chrono::steady_clock::time_point last_expiry_pass;
 
   // Recorded sizes of entries this process has opened, by inode, so that a repeated hit checks its size with
@@ -106,6 +104,13 @@ struct FolderTier::Impl {
     return instance_dir(key.instance) + "/" + key.hash.hex() + folder::k_sidecar_suffix;
   }
   std::string lock_path(const std::string& lock_name) const { return locks_dir + "/" + lock_name + ".lock"; }
+};
+
+struct FolderTier::BudgetLock {
+  util::UniqueFd fd;       // the tier's evict lock, held (flock) while one entry is committed
+  std::string usage_path;  // .locks/.usage: the committed bytes of every process
+  std::uint64_t usage = 0;
+  ~BudgetLock();
 };
 
 }  // namespace datavo

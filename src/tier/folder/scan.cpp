@@ -114,13 +114,33 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
     if (S_ISREG(st.st_mode)) {
       out.used += Bytes{std::uint64_t(st.st_size)};
     } else if (S_ISDIR(st.st_mode)) {
-      // Instance directories hold entries; dot-directories (.staging, .locks, .quarantine) only count.
+      // .locks holds only bookkeeping of a few bytes each (locks, the usage count): not budgeted, so that an exact
+      // budget is not tipped over by it.
+      if (name == ".locks") continue;
+      // Instance directories hold entries; dot-directories (.staging, .quarantine) only count.
       std::string instance = name[0] == '.' ? std::string() : name;
       DATAVO_TRY(scan_dir(::dirfd(dir.get()), d->d_name, root + "/" + name, instance, out, entries));
     }
   }
   if (listing_error != 0) return Error::from_errno(listing_error, "cannot list tier directory " + root);
   return out;
+}
+
+Result<Bytes> directory_bytes(const std::string& path) {
+  DirPtr dir{::opendir(path.c_str())};
+  if (!dir) {
+    if (errno == ENOENT) return Bytes{0};
+    return Error::from_errno(errno, "cannot read " + path);
+  }
+  Bytes total;
+  int listing_error = 0;
+  while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
+    struct stat st {};
+    if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    total += Bytes{std::uint64_t(st.st_size)};
+  }
+  if (listing_error != 0) return Error::from_errno(listing_error, "cannot list " + path);
+  return total;
 }
 
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,

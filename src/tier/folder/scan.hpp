@@ -26,7 +26,7 @@ struct ScannedEntry {
 enum class ScanDetail { totals, entries };
 
 struct ScanResult {
-  Bytes used;                         // every regular file under the tier root, recursively one level deep
+  Bytes used;                         // every regular file under the tier root, one level deep, but .locks/
   std::uint64_t entry_count = 0;      // committed entries
   std::vector<ScannedEntry> entries;  // filled for ScanDetail::entries only
 };
@@ -37,6 +37,8 @@ struct dirent* next_dir_entry(DIR* dir, int* error);
 
 // Scans `root`. A root that does not exist yet is an empty tier.
 Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail);
+// The bytes of the files in one directory (not recursive): the staging files of a tier. 0 when it does not exist.
+Result<Bytes> directory_bytes(const std::string& dir);
 
 struct SweepResult {
   std::uint64_t staging_files = 0;
