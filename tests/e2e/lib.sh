@@ -317,8 +317,9 @@ info_of() {
 # staging_files TIER_PATH: the names in TIER_PATH/.staging/, one a line.
 staging_files() { e2e_list_dir "$1/.staging"; }
 
-# shard_locks TIER_PATH: the per-shard lock files in TIER_PATH/.locks/ (not evict.lock or .stats.lock).
-shard_locks() { e2e_list_dir "$1/.locks" | grep -v -e '^evict\.lock$' -e '^\.stats\.lock$' || true; }
+# shard_locks TIER_PATH: the per-shard lock files in TIER_PATH/.locks/ (not evict.lock, .stats.lock or the
+# shared usage count .usage).
+shard_locks() { e2e_list_dir "$1/.locks" | grep -v -e '^evict\.lock$' -e '^\.stats\.lock$' -e '^\.usage$' || true; }
 
 # need_root WHAT: fails the suite (never skips silently) unless running as root.
 need_root() {
