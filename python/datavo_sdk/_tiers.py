@@ -97,6 +97,8 @@ class _Tier:
         return (_rebuild_tier, (type(self), self._arguments))
 
     def __repr__(self):
+        if getattr(self, "_native", None) is None:
+            return "<%s (not constructed)>" % type(self).__name__
         return "%s(name=%r, location=%r, max_bytes=%r, supports_direct_read=%r)" % (
             type(self).__name__,
             self.name,

@@ -471,6 +471,7 @@ class NativeStream {
 
   ~NativeStream() = default;  // the stream's threads never need the GIL: destroying it with the GIL held is safe
 
+  // The next Sample, or a null object at the end (no StopIteration object is made: tp_iternext's fast path).
   py::object next() {
     if (busy_) throw py::value_error("SampleStream iterator used by two threads at once (use one per thread)");
     struct Busy {
@@ -489,7 +490,7 @@ class NativeStream {
         Error error = *error_;  // sticky, like the C++ stream's
         raise(error);
       }
-      if (done_ || !stream_) throw py::stop_iteration();
+      if (done_ || !stream_) return py::object();
       blocking([&] { refill(); });
     }
   }
@@ -552,10 +553,29 @@ class NativeStream {
       py::object buffer = py::cast(ShardBuffer{mapping});
       PyObject* view = PyMemoryView_FromObject(buffer.ptr());
       if (view == nullptr) throw py::error_already_set();
+      const Py_buffer* b = PyMemoryView_GET_BUFFER(view);
+      if (b->ndim != 1 || b->itemsize != 1 || b->strides == nullptr || b->strides[0] != 1 || b->shape == nullptr) {
+        Py_DECREF(view);
+        throw std::logic_error("ShardBuffer: expected a 1-D contiguous byte buffer");
+      }
       current_view_ = py::reinterpret_steal<py::object>(view);
       current_mapping_ = mapping.get();
     }
     return current_view_;
+  }
+
+  // A memoryview of `data` (inside the shard `shard_view` covers) that shares shard_view's managed buffer, and so
+  // keeps the mapping alive. Equivalent to shard_view[begin:end], without building two ints and a slice per field:
+  // a new view of the whole buffer is registered on the same managed buffer, then narrowed before anyone sees it
+  // (a 1-D read-only view of unsigned bytes, contiguous, so buf, len and shape[0] are all there is to set).
+  static py::object field_view(const py::object& shard_view, std::span<const std::byte> data) {
+    auto view = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(shard_view.ptr()));
+    if (!view) throw py::error_already_set();
+    Py_buffer* buffer = PyMemoryView_GET_BUFFER(view.ptr());
+    buffer->buf = const_cast<std::byte*>(data.data());
+    buffer->len = Py_ssize_t(data.size());
+    buffer->shape[0] = Py_ssize_t(data.size());
+    return view;
   }
 
   py::object to_python(const SampleView& view) {
@@ -568,7 +588,6 @@ class NativeStream {
     auto id =
         py::reinterpret_steal<py::object>(PyUnicode_FromStringAndSize(view.id.data(), Py_ssize_t(view.id.size())));
     if (!id || PyDict_SetItem(raw, g.key_field.ptr(), id.ptr()) != 0) throw py::error_already_set();
-    const std::byte* base = view.mapping ? view.mapping->bytes().data() : nullptr;
     py::object shard_view;
     if (!copy_ && view.mapping) shard_view = base_view(view.mapping);
     for (std::size_t i = 0; i < view.fields.size(); ++i) {
@@ -582,10 +601,7 @@ class NativeStream {
         value = py::reinterpret_steal<py::object>(
             PyBytes_FromStringAndSize(reinterpret_cast<const char*>(field.data.data()), Py_ssize_t(field.data.size())));
       } else {
-        const auto begin = Py_ssize_t(field.data.data() - base);
-        auto slice = py::reinterpret_steal<py::object>(
-            PySlice_New(py::int_(begin).ptr(), py::int_(begin + Py_ssize_t(field.data.size())).ptr(), nullptr));
-        value = py::reinterpret_steal<py::object>(PyObject_GetItem(shard_view.ptr(), slice.ptr()));
+        value = field_view(shard_view, field.data);
       }
       if (!value || PyDict_SetItem(raw, key.ptr(), value.ptr()) != 0) throw py::error_already_set();
     }
@@ -603,6 +619,20 @@ class NativeStream {
   const ShardMapping* current_mapping_ = nullptr;
   py::object current_view_;
 };
+
+// tp_iternext of NativeStream, so that `for sample in stream` costs no pybind11 dispatch per sample.
+PyObject* native_stream_iternext(PyObject* self) {
+  try {
+    return py::cast<NativeStream&>(py::handle(self)).next().release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (py::builtin_exception& e) {
+    e.set_error();
+  } catch (std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
 
 }  // namespace
 }  // namespace datavo::python
@@ -722,10 +752,11 @@ PYBIND11_MODULE(_datavo, m) {
       .def_readwrite("prefetch", &StreamArgs::prefetch)
       .def_readwrite("copy", &StreamArgs::copy);
 
-  py::class_<NativeStream>(m, "NativeStream")
+  py::class_<NativeStream>(m, "NativeStream", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+                             heap_type->ht_type.tp_iter = PyObject_SelfIter;
+                             heap_type->ht_type.tp_iternext = native_stream_iternext;
+                           }))
       .def(py::init<const StreamArgs&>())
-      .def("__iter__", [](py::object self) { return self; })
-      .def("__next__", &NativeStream::next)
       .def("close", &NativeStream::close)
       .def("stats", &NativeStream::stats)
       .def_property_readonly("keys", [](const NativeStream& s) { return s.stream().keys(); })

@@ -147,14 +147,15 @@ def azurite_create_container(endpoint, account, key, container):
     """PUT ?restype=container, signed with SharedKey (path-style: the account appears twice in the resource)."""
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
     version = "2021-12-02"
-    string_to_sign = "\n".join(["PUT"] + [""] * 11) + "\n" + "x-ms-date:%s\nx-ms-version:%s\n" % (date, version) + \
+    content_type = "application/octet-stream"  # urllib sends one with any body; it is part of what is signed
+    fields = ["PUT", "", "", "", "", content_type] + [""] * 6
+    string_to_sign = "\n".join(fields) + "\n" + "x-ms-date:%s\nx-ms-version:%s\n" % (date, version) + \
         "/%s/%s/%s\nrestype:container" % (account, account, container)
     signature = base64.b64encode(hmac.new(base64.b64decode(key), string_to_sign.encode(), hashlib.sha256).digest())
     request = urllib.request.Request(
         "%s/%s?restype=container" % (endpoint, container), method="PUT", data=b"",
-        headers={"x-ms-date": date, "x-ms-version": version, "Content-Length": "0",
+        headers={"x-ms-date": date, "x-ms-version": version, "Content-Type": content_type,
                  "Authorization": "SharedKey %s:%s" % (account, signature.decode())})
-    request.remove_header("Content-type")
     urllib.request.urlopen(request, timeout=10).read()
 
 

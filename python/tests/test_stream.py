@@ -43,6 +43,23 @@ def test_fields_share_one_buffer_per_shard_and_cannot_be_written(env):
         first["audio.wav"][0] = 0
 
 
+def test_field_views_behave_as_slices_of_the_shard(env, origin):
+    source = os.path.join(os.path.dirname(origin.store), "src")
+    stream = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav", "transcript.txt"]))
+    for _ in range(3):
+        sample = next(stream)
+        with open(os.path.join(source, sample.id + ".transcript.txt"), "rb") as f:
+            expected = f.read()
+        view = sample["transcript.txt"]
+        assert (len(view), view.nbytes, view.shape, view.ndim, view.itemsize) == (len(expected),) * 2 + (
+            (len(expected),), 1, 1)
+        assert view.tobytes() == expected and view[:9] == expected[:9] and view[-1] == expected[-1]
+        assert hash(view) == hash(expected) and bytes(view[2:5]) == expected[2:5]
+        assert memoryview(view).tobytes() == expected and view.c_contiguous
+        with pytest.raises(IndexError):
+            view[len(expected)]
+
+
 def test_copy_gives_bytes(env):
     sample = next(iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], copy=True)))
     assert type(sample["audio.wav"]) is bytes and sample["audio.wav"][:4] == b"RIFF"
