@@ -123,7 +123,8 @@ class SampleStream(_Base):
         ``seed`` (a deterministic per-epoch shard order; see set_epoch), ``prefetch`` (shards fetched ahead,
         default 2; 0: none), ``copy`` (True: fields are bytes; False: zero-copy memoryviews; default: memoryviews,
         except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
-        into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are), ``rank`` and
+        into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are; a dataset of your
+        own that wraps the stream and feeds a DataLoader passes copy=True), ``rank`` and
         ``world_size`` (default: torch.distributed, else $RANK / $WORLD_SIZE), ``instance``.
 
         Raises FileNotFoundError for a missing dataset or key, ValueError for bad arguments or configuration,

@@ -196,7 +196,7 @@ class StagingWriter {
 
   std::size_t write(const py::buffer& data) {
     py::buffer_info info = data.request();  // holds the export (the bytes cannot move) until we are done
-    if (info.ndim > 1 && !is_contiguous(info)) throw py::value_error("write() needs a contiguous buffer");
+    if (!is_contiguous(info)) throw py::value_error("write() needs a contiguous buffer");
     const auto size = static_cast<std::size_t>(info.size * info.itemsize);
     auto state = state_;
     Result<void> written = blocking([&]() -> Result<void> {

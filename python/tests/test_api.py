@@ -194,6 +194,9 @@ def test_fetcher_gets_a_binary_file_object_and_can_hand_over_a_path(tmp_path):
     path = cache.get_or_fetch(a_hash("path"), lambda f: f.write_file(str(downloaded)))
     assert open(path, "rb").read() == b"from a tool that writes a file"
 
+    with pytest.raises(ValueError, match="contiguous"):
+        cache.get_or_fetch(a_hash("strided"), lambda f: f.write(memoryview(b"abcdef")[::2]))
+
     def retry(f):
         f.write(b"garbage")
         f.restart()
