@@ -21,7 +21,6 @@ from . import _logging  # noqa: E402  (after _init: forwarding needs nothing els
 
 _logging.install()
 
-from ._stream import SampleStream  # noqa: E402
 from ._tiers import (  # noqa: E402
     AzureBlobShardCacheTier,
     CacheInfo,
@@ -34,6 +33,18 @@ from ._tiers import (  # noqa: E402
 )
 
 __version__ = _datavo.__version__
+
+
+def __getattr__(name):
+    # SampleStream is a torch IterableDataset when torch is importable, and importing torch takes a second or more:
+    # it is imported on first use of SampleStream, not by `import datavo_sdk` (PEP 562).
+    if name == "SampleStream":
+        from ._stream import SampleStream
+
+        globals()["SampleStream"] = SampleStream
+        return SampleStream
+    raise AttributeError("module 'datavo_sdk' has no attribute %r" % name)
+
 
 __all__ = [
     "SampleStream",

@@ -130,3 +130,12 @@ def test_imports_without_torch(env):
     done = run_python(code, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(SAMPLES)
+
+
+def test_torch_is_imported_on_first_use_of_sample_stream_only():
+    code = ("import sys, datavo_sdk; from datavo_sdk import ShardCacheTier, get_default_shard_cache; "
+            "before = 'torch' in sys.modules; from datavo_sdk import SampleStream; "
+            "print(before, 'torch' in sys.modules)")
+    done = run_python(code, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
