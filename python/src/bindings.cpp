@@ -327,20 +327,30 @@ Expectation expectation_from(const py::handle& answer) {
 // The C++ Fetcher around a Python callable. An exception raised by it is kept (with its traceback) and re-raised
 // by get_or_fetch once the hierarchy has given up the call; the hierarchy installs nothing.
 Fetcher python_fetcher(const std::shared_ptr<FetchCall>& call) {
+  // No C++ exception may cross the hierarchy (it is exception-free by contract): whatever goes wrong here becomes a
+  // Python exception kept in `call`, and an Error for the hierarchy.
   return [call](ByteSink& sink) -> Result<Expectation> {
     py::gil_scoped_acquire gil;
     StagingWriter writer(&sink);
-    py::object handle = py::cast(writer);
     try {
+      py::object handle = py::cast(writer);
       py::object answer = call->fetcher(handle);
       writer.close();
       return expectation_from(answer);
     } catch (py::error_already_set& e) {
       writer.close();
-      std::string what = py::str(e.type().attr("__name__")).cast<std::string>();
       call->raised = std::move(e);
-      return Error{ErrorCode::internal, "the fetcher raised " + what};
+    } catch (py::builtin_exception& e) {  // a bad answer (py::value_error, py::cast_error, ...)
+      writer.close();
+      e.set_error();
+      call->raised = py::error_already_set();
+    } catch (std::exception& e) {
+      writer.close();
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      call->raised = py::error_already_set();
     }
+    return Error{ErrorCode::internal,
+                 "the fetcher raised " + py::str(call->raised->type().attr("__name__")).cast<std::string>()};
   };
 }
 

@@ -240,6 +240,10 @@ def test_fetcher_expectation_is_enforced(tmp_path):
         cache.get_or_fetch(a_hash("size"), lambda f: (f.write(b"abc"), {"size": 4})[1])
     with pytest.raises(errors.IntegrityError):
         cache.get_or_fetch(a_hash("sha"), lambda f: (f.write(b"abc"), {"sha256": "0" * 64})[1])
+    with pytest.raises(ValueError, match="'sha512'"):
+        cache.get_or_fetch(a_hash("key"), lambda f: (f.write(b"abc"), {"sha512": "0"})[1])
+    with pytest.raises(ValueError, match="64 hex"):
+        cache.get_or_fetch(a_hash("hex"), lambda f: (f.write(b"abc"), {"sha256": "xyz"})[1])
     good = {"size": 3, "sha256": hashlib.sha256(b"abc").hexdigest()}
     assert cache.get_or_fetch(a_hash("good"), lambda f: (f.write(b"abc"), good)[1])
     assert cache.cache_info()[0].entries == 1
