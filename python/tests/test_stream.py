@@ -269,3 +269,16 @@ def test_one_iterator_per_thread_is_enforced_not_crashing(env):
         t.join()
     assert sum(counts) <= SAMPLES
     assert all("two threads" in str(e) for e in failures)
+
+
+def test_info_lines_follow_the_datavo_loggers_level(env, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="datavo")
+    ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"])
+    messages = [r.getMessage() for r in caplog.records if r.name == "datavo" and r.levelno == logging.INFO]
+    assert any(m.startswith("reading %s revision %d" % (DATASET, ds.revision)) for m in messages), messages
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="datavo")
+    SampleStream.from_dataset(DATASET, keys=["audio.wav"])
+    assert not [r for r in caplog.records if r.name == "datavo" and r.levelno < logging.WARNING]
