@@ -8,6 +8,8 @@ packages=(
   libyaml-cpp-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libexpat1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev            # libFuzzer target of the tar reader
+  python3-dev pybind11-dev python3-pytest python3-setuptools python3-pip python3-wheel  # the Python SDK (python/)
+  python3-torch                       # the SDK's PyTorch tests (DataLoader workers, ranks); large
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
   faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
 )

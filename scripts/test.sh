@@ -7,8 +7,10 @@
 #   no FILTER   every stage above
 #   unit        the unit tests only (normal build)
 #   e2e         the end-to-end suites only (normal build)
+#   python      the Python SDK only: builds the extension, a wheel of it, installs that wheel into build/python-site
+#               and runs python/tests/ with Debian's /usr/bin/python3 (pytest), the emulators up (python_stage below)
 #   REGEX       the ctest tests whose name matches REGEX (normal build), e.g. 'e2e.test_kill' or 'FolderTier'
-# With a FILTER the sanitizer builds and the fuzz run are skipped.
+# With a FILTER the sanitizer builds and the fuzz run are skipped. Without one the Python stage runs after ctest.
 #
 # What it needs from the environment: HOME and a PATH holding Debian's tools (CI runs it under `env -i` with
 # HOME, PATH and LANG only, see .ci/run). It sets the rest below. Optional knobs: DATAVO_TEST_JOBS (ctest
@@ -33,12 +35,48 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_
 "$root/scripts/install-deps.sh"
 
 echo "== build (-Werror)"
-"$root/scripts/build.sh" "$root/build" -DDATAVO_WERROR=ON
+"$root/scripts/build.sh" "$root/build" -DDATAVO_WERROR=ON -DDATAVO_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3
 jobs=${DATAVO_TEST_JOBS:-2}
+
+# The Python SDK (python/): a wheel built the way `pip install --no-build-isolation .` builds it (setup.py, reusing
+# the extension and CLI just built in build/), installed into build/python-site, then python/tests/ against that
+# installed package with /usr/bin/python3, torch required, the cloud emulators up and required.
+python_stage() {
+  local py=/usr/bin/python3 site=$root/build/python-site dist=$root/build/python-dist started
+  echo "== Python SDK: wheel, install, pytest"
+  started=$(date +%s)
+  rm -rf "$site" "$dist"
+  (cd "$root" && DATAVO_CMAKE_BUILD_DIR="$root/build" "$py" -m pip wheel --quiet --no-build-isolation --no-deps \
+    --no-index -w "$dist" .)
+  "$py" -m pip install --quiet --no-deps --no-index --target "$site" "$dist"/datavo_sdk-*.whl
+  # The cloud-tier tests read and write through the local emulators (tests/support/emulators.sh).
+  export DATAVO_EMULATOR_DIR=${DATAVO_EMULATOR_DIR:-$HOME/.cache/datavo/emulators}
+  export DATAVO_EMULATOR_RUN_DIR=$root/build/python-emulators
+  local exports
+  if exports=$("$root/tests/support/emulators.sh" up azurite s3rver moto gcs); then
+    eval "$exports"
+  else
+    echo "== Python SDK: the emulators did not start; the emulator tests will fail (DATAVO_REQUIRE_EMULATORS=1)"
+  fi
+  local status=0
+  (cd "$root/python/tests" && PYTHONPATH="$site" DATAVO_BIN="$site/datavo_sdk/bin/datavo" DATAVO_REQUIRE_TORCH=1 \
+    DATAVO_REQUIRE_EMULATORS=1 PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -p no:cacheprovider -q -ra \
+    "$root/python/tests") || status=$?
+  "$root/tests/support/emulators.sh" down >/dev/null 2>&1 || true
+  echo "== Python SDK stage: $(($(date +%s) - started)) s"
+  return "$status"
+}
+
 case "$filter" in
+  python)
+    python_stage
+    echo "== the Python SDK tests passed"
+    exit 0
+    ;;
   "")
     echo "== ctest: unit and end-to-end"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 -j "$jobs")
+    python_stage
     ;;
   unit | e2e)
     echo "== ctest: $filter tests"

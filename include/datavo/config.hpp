@@ -101,6 +101,22 @@ Result<CacheConfig> parse_config(std::string_view yaml_text, const std::string& 
 // ErrorCode::config naming it, with sys_errno set. The result's source is `argument`.
 Result<CacheConfig> load_config_file(const std::string& path,
                                      const ConfigEnvironment& env = ConfigEnvironment::process());
+// One setting of a tier given by a program instead of a file (e.g. a keyword argument of the Python SDK's tier
+// classes): its shards.yaml key and the text of its value as a YAML scalar would hold it. `quoted` marks a string
+// that must stay a string (a quoted scalar: "true" in quotes is not a bool).
+struct TierArgument {
+  std::string key;
+  std::string value;
+  bool quoted = false;
+};
+// Parses `arguments` exactly as the mapping of one tier of type `type` in shards.yaml is parsed: the same keys
+// (type, name, max_bytes, read_only and the type's own), defaults, checks, normalisation and ~ / $VAR expansion,
+// and the same TierConfig (settings included, their origin being `origin`). Every failure is ErrorCode::config
+// worded "<origin>.<key>: <problem>", e.g. "ShardCacheTier.max_bytes: invalid size \"ten\""; an unknown type or
+// key, or a key given twice, likewise. Unlike a file, one tier alone need not be a folder tier. No I/O.
+Result<TierConfig> parse_tier_arguments(std::string_view type, const std::vector<TierArgument>& arguments,
+                                        const std::string& origin,
+                                        const ConfigEnvironment& env = ConfigEnvironment::process());
 // Applies the resolution order above. `explicit_path` is the argument (it beats the environment variable; an empty
 // $DATAVO_SHARD_CACHE_CONFIG counts as unset). Candidates that do not exist are listed in `skipped`; every error
 // is ErrorCode::config.

@@ -81,6 +81,39 @@ std::optional<std::string> lookup_env(const ConfigEnvironment& env, const std::s
   return std::string(value);
 }
 
+// "unknown key for an s3 tier (...); an s3 tier takes ..."
+std::string unknown_tier_key(const std::string& key, const TierType& type) {
+  std::vector<std::string> allowed(std::begin(k_common_fields), std::end(k_common_fields));
+  allowed.insert(allowed.end(), type.fields.begin(), type.fields.end());
+  const std::string a_type = std::string(type.article) + " " + std::string(type.name);
+  std::string message = "unknown key for " + a_type + " tier";
+  std::vector<std::string> owners;
+  for (const TierType* other : tier_types()) {
+    if (takes(*other, key)) owners.emplace_back(other->name);
+  }
+  if (!owners.empty()) message += " (" + key + " belongs to " + join(owners, " and ") + " tiers)";
+  return message + "; " + a_type + " tier takes " + join(allowed, ", ");
+}
+
+// The common fields (max_bytes, read_only) and the type's own, once the keys are known to be the type's: shared by
+// shards.yaml and parse_tier_arguments(). Fills `tier` (its type and name already set) and its settings.
+Result<void> parse_tier_fields(const TierType& type, config::TierFields& tier_fields, TierConfig& tier) {
+  auto max_bytes = tier_fields.optional_size("max_bytes");
+  if (!max_bytes) return max_bytes.error();
+  // The schema's "0 means unbounded".
+  if (*max_bytes && (*max_bytes)->count() > 0) tier.max_bytes = **max_bytes;
+  auto read_only = tier_fields.optional_bool("read_only");
+  if (!read_only) return read_only.error();
+  if (*read_only && **read_only) tier.access = Access::read_only;
+
+  tier_fields.effective("type", tier.type);
+  DATAVO_TRY(type.parse(tier_fields, tier));
+  tier_fields.effective("max_bytes", tier.max_bytes ? format_byte_size(*tier.max_bytes) : "unbounded");
+  tier_fields.effective("read_only", tier.access == Access::read_only ? "true" : "false");
+  tier.settings = tier_fields.take_settings();
+  return {};
+}
+
 // One key of a mapping, with where it is and the dotted path shown in messages.
 struct Field {
   std::string key;
@@ -283,37 +316,12 @@ class Parser {
     }
     name_marks_.emplace_back(name_mark, name_is_default);
 
-    auto max_bytes = tier_fields.optional_size("max_bytes");
-    if (!max_bytes) return max_bytes.error();
-    // The schema's "0 means unbounded".
-    if (*max_bytes && (*max_bytes)->count() > 0) tier.max_bytes = **max_bytes;
-    auto read_only = tier_fields.optional_bool("read_only");
-    if (!read_only) return read_only.error();
-    if (*read_only && **read_only) tier.access = Access::read_only;
-
-    tier_fields.effective("type", tier.type);
-    DATAVO_TRY(type->parse(tier_fields, tier));
-    tier_fields.effective("max_bytes", tier.max_bytes ? format_byte_size(*tier.max_bytes) : "unbounded");
-    tier_fields.effective("read_only", tier.access == Access::read_only ? "true" : "false");
-    tier.settings = tier_fields.take_settings();
+    DATAVO_TRY(parse_tier_fields(*type, tier_fields, tier));
     tier.settings.insert(tier.settings.begin(),
                          TierSetting{"name", tier.name,
                                      name_is_default ? "default (from the location)"
                                                      : file_ + ":" + std::to_string(name_mark.line + 1)});
     return tier;
-  }
-
-  static std::string unknown_tier_key(const std::string& key, const TierType& type) {
-    std::vector<std::string> allowed(std::begin(k_common_fields), std::end(k_common_fields));
-    allowed.insert(allowed.end(), type.fields.begin(), type.fields.end());
-    const std::string a_type = std::string(type.article) + " " + std::string(type.name);
-    std::string message = "unknown key for " + a_type + " tier";
-    std::vector<std::string> owners;
-    for (const TierType* other : tier_types()) {
-      if (takes(*other, key)) owners.emplace_back(other->name);
-    }
-    if (!owners.empty()) message += " (" + key + " belongs to " + join(owners, " and ") + " tiers)";
-    return message + "; " + a_type + " tier takes " + join(allowed, ", ");
   }
 
   const std::string& file_;
@@ -490,6 +498,48 @@ Result<CacheConfig> load_config_file(const std::string& path, const ConfigEnviro
   auto config = parse_config(*text, path, env);
   if (config) config->source = ConfigSource::argument;
   return config;
+}
+
+Result<TierConfig> parse_tier_arguments(std::string_view type_name, const std::vector<TierArgument>& arguments,
+                                        const std::string& origin, const ConfigEnvironment& env) {
+  const TierType* type = find_tier_type(type_name);
+  const std::string where = origin.empty() ? std::string("tier") : origin;
+  if (type == nullptr) {
+    return Error{ErrorCode::config, where + ": unknown tier type \"" + std::string(type_name) + "\" (expected " +
+                                        join(tier_type_names(), ", ") + ")"};
+  }
+  TierConfig tier;
+  tier.type = std::string(type->name);
+  std::vector<config::FieldValue> values;
+  for (const TierArgument& argument : arguments) {
+    if (argument.key == "type") continue;
+    if (!is_common_field(argument.key) && !takes(*type, argument.key)) {
+      return Error{ErrorCode::config, where + "." + argument.key + ": " + unknown_tier_key(argument.key, *type)};
+    }
+    if (std::any_of(values.begin(), values.end(), [&](const auto& v) { return v.key == argument.key; })) {
+      return Error{ErrorCode::config, where + "." + argument.key + ": given twice"};
+    }
+    config::FieldValue value;
+    value.key = argument.key;
+    value.kind = "a scalar";
+    value.scalar = argument.value;
+    value.quoted = argument.quoted;
+    values.push_back(std::move(value));
+  }
+  // Without a file, TierFields words its errors "<origin>.<key>: <problem>".
+  config::TierFields tier_fields("", where, 0, tier.type, std::string(type->article), values, env);
+  bool name_given = false;
+  for (const auto& value : values) {
+    if (value.key != "name") continue;
+    auto name = tier_fields.optional_string("name");
+    if (!name) return std::move(name).error();
+    tier.name = **name;
+    name_given = true;
+  }
+  DATAVO_TRY(parse_tier_fields(*type, tier_fields, tier));
+  tier.settings.insert(tier.settings.begin(),
+                       TierSetting{"name", tier.name, name_given ? where : "default (from the location)"});
+  return tier;
 }
 
 Result<CacheConfig> resolve_config(const std::optional<std::string>& explicit_path, const ConfigEnvironment& env) {

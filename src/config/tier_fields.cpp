@@ -22,6 +22,8 @@ const FieldValue* TierFields::find(std::string_view key) const {
 }
 
 std::string TierFields::where(const FieldValue* field, std::string_view key) const {
+  // Settings given by a program (parse_tier_arguments) have no file: "<tier path>.<key>: ".
+  if (file_.empty()) return tier_path_ + "." + std::string(key) + ": ";
   const int line = field ? field->line : tier_line_;
   std::string out = file_;
   if (line > 0) out += ":" + std::to_string(line);
@@ -34,7 +36,9 @@ Error TierFields::fail(std::string_view key, const std::string& problem) const {
 
 void TierFields::effective(std::string_view key, std::string value, std::string origin_if_absent, Secret secret) {
   const FieldValue* field = find(key);
-  std::string origin = field ? file_ + ":" + std::to_string(field->line) : std::move(origin_if_absent);
+  std::string origin = !field          ? std::move(origin_if_absent)
+                       : file_.empty() ? tier_path_
+                                       : file_ + ":" + std::to_string(field->line);
   settings_.push_back(
       TierSetting{std::string(key), secret == Secret::yes ? std::string("<redacted>") : std::move(value), origin});
 }

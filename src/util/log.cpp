@@ -4,8 +4,12 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
+
+#include "datavo/log.hpp"
 
 namespace datavo::log {
 namespace {
@@ -31,6 +35,17 @@ const char* label(Level level) {
   return "?";
 }
 
+// The installed sink, if any, guarded by delivery_mutex(): shared by the lines being delivered (concurrently),
+// exclusive in set_log_sink(), so that no line reaches a sink after it was replaced. Log lines are rare.
+std::unique_ptr<const LogSink>& sink_storage() {
+  static std::unique_ptr<const LogSink> sink;
+  return sink;
+}
+std::shared_mutex& delivery_mutex() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 }  // namespace
 
 Level level() { return static_cast<Level>(level_storage().load(std::memory_order_relaxed)); }
@@ -52,6 +67,13 @@ bool parse_level(std::string_view text, Level& out) {
 }
 
 void write(Level l, std::string_view message) {
+  {
+    std::shared_lock delivering(delivery_mutex());
+    if (const auto& sink = sink_storage()) {
+      (*sink)(static_cast<LogLevel>(static_cast<int>(l)), message);
+      return;
+    }
+  }
   std::string line = "datavo: ";
   line += label(l);
   line += ": ";
@@ -85,3 +107,16 @@ std::string redact_url(std::string_view url) {
 }
 
 }  // namespace datavo::log
+
+namespace datavo {
+
+void set_log_sink(LogSink sink) {
+  auto next = sink ? std::make_unique<const LogSink>(std::move(sink)) : nullptr;
+  std::unique_lock replacing(log::delivery_mutex());
+  log::sink_storage() = std::move(next);
+}
+
+LogLevel log_level() { return static_cast<LogLevel>(static_cast<int>(log::level())); }
+void set_log_level(LogLevel level) { log::set_level(static_cast<log::Level>(static_cast<int>(level))); }
+
+}  // namespace datavo

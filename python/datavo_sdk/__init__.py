@@ -1,0 +1,61 @@
+"""datavo_sdk: Datavo's shard cache hierarchy and SampleStream for Python, on the C++ core.
+
+    from datavo_sdk import SampleStream
+    for sample in SampleStream.from_dataset("voice_demo_v1/train", keys=["audio.wav"]):
+        wav = sample["audio.wav"]      # a zero-copy memoryview into the cached shard; sample.id is its id
+
+The seven names of the spec ("Programmatic Access"): SampleStream, ShardCacheHierarchy, ShardCacheTier,
+S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier and get_default_shard_cache; plus DatavoError (the base
+of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and TierStats. Log lines go to the
+``logging`` logger "datavo". See python/README.md.
+"""
+
+from . import _datavo
+from . import _errors as errors
+from ._errors import DatavoError
+from ._sample import Sample
+
+_datavo._init(errors.BY_CODE, DatavoError, Sample)
+
+from . import _logging  # noqa: E402  (after _init: forwarding needs nothing else, but keep one order)
+
+_logging.install()
+
+from ._tiers import (  # noqa: E402
+    AzureBlobShardCacheTier,
+    CacheInfo,
+    GcsShardCacheTier,
+    S3ShardCacheTier,
+    ShardCacheHierarchy,
+    ShardCacheTier,
+    TierStats,
+    get_default_shard_cache,
+)
+
+__version__ = _datavo.__version__
+
+
+def __getattr__(name):
+    # SampleStream is a torch IterableDataset when torch is importable, and importing torch takes a second or more:
+    # it is imported on first use of SampleStream, not by `import datavo_sdk` (PEP 562).
+    if name == "SampleStream":
+        from ._stream import SampleStream
+
+        globals()["SampleStream"] = SampleStream
+        return SampleStream
+    raise AttributeError("module 'datavo_sdk' has no attribute %r" % name)
+
+
+__all__ = [
+    "SampleStream",
+    "ShardCacheHierarchy",
+    "ShardCacheTier",
+    "S3ShardCacheTier",
+    "GcsShardCacheTier",
+    "AzureBlobShardCacheTier",
+    "get_default_shard_cache",
+    "DatavoError",
+    "Sample",
+    "CacheInfo",
+    "TierStats",
+]

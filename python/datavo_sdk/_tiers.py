@@ -1,0 +1,388 @@
+"""Tiers, the hierarchy and get_default_shard_cache: thin wrappers over the C++ classes (include/datavo/).
+
+Every tier's arguments are the fields of its type in shards.yaml (docs/config.md) and go through the same C++
+parser: the same defaults, checks, ~ and $VAR expansion and normalisation, and errors that name the argument
+(``ConfigError: ShardCacheTier.max_bytes: ...``). Constructing a tier does no I/O and needs no credentials.
+"""
+
+import dataclasses
+import datetime
+import os
+import typing
+
+from . import _datavo, _logging
+
+__all__ = [
+    "ShardCacheTier",
+    "S3ShardCacheTier",
+    "GcsShardCacheTier",
+    "AzureBlobShardCacheTier",
+    "ShardCacheHierarchy",
+    "get_default_shard_cache",
+    "CacheInfo",
+    "TierStats",
+]
+
+
+def _text(key, value):
+    """(shards.yaml text, quoted) for one argument value, as a YAML scalar would give it to the C++ parser."""
+    if isinstance(value, bool):
+        return ("true" if value else "false"), False
+    if isinstance(value, int):
+        return str(value), False
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)), False
+    if isinstance(value, datetime.timedelta):
+        return "%ds" % int(value.total_seconds()), False
+    if isinstance(value, os.PathLike):
+        return os.fspath(value), True
+    if isinstance(value, str):
+        return value, True
+    raise TypeError("%s: expected a str, int or bool, not %s" % (key, type(value).__name__))
+
+
+class _Tier:
+    """What every tier has: name, max_bytes (None: unbounded), supports_direct_read; also type, location and
+    read_only."""
+
+    _type = ""
+    __slots__ = ("_native", "_arguments")
+
+    def _build(self, arguments):
+        # Durations may also be given as seconds (an int) or a timedelta.
+        if isinstance(arguments.get("max_age"), (int, float)) and not isinstance(arguments.get("max_age"), bool):
+            arguments["max_age"] = "%ds" % int(arguments["max_age"])
+        settings = [(key,) + _text(key, value) for key, value in arguments.items() if value is not None]
+        self._arguments = dict(arguments)
+        self._native = _datavo.make_tier(self._type, settings, type(self).__name__)
+
+    @classmethod
+    def _wrap(cls, native):
+        """A Python object for a tier the C++ library built (from shards.yaml)."""
+        kind = {t._type: t for t in (ShardCacheTier, S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier)}
+        tier = object.__new__(kind.get(native.type, _Tier))
+        tier._native = native
+        tier._arguments = None
+        return tier
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def max_bytes(self) -> typing.Optional[int]:
+        return self._native.max_bytes
+
+    @property
+    def supports_direct_read(self) -> bool:
+        return self._native.supports_direct_read
+
+    @property
+    def read_only(self) -> bool:
+        return self._native.read_only
+
+    @property
+    def type(self) -> str:
+        """folder, s3, gcs or azure_blob."""
+        return self._native.type
+
+    @property
+    def location(self) -> str:
+        """A directory, or the bucket's URL."""
+        return self._native.location
+
+    def __reduce__(self):
+        if self._arguments is None:
+            raise TypeError("a tier read from shards.yaml pickles through its hierarchy (get_default_shard_cache)")
+        return (_rebuild_tier, (type(self), self._arguments))
+
+    def __repr__(self):
+        if getattr(self, "_native", None) is None:
+            return "<%s (not constructed)>" % type(self).__name__
+        return "%s(name=%r, location=%r, max_bytes=%r, supports_direct_read=%r)" % (
+            type(self).__name__,
+            self.name,
+            self.location,
+            self.max_bytes,
+            self.supports_direct_read,
+        )
+
+
+def _rebuild_tier(cls, arguments):
+    tier = object.__new__(cls)
+    tier._build(dict(arguments))
+    return tier
+
+
+class ShardCacheTier(_Tier):
+    """A folder tier: a directory on a local filesystem, directly readable (the spec's FolderTier).
+
+    ``path`` is created on first use; ``~`` and ``$VAR`` are expanded. ``max_bytes`` (an int, or a size such as
+    ``"200GB"``; None or 0: unbounded) is kept by LRU eviction on mtime. The keyword-only arguments are the other
+    fields of a folder tier in shards.yaml: ``max_age`` ("30d", seconds, or a timedelta), ``read_only``,
+    ``durability`` ("fsync" | "none"), ``verify`` ("size" | "full" | "sampled") and ``verify_sample_every``.
+    """
+
+    _type = "folder"
+    __slots__ = ()
+
+    def __init__(
+        self,
+        path,
+        max_bytes=None,
+        name=None,
+        *,
+        max_age=None,
+        read_only=None,
+        durability=None,
+        verify=None,
+        verify_sample_every=None,
+    ):
+        self._build(
+            dict(
+                path=path,
+                max_bytes=max_bytes,
+                name=name,
+                max_age=max_age,
+                read_only=read_only,
+                durability=durability,
+                verify=verify,
+                verify_sample_every=verify_sample_every,
+            )
+        )
+
+
+class _CloudTier(_Tier):
+    __slots__ = ()
+
+
+class S3ShardCacheTier(_CloudTier):
+    """An S3 bucket (AWS, or any server speaking its API through ``endpoint_url``). Not directly readable: a hit is
+    materialized into a folder tier. Credentials follow the AWS SDKs' default chain, resolved at first use; nothing
+    here does I/O. Extra fields as in shards.yaml: ``endpoint_url``, ``addressing_style`` ("auto" | "path" |
+    "virtual"), ``profile``, ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``
+    ("background" | "sync"), ``single_flight``."""
+
+    _type = "s3"
+    __slots__ = ()
+
+    def __init__(
+        self,
+        bucket,
+        region=None,
+        name=None,
+        prefix=None,
+        *,
+        endpoint_url=None,
+        addressing_style=None,
+        profile=None,
+        max_bytes=None,
+        read_only=None,
+        part_size=None,
+        concurrency=None,
+        upload=None,
+        single_flight=None,
+    ):
+        self._build(
+            dict(
+                bucket=bucket,
+                region=region,
+                name=name,
+                prefix=prefix,
+                endpoint_url=endpoint_url,
+                addressing_style=addressing_style,
+                profile=profile,
+                max_bytes=max_bytes,
+                read_only=read_only,
+                part_size=part_size,
+                concurrency=concurrency,
+                upload=upload,
+                single_flight=single_flight,
+            )
+        )
+
+
+class GcsShardCacheTier(_CloudTier):
+    """A Google Cloud Storage bucket, over the JSON API; Application Default Credentials, resolved at first use.
+    Extra fields as in shards.yaml: ``endpoint_url``, ``max_bytes``, ``read_only``, ``part_size``,
+    ``concurrency``, ``upload``, ``single_flight``."""
+
+    _type = "gcs"
+    __slots__ = ()
+
+    def __init__(
+        self,
+        bucket,
+        project=None,
+        name=None,
+        prefix=None,
+        *,
+        endpoint_url=None,
+        max_bytes=None,
+        read_only=None,
+        part_size=None,
+        concurrency=None,
+        upload=None,
+        single_flight=None,
+    ):
+        self._build(
+            dict(
+                bucket=bucket,
+                project=project,
+                name=name,
+                prefix=prefix,
+                endpoint_url=endpoint_url,
+                max_bytes=max_bytes,
+                read_only=read_only,
+                part_size=part_size,
+                concurrency=concurrency,
+                upload=upload,
+                single_flight=single_flight,
+            )
+        )
+
+
+class AzureBlobShardCacheTier(_CloudTier):
+    """An Azure Blob container. ``sas_token`` (a secret, never logged) or else the DefaultAzureCredential chain
+    (``managed_identity_client_id`` pins a user-assigned identity), resolved at first use. Extra fields as in
+    shards.yaml: ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``, ``single_flight``."""
+
+    _type = "azure_blob"
+    __slots__ = ()
+
+    def __init__(
+        self,
+        container_url,
+        name=None,
+        sas_token=None,
+        managed_identity_client_id=None,
+        prefix=None,
+        *,
+        max_bytes=None,
+        read_only=None,
+        part_size=None,
+        concurrency=None,
+        upload=None,
+        single_flight=None,
+    ):
+        self._build(
+            dict(
+                container_url=container_url,
+                name=name,
+                sas_token=sas_token,
+                managed_identity_client_id=managed_identity_client_id,
+                prefix=prefix,
+                max_bytes=max_bytes,
+                read_only=read_only,
+                part_size=part_size,
+                concurrency=concurrency,
+                upload=upload,
+                single_flight=single_flight,
+            )
+        )
+
+    def __repr__(self):  # the SAS token is a secret; the base repr shows none of the arguments anyway
+        return _Tier.__repr__(self)
+
+
+def _stats_type():
+    names = _datavo.tier_stat_names()
+    namespace = {
+        "hit_rate": property(
+            lambda self: 0.0 if self.hits + self.misses == 0 else self.hits / (self.hits + self.misses),
+            doc="hits / (hits + misses), 0.0 before any lookup",
+        ),
+        "__module__": __name__,
+        "__doc__": "A tier's counters (cumulative for folder tiers, this process for others): " + ", ".join(names),
+    }
+    return dataclasses.make_dataclass(
+        "TierStats", [(n, int) for n in names], frozen=True, namespace=namespace)
+
+
+TierStats = _stats_type()
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheInfo:
+    """One tier of ShardCacheHierarchy.cache_info(): what it is, how full, and its counters."""
+
+    name: str
+    type: str
+    location: str
+    max_bytes: typing.Optional[int]  # None: unbounded
+    read_only: bool
+    used_bytes: typing.Optional[int]  # None when the tier could not be measured
+    entries: typing.Optional[int]
+    stats: TierStats
+
+
+class ShardCacheHierarchy:
+    """An ordered list of tiers, fastest first, read through by content hash. At least one must be a folder tier
+    (the local landing zone). Carries no per-dataset state: share it across streams and threads."""
+
+    __slots__ = ("_tiers", "_native", "_config_path")
+
+    def __init__(self, tiers):
+        tiers = list(tiers)
+        for tier in tiers:
+            if not isinstance(tier, _Tier):
+                raise TypeError("ShardCacheHierarchy takes tiers (ShardCacheTier, S3ShardCacheTier, ...), not %s"
+                                % type(tier).__name__)
+        _logging.sync_level()
+        self._native = _datavo.make_hierarchy([t._native for t in tiers])
+        self._tiers = tiers
+        self._config_path = None
+
+    @classmethod
+    def _from_native(cls, native, config_path):
+        hierarchy = object.__new__(cls)
+        hierarchy._native = native
+        hierarchy._tiers = [_Tier._wrap(t) for t in native.tiers]
+        hierarchy._config_path = (config_path,)
+        return hierarchy
+
+    @property
+    def tiers(self):
+        """The tiers, fastest first."""
+        return list(self._tiers)
+
+    def get_or_fetch(self, content_hash, fetcher, *, instance=None) -> str:
+        """The local path of the topmost installed copy of the shard ``content_hash`` (64 lowercase hex).
+
+        Walks the tiers fastest first; a hit on a slower tier is promoted into the faster ones; on a complete miss
+        ``fetcher(f)`` is called once with ``f``, the shard's staging file as a write-only binary file object
+        (``f.write(b)``, ``shutil.copyfileobj(src, f)``; a tool that downloads to a path of its own hands that file
+        over with ``f.write_file(path)``; ``f.restart()`` starts over). It may return None, or a dict with ``size``
+        and/or ``sha256`` that the bytes must match. An exception it raises propagates and nothing is installed.
+        The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the host of
+        $DATAVO_SERVER, else "local").
+
+        The file at the path may be evicted later; open it right away (``tarfile.open(path)``): an open file stays
+        readable."""
+        _logging.sync_level()
+        return self._native.get_or_fetch(content_hash, fetcher, instance)
+
+    def cache_info(self):
+        """A CacheInfo per tier, fastest first."""
+        rows = []
+        for row in self._native.cache_info():
+            stats = row.pop("stats")
+            rows.append(CacheInfo(stats=TierStats(**stats), **row))
+        return rows
+
+    def __reduce__(self):
+        if self._config_path is not None:
+            return (get_default_shard_cache, self._config_path)
+        return (ShardCacheHierarchy, (self._tiers,))
+
+    def __repr__(self):
+        return "ShardCacheHierarchy([%s])" % ", ".join(repr(t) for t in self._tiers)
+
+
+def get_default_shard_cache(cache_config_path=None) -> ShardCacheHierarchy:
+    """The hierarchy a read would use: ``cache_config_path`` (or $DATAVO_SHARD_CACHE_CONFIG), else
+    /etc/datavo/shards.yaml, else ~/.config/datavo/shards.yaml, else one 50 GiB folder tier at
+    $DATAVO_SHARD_CACHE_DIR or ~/.cache/altavo/datavo/shards (the resolution order of the CLI)."""
+    _logging.sync_level()
+    path = os.fspath(cache_config_path) if cache_config_path is not None else None
+    return ShardCacheHierarchy._from_native(_datavo.get_default_shard_cache(path), path)
