@@ -91,8 +91,8 @@ struct FileBody {
   int fd = -1;
   Bytes size;  // of the file's bytes, without head and tail
   std::uint64_t offset = 0;
-  std::string head;
-  std::string tail;
+  std::string head{};
+  std::string tail{};
 };
 
 // No body, a body held in memory, or a file.

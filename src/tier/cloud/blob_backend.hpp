@@ -57,7 +57,7 @@ struct UploadedPart {
   std::string etag;      // as the service returned it
   std::string checksum;  // the part's checksum as sent (S3: base64 SHA-256), for the completing request
   // Set when this part completed the object by itself (GCS's last resumable chunk): what finish_upload returns.
-  std::optional<InstallOutcome> completed;
+  std::optional<InstallOutcome> completed{};
 };
 
 struct ListedObject {
