@@ -87,6 +87,32 @@ expect_match "content-hash output is 64 lowercase hex" '^[0-9a-f]{64}$' "$OUT"
 run content-hash --revision 42 --shard-index 3 --key audio.wav
 expect_eq "content-hash without --manifest-ref: exit 2" 2 "$RC"
 
+# Revisions as the server emits them (positive decimal, no leading zero, at most 18 digits) and sample ids as its
+# store accepts them; anything else could never match a server's hash.
+for bad in abc "" 0 042 -1 +5 1.0 " 42" 1234567890123456789; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision "$bad" --shard-index 3 --key audio.wav \
+    --sample-id utt_0001
+  expect_eq "content-hash --revision '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --revision '$bad': the message names --revision" "--revision" "$ERR"
+  expect_eq "content-hash --revision '$bad': nothing on stdout" "" "$OUT"
+done
+for bad in ../x /abs a/../b "" a.b a//b .hidden "x y" "a/./b" trailing/; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 42 --shard-index 3 --key audio.wav \
+    --sample-id utt_0001 --sample-id "$bad"
+  expect_eq "content-hash --sample-id '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --sample-id '$bad': the message names --sample-id and the id" "--sample-id '$bad'" "$ERR"
+done
+for bad in ../k "" .wav "a/b"; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 42 --shard-index 3 --key "$bad"
+  expect_eq "content-hash --key '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --key '$bad': the message names --key" "--key '$bad'" "$ERR"
+done
+run content-hash --manifest-ref "" --revision 42 --shard-index 3 --key audio.wav
+expect_eq "content-hash --manifest-ref '': exit 2" 2 "$RC"
+run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 18 --shard-index 0 --key audio.wav \
+  --sample-id train/utt_0001 --sample-id v1.2/utt_7 --sample-id a-b_c
+expect_eq "content-hash: ids with directories, dots in directories, - and _ are accepted" 0 "$RC"
+
 # --- cache info --json: the documented shape --------------------------------------------------------------------
 
 write_config <<EOF
