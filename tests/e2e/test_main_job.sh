@@ -83,7 +83,31 @@ expect_eq "pack: exit 0" 0 "$RC"
 REVISION=$(json "j['revision']" <<<"$OUT")
 expect_eq "pack: $SHARDS shards" "$SHARDS" "$(json "j['total_shards']" <<<"$OUT")"
 
+# serve refuses a directory that is not a store (a typo for it), writing nothing into it, unless --init.
+notastore="$E2E_TMP/src"
+listing_before=$(cd "$notastore" && find . | sort | sha256sum)
+RC=0
+timeout 10 "$DATAVO_BIN" serve "$notastore" --port 0 >"$E2E_TMP/out" 2>"$E2E_TMP/err" || RC=$?
+expect_eq "serve on a non-empty directory that is not a store: exit 2" 2 "$RC"
+expect_contains "serve on a non-store: the message names the directory" "$notastore" "$(cat "$E2E_TMP/err")"
+expect_contains "serve on a non-store: the message names --init" "--init" "$(cat "$E2E_TMP/err")"
+expect_eq "serve on a non-store: nothing written into it" "$listing_before" "$(cd "$notastore" && find . | sort | sha256sum)"
+mkdir -p "$E2E_TMP/other" && echo hello >"$E2E_TMP/other/readme.txt"
+start_origin "$E2E_TMP/other" --init
+expect_file "serve --init on a non-empty directory: makes it a store" "$E2E_TMP/other/instance.json"
+stop_pid "$ORIGIN_PID"
+mkdir -p "$E2E_TMP/empty-store"
+start_origin "$E2E_TMP/empty-store"
+expect_file "serve on an empty directory: makes it a store" "$E2E_TMP/empty-store/instance.json"
+stop_pid "$ORIGIN_PID"
+start_origin "$E2E_TMP/new-store"
+expect_file "serve on a directory that does not exist: creates the store" "$E2E_TMP/new-store/instance.json"
+stop_pid "$ORIGIN_PID"
 start_origin "$E2E_TMP/store"
+pass "serve on a store made by pack: listening"
+run pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard "$PER_SHARD"
+expect_eq "pack src after serve refused src: still works (nothing new)" 0 "$RC"
+
 export DATAVO_SERVER="$ORIGIN_URL"
 write_config <<EOF
 tiers:
