@@ -1,5 +1,6 @@
 // The `datavo` command line: shared options, exit codes and the registration function of each command file.
-// Exit codes: 0 success, 1 the work failed, 2 usage or configuration error. Errors go to stderr.
+// Exit codes (docs/cli.md): 0 success, 1 the work failed, 2 bad input of any kind (usage, config, an unknown
+// dataset, key or revision, a bad hash). Errors go to stderr.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,13 +23,16 @@ struct GlobalOptions {
   int verbosity = 0;
 };
 
-// Thrown by command code for a failure that ends the command; caught once in main.cpp.
+// Thrown by command code for a failure that ends the command; caught once in main.cpp, which prints the message
+// on stderr and, under --json, one JSON object on stdout: `report` (when it is an object) with
+// "error": {"code", "message"} added (docs/cli.md).
 struct Fatal {
   int exit_code;
   Error error;
+  nlohmann::json report = nullptr;  // what the command found before it failed, e.g. warm's summary
 };
 
-// Maps an Error to its exit code: config/invalid_argument -> 2, everything else -> 1.
+// Maps an Error to its exit code: config/invalid_argument -> 2 (bad input of any kind), everything else -> 1.
 int exit_code_for(const Error& error);
 // Unwraps a Result or throws Fatal.
 template <typename T>

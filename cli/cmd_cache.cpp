@@ -41,25 +41,21 @@ std::string format_time(std::chrono::system_clock::time_point t) {
   return buffer;
 }
 
+// Every counter of include/datavo/tier.hpp under its own name, plus the hit rate.
 nlohmann::json stats_json(const TierStats& s) {
-  return {{"hits", s.hits},
-          {"misses", s.misses},
-          {"hit_rate", s.hit_rate()},
-          {"promotions", s.promotions},
-          {"installs", s.installs},
-          {"capacity_skips", s.capacity_skips},
-          {"evictions", s.evictions},
-          {"errors", s.errors},
-          {"bytes_served", s.bytes_served.count()},
-          {"bytes_installed", s.bytes_installed.count()}};
+  nlohmann::json out = nlohmann::json::object();
+  s.for_each([&out](const char* name, std::uint64_t count) { out[name] = count; });
+  out["hit_rate"] = s.hit_rate();
+  return out;
 }
 
-void print_fetch_result(const GlobalOptions& global, const FetchResult& result) {
+void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const FetchResult& result) {
   if (global.json) {
-    print_json({{"path", result.handle.path()},
+    print_json({{"content_hash", key.hash.hex()},
+                {"path", result.handle.path()},
                 {"tier", result.tier_name},
                 {"source", to_string(result.source)},
-                {"size", result.handle.size().count()}});
+                {"size_bytes", result.handle.size().count()}});
   } else {
     std::cout << result.handle.path() << "\n";
   }
@@ -73,7 +69,7 @@ void cmd_info(const GlobalOptions& global) {
     for (const auto& c : s.config.skipped) skipped.push_back({{"path", c.path}, {"reason", c.reason}});
     nlohmann::json tiers = nlohmann::json::array();
     for (const auto& t : infos) {
-      tiers.push_back({{"name", t.name},
+      tiers.push_back({{"tier", t.name},
                        {"type", t.type},
                        {"path", t.location},
                        {"max_bytes", t.max_bytes ? nlohmann::json(t.max_bytes->count()) : nlohmann::json(nullptr)},
@@ -129,7 +125,7 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   // With a SHA-256 to check, a download a killed process left half-done can be continued safely.
   const PartialDownload partial = expected.sha256 ? PartialDownload::continue_verified : PartialDownload::restart;
   auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token, partial), expected));
-  print_fetch_result(global, result);
+  print_fetch_result(global, key, result);
 }
 
 void cmd_put(const GlobalOptions& global, const std::string& hash, const std::string& file) {
@@ -153,58 +149,84 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     return Expectation{};
   };
   auto result = require(s.cache->get_or_fetch(key, from_file));
-  print_fetch_result(global, result);
+  print_fetch_result(global, key, result);
 }
 
 void cmd_ls(const GlobalOptions& global, bool all_instances) {
   Session s = open_session(global);
   nlohmann::json rows = nlohmann::json::array();
+  std::uint64_t total = 0;
+  std::optional<Error> failure;
   for (const auto& tier : s.cache->tiers()) {
     auto entries = tier->list();
     if (!entries) {
-      std::cerr << "datavo: WARNING: tier '" << tier->name() << "': " << entries.error().message << "\n";
+      std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << entries.error().message << "\n";
+      if (!failure) failure = Error{entries.error().code, "cannot list tier '" + tier->name() + "'"};
       continue;
     }
     for (const auto& e : *entries) {
       if (!all_instances && e.instance != s.instance.name()) continue;
-      if (global.json) {
-        rows.push_back({{"tier", tier->name()},
-                        {"instance", e.instance},
-                        {"hash", e.hash.hex()},
-                        {"size", e.size.count()},
-                        {"last_access", format_time(e.last_access)}});
-      } else {
+      total += e.size.count();
+      rows.push_back({{"tier", tier->name()},
+                      {"instance", e.instance},
+                      {"content_hash", e.hash.hex()},
+                      {"size_bytes", e.size.count()},
+                      {"last_access", format_time(e.last_access)}});
+      if (!global.json) {
         std::cout << tier->name() << "\t" << e.instance << "\t" << e.hash.hex() << "\t" << e.size.count() << "\t"
                   << format_time(e.last_access) << "\n";
       }
     }
   }
-  if (global.json) print_json(rows);
+  nlohmann::json report = {{"instance", all_instances ? nlohmann::json(nullptr) : nlohmann::json(s.instance.name())},
+                           {"entries", rows.size()},
+                           {"size_bytes", total},
+                           {"entry_list", rows}};
+  if (failure) throw Fatal{k_exit_failed, *failure, report};
+  if (global.json) print_json(report);
 }
 
-void cmd_rm(const GlobalOptions& global, const std::string& hash) {
+void cmd_rm(const GlobalOptions& global, const std::vector<std::string>& hashes) {
   Session s = open_session(global);
-  ShardKey key = key_for(s, hash);
-  nlohmann::json removed_from = nlohmann::json::array();
-  bool failed = false;
-  for (const auto& tier : s.cache->tiers()) {
-    if (tier->read_only()) continue;
-    auto removed = tier->remove(key);
-    if (!removed) {
-      std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << removed.error().message << "\n";
-      failed = true;
-    } else if (*removed) {
-      removed_from.push_back(tier->name());
+  std::vector<ShardKey> keys;
+  for (const auto& hash : hashes) keys.push_back(key_for(s, hash));  // every hash is checked before any removal
+  nlohmann::json rows = nlohmann::json::array();
+  std::uint64_t removed = 0, not_cached = 0;
+  std::optional<Error> failure;
+  for (const ShardKey& key : keys) {
+    nlohmann::json removed_from = nlohmann::json::array();
+    for (const auto& tier : s.cache->tiers()) {
+      if (tier->read_only()) continue;
+      auto gone = tier->remove(key);
+      if (!gone) {
+        std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << gone.error().message << "\n";
+        if (!failure) failure = Error{gone.error().code, "could not remove " + key.hash.hex() + " from every tier"};
+      } else if (*gone) {
+        removed_from.push_back(tier->name());
+      }
     }
+    if (removed_from.empty()) {
+      ++not_cached;
+      std::cerr << "datavo: " << key.hash.hex() << " is not cached (instance " << key.instance.name() << ")\n";
+    } else {
+      ++removed;
+      if (!global.json) {
+        for (const auto& t : removed_from)
+          std::cout << "removed " << key.hash.hex() << " from " << t.get<std::string>() << "\n";
+      }
+    }
+    rows.push_back({{"content_hash", key.hash.hex()}, {"removed_from", removed_from}});
   }
   s.cache->flush_stats();
-  if (global.json)
-    print_json({{"hash", hash}, {"removed_from", removed_from}});
-  else if (removed_from.empty())
-    std::cout << hash << " is not cached\n";
-  else
-    for (const auto& t : removed_from) std::cout << "removed from " << t.get<std::string>() << "\n";
-  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "could not remove " + hash + " from every tier"}};
+  nlohmann::json report = {{"removed", removed}, {"not_cached", not_cached}, {"entry_list", rows}};
+  if (failure) throw Fatal{k_exit_failed, *failure, report};
+  if (not_cached > 0) {
+    const std::string what = keys.size() == 1 ? keys.front().hash.hex() + " is not cached"
+                                              : std::to_string(not_cached) + " of " + std::to_string(keys.size()) +
+                                                    " entries are not cached";
+    throw Fatal{k_exit_failed, Error{ErrorCode::not_found, what + "; nothing to remove"}, report};
+  }
+  if (global.json) print_json(report);
 }
 
 void cmd_gc(const GlobalOptions& global, bool dry_run) {
@@ -223,11 +245,10 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
     rows.push_back({{"tier", tier->name()},
                     {"evicted", report->entries_evicted},
                     {"expired", report->expired},
-                    {"bytes_freed", report->bytes_freed.count()},
+                    {"freed_bytes", report->bytes_freed.count()},
                     {"staging_swept", report->staging_swept},
                     {"locks_swept", report->locks_swept},
-                    {"used_after", report->used_after.count()},
-                    {"dry_run", dry_run}});
+                    {"used_bytes", report->used_after.count()}});
     if (!global.json) {
       std::cout << tier->name() << ": " << (dry_run ? "would evict " : "evicted ") << report->entries_evicted
                 << " entries (" << report->expired << " expired), " << human_bytes(report->bytes_freed.count())
@@ -236,8 +257,9 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
     }
   }
   s.cache->flush_stats();
-  if (global.json) print_json(rows);
-  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "gc failed on at least one tier"}};
+  const nlohmann::json out = {{"dry_run", dry_run}, {"tiers", rows}};
+  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "gc failed on at least one tier"}, out};
+  if (global.json) print_json(out);
 }
 
 void cmd_verify(const GlobalOptions& global, bool repair) {
@@ -248,7 +270,7 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
     FolderTier* folder = tier->as_folder();
     if (!folder) continue;
     auto report = folder->verify(repair ? Repair::yes : Repair::no);
-    if (!report) throw Fatal{k_exit_failed, report.error()};
+    if (!report) throw Fatal{k_exit_failed, report.error(), {{"repair", repair}, {"tiers", rows}}};
     unrepaired += report->bad - report->quarantined;
     rows.push_back({{"tier", tier->name()},
                     {"checked", report->checked},
@@ -264,12 +286,15 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
       for (const auto& p : report->bad_paths) std::cout << "  bad: " << p << "\n";
     }
   }
-  if (global.json) print_json(rows);
+  const nlohmann::json out = {{"repair", repair}, {"tiers", rows}};
   if (unrepaired > 0) {
-    throw Fatal{k_exit_failed, Error{ErrorCode::integrity, std::to_string(unrepaired) +
-                                                               " entries do not match their digest; run "
-                                                               "`datavo cache verify --repair` to quarantine them"}};
+    throw Fatal{
+        k_exit_failed,
+        Error{ErrorCode::integrity, std::to_string(unrepaired) + " entries do not match their digest; run "
+                                                                 "`datavo cache verify --repair` to quarantine them"},
+        out};
   }
+  if (global.json) print_json(out);
 }
 
 void cmd_stats(const GlobalOptions& global, bool reset) {
@@ -283,7 +308,7 @@ void cmd_stats(const GlobalOptions& global, bool reset) {
   if (global.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& t : infos) rows.push_back({{"tier", t.name}, {"type", t.type}, {"stats", stats_json(t.stats)}});
-    print_json(rows);
+    print_json({{"tiers", rows}});
     return;
   }
   std::cout << std::left << std::setw(16) << "tier" << std::right << std::setw(9) << "hits" << std::setw(9) << "misses"
@@ -331,10 +356,10 @@ void add_cache_commands(CLI::App& app, GlobalOptions& global) {
   ls->add_flag("--all-instances", *all_instances, "list the entries of every instance");
   ls->callback([&global, all_instances] { cmd_ls(global, *all_instances); });
 
-  auto rm_hash = std::make_shared<std::string>();
-  auto* rm = cache->add_subcommand("rm", "remove an entry from every writable tier");
-  rm->add_option("hash", *rm_hash, "content hash")->required();
-  rm->callback([&global, rm_hash] { cmd_rm(global, *rm_hash); });
+  auto rm_hashes = std::make_shared<std::vector<std::string>>();
+  auto* rm = cache->add_subcommand("rm", "remove entries from every writable tier (exit 1 if one is not cached)");
+  rm->add_option("hash", *rm_hashes, "content hashes")->required();
+  rm->callback([&global, rm_hashes] { cmd_rm(global, *rm_hashes); });
 
   auto dry_run = std::make_shared<bool>(false);
   auto* gc = cache->add_subcommand("gc", "evict to the budget and max_age; sweep leftover staging and lock files");

@@ -195,11 +195,11 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
       ++to_fetch;
     }
     const std::uint64_t index = manifest.shards[position].index;
-    rows.push_back({{"index", index},
+    rows.push_back({{"shard_index", index},
                     {"content_hash", key.hash.hex()},
                     {"samples", manifest.shards[position].samples.size()},
                     {"tier", tier_name ? nlohmann::json(*tier_name) : nlohmann::json(nullptr)},
-                    {"size", size ? nlohmann::json(*size) : nlohmann::json(nullptr)}});
+                    {"size_bytes", size ? nlohmann::json(*size) : nlohmann::json(nullptr)}});
     if (!global.json) {
       std::cout << "shard " << index << "  " << key.hash.hex() << "  ";
       if (!tier_name)
@@ -215,7 +215,8 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
                 {"revision", manifest.revision},
                 {"keys", keys},
                 {"dry_run", true},
-                {"shards", rows},
+                {"shards", manifest.shards.size()},
+                {"shard_list", rows},
                 {"cached_shards", cached},
                 {"cached_bytes", cached_bytes},
                 {"shards_to_fetch", to_fetch}});
@@ -291,23 +292,22 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     }
   }
   const double seconds = seconds_since(started);
-  if (global.json) {
-    nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& tier : cache->tiers()) {
-      tiers.push_back({{"tier", tier->name()},
-                       {"hits", by_tier[tier->name()].first},
-                       {"promoted_into", by_tier[tier->name()].second}});
-    }
-    print_json({{"dataset", manifest.name.full()},
-                {"revision", manifest.revision},
-                {"keys", keys},
-                {"shards", total},
-                {"failed", failed},
-                {"bytes", bytes},
-                {"origin", {{"shards", origin_shards}, {"bytes", origin_bytes}}},
-                {"tiers", tiers},
-                {"seconds", seconds}});
-  } else {
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const auto& tier : cache->tiers()) {
+    tiers.push_back({{"tier", tier->name()},
+                     {"hits", by_tier[tier->name()].first},
+                     {"promoted_into", by_tier[tier->name()].second}});
+  }
+  const nlohmann::json report = {{"dataset", manifest.name.full()},
+                                 {"revision", manifest.revision},
+                                 {"keys", keys},
+                                 {"shards", total},
+                                 {"failed", failed},
+                                 {"size_bytes", bytes},
+                                 {"origin", {{"shards", origin_shards}, {"size_bytes", origin_bytes}}},
+                                 {"tiers", tiers},
+                                 {"seconds", seconds}};
+  if (!global.json) {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
               << " revision " << manifest.revision << " (" << human_bytes(bytes) << ") in " << fixed(seconds, 2)
               << " s\n  origin: " << origin_shards << " shards, " << human_bytes(origin_bytes) << "\n";
@@ -317,9 +317,12 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     }
   }
   if (failed > 0) {
-    throw Fatal{k_exit_failed, Error{ErrorCode::remote, std::to_string(failed) + " of " + std::to_string(total) +
-                                                            " shards could not be warmed"}};
+    throw Fatal{k_exit_failed,
+                Error{ErrorCode::remote,
+                      std::to_string(failed) + " of " + std::to_string(total) + " shards could not be warmed"},
+                report};
   }
+  if (global.json) print_json(report);
 }
 
 struct ReadArgs {
@@ -365,13 +368,13 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
                 {"revision", stream.manifest().revision},
                 {"keys", stream.keys()},
                 {"samples", stats.samples},
-                {"bytes", stats.field_bytes.count()},
+                {"field_bytes", stats.field_bytes.count()},
                 {"shards", stats.shards},
                 {"seconds", seconds},
                 {"samples_per_second", samples_per_second},
                 {"mb_per_second", mb_per_second},
                 {"tiers", tiers},
-                {"origin", {{"shards", stats.origin_fetches}, {"bytes", stats.origin_bytes.count()}}},
+                {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
                 {"requests",
                  {{"manifest", requests.manifest},
                   {"not_modified", requests.not_modified},
@@ -591,7 +594,7 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
       return nlohmann::json{{"seconds", p.seconds},
                             {"samples", p.samples},
                             {"valid_wavs", p.valid_wavs},
-                            {"bytes", p.bytes},
+                            {"field_bytes", p.bytes},
                             {"samples_per_second", p.seconds > 0 ? double(p.samples) / p.seconds : 0},
                             {"mb_per_second", p.seconds > 0 ? megabytes(p.bytes) / p.seconds : 0},
                             {"origin_shards", p.origin_shards},

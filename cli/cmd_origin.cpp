@@ -25,7 +25,7 @@ void cmd_pack(const GlobalOptions& global, const PackOptions& options) {
                 {"samples_added", report.samples_added},
                 {"shards_added", report.shards_added},
                 {"total_shards", report.total_shards},
-                {"bytes_added", report.bytes_added.count()}});
+                {"added_bytes", report.bytes_added.count()}});
     return;
   }
   if (report.samples_added == 0) {

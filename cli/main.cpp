@@ -33,6 +33,31 @@ std::string human_bytes(std::uint64_t bytes) {
   return buffer;
 }
 
+namespace {
+
+// The one failure report: the message on stderr and, under --json, one JSON object on stdout (docs/cli.md).
+int report_failure(bool json, int exit_code, const Error& error, nlohmann::json report) {
+  datavo::log::write(datavo::log::Level::error, error.message);
+  if (json) {
+    if (!report.is_object()) report = nlohmann::json::object();
+    report["error"] = {{"code", to_string(error.code)}, {"message", error.message}};
+    print_json(report);
+  }
+  return exit_code;
+}
+
+// Whether --json was given: a parse error can come before CLI11 has stored it.
+bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--json") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 }  // namespace datavo::cli
 
 int main(int argc, char** argv) {
@@ -57,17 +82,22 @@ int main(int argc, char** argv) {
   add_origin_commands(app, global);
   add_dataset_commands(app, global);
 
+  const bool json = wants_json(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? k_exit_ok : k_exit_usage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (!json) return app.exit(e) == 0 ? k_exit_ok : k_exit_usage;
+    return report_failure(json, k_exit_usage,
+                          datavo::Error{datavo::ErrorCode::invalid_argument,
+                                        std::string(e.what()) + " (run with --help for more information)"},
+                          nullptr);
   } catch (const Fatal& fatal) {
-    datavo::log::write(datavo::log::Level::error, fatal.error.message);
-    return fatal.exit_code;
+    return report_failure(json, fatal.exit_code, fatal.error, fatal.report);
   } catch (const std::exception& e) {
-    datavo::log::write(datavo::log::Level::error, std::string("internal error: ") + e.what());
-    return k_exit_failed;
+    return report_failure(json, k_exit_failed,
+                          datavo::Error{datavo::ErrorCode::internal, std::string("internal error: ") + e.what()},
+                          nullptr);
   }
   return k_exit_ok;
 }

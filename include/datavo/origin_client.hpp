@@ -13,7 +13,8 @@
 //                                       nothing cached is ErrorCode::not_found, naming the directory looked in;
 //   - no pin, `latest` cached:          1 conditional GET (If-None-Match); a 304 reuses the cached revision;
 //   - otherwise:                        1 GET, whose answer is validated and cached.
-// A cached file that cannot be parsed is ignored with a WARNING (and refetched when online).
+// A cached file that cannot be parsed is ignored with a WARNING (and refetched when online). A 404 to a manifest
+// request (an unknown dataset, split or revision) is ErrorCode::invalid_argument: the caller's input is wrong.
 //
 // Shard identity: a shard's cache key is known from the manifest alone (ShardKey{instance, content_hash}), so
 // callers look it up in the hierarchy first and only a miss calls the fetcher, which is the first point at which

@@ -69,6 +69,15 @@ std::string origin_of(std::string_view url) {
   return out;
 }
 
+// The message of a protocol error body ({"error": {"code", "message"}}), or "" when the body is not one.
+std::string server_message(std::string_view body) {
+  const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("error") || !json["error"].is_object()) return {};
+  const auto& error = json["error"];
+  if (!error.contains("message") || !error["message"].is_string()) return {};
+  return error["message"].get<std::string>().substr(0, 200);
+}
+
 // Prefixes an Error's message with what was being done, keeping its code.
 Error in_context(Error error, const std::string& context) {
   error.message = context + ": " + error.message;
@@ -271,6 +280,8 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   request.url = url("/v1/datasets/" + name.dataset + "/" + name.split + "/manifest");
   if (revision) request.url += "?revision=" + std::to_string(*revision);
   if (etag != nullptr) request.headers.push_back({"If-None-Match", *etag});
+  // 404 names an unknown dataset, split or revision: the caller's input, answered below with invalid_argument.
+  request.accepted_statuses = {404};
   request.auth = token.get();
   manifest_requests.fetch_add(1, std::memory_order_relaxed);
   auto response = http->perform(request);
@@ -301,6 +312,13 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
   const bool conditional = latest && !latest->etag.empty();
   auto response = get_manifest(name, revision, conditional ? &latest->etag : nullptr);
   if (!response) return std::move(response).error();
+  if (response->status == 404) {
+    std::string detail = server_message(response->body);
+    return Error{ErrorCode::invalid_argument,
+                 "manifest of " + name.full() + (revision ? " revision " + std::to_string(*revision) : std::string()) +
+                     ": the origin " + log::redact_url(server) + " has no such dataset, split or revision (HTTP 404" +
+                     (detail.empty() ? std::string() : ": " + detail) + ")"};
+  }
   if (response->status == 304) {
     if (conditional) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::revalidated};
     return Error{ErrorCode::remote, "manifest of " + name.full() + ": HTTP 304 to an unconditional request"};

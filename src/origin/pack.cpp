@@ -144,7 +144,14 @@ Result<void> read_tars(const std::vector<std::string>& tars, Source& source) {
       source.samples.push_back(std::move(record));
       return ok();
     });
-    if (!read) return read.error();
+    if (!read) {
+      // A torn or malformed source tar is bad input to pack, not a failure of its work: invalid_argument, with the
+      // reader's message (it names the tar, the member and the byte offset).
+      Error error = read.error();
+      if (error.code == ErrorCode::integrity || error.code == ErrorCode::unsupported)
+        error.code = ErrorCode::invalid_argument;
+      return error;
+    }
   }
   return ok();
 }

@@ -234,6 +234,42 @@ print(v if isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance
 ' "$1"
 }
 
+# json_vocabulary < JSON: the field names that break docs/cli.md's vocabulary, one a line (nothing when none):
+# "name", "hash", "size", "bytes", "index", "used_after" and friends have one spelling each (tier, content_hash,
+# size_bytes, shard_index, used_bytes), every byte count ends in "_bytes" (the counters under "stats" keep the names
+# of include/datavo/tier.hpp), and "shards", "entries" and "samples" are always counts.
+json_vocabulary() {
+  python3 -c '
+import json, sys
+renamed = {"name": "tier or setting", "hash": "content_hash", "size": "size_bytes", "bytes": "size_bytes or field_bytes",
+           "index": "shard_index", "used_after": "used_bytes", "bytes_freed": "freed_bytes", "bytes_added": "added_bytes"}
+problems = []
+def walk(value, path, in_stats):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = path + "." + key
+            if key in renamed and renamed[key]:
+                problems.append("%s (say %s)" % (where, renamed[key]))
+            if "bytes" in key and not key.endswith("_bytes") and not in_stats and key not in renamed:
+                problems.append("%s (a byte count ends in _bytes)" % where)
+            if key in ("shards", "entries", "samples") and (not isinstance(item, int) or isinstance(item, bool)):
+                problems.append("%s is a %s, not a count" % (where, type(item).__name__))
+            walk(item, where, in_stats or key == "stats")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            walk(item, "%s[%d]" % (path, i), in_stats)
+try:
+    doc = json.load(sys.stdin)
+except Exception as e:
+    print("not JSON: %s" % e)
+    sys.exit(0)
+if not isinstance(doc, dict):
+    problems.append("the document is a %s, not an object" % type(doc).__name__)
+walk(doc, "", False)
+print("\n".join(problems))
+'
+}
+
 # --- polling ----------------------------------------------------------------------------------------------------
 
 # wait_until SECONDS CMD...: polls CMD every 50 ms until it succeeds (0) or the deadline passes (1).
@@ -292,7 +328,7 @@ server_requests() {
 
 # stat_of TIER FIELD: one counter of `datavo cache stats --json` (empty when the tier or field is missing).
 stat_of() {
-  dv --json cache stats 2>/dev/null | json "[r['stats']['$2'] for r in j if r['tier'] == '$1'][0]" 2>/dev/null
+  dv --json cache stats 2>/dev/null | json "[r['stats']['$2'] for r in j['tiers'] if r['tier'] == '$1'][0]" 2>/dev/null
 }
 
 # expect_stat TIER FIELD VALUE: VALUE is a number (equality) or ">=N", "<=N", ">N", "<N".
@@ -311,7 +347,7 @@ expect_stat() {
 
 # info_of TIER FIELD: a field of the tier in `datavo cache info --json` (used_bytes, entries, ...).
 info_of() {
-  dv --json cache info 2>/dev/null | json "[t['$2'] for t in j['tiers'] if t['name'] == '$1'][0]" 2>/dev/null
+  dv --json cache info 2>/dev/null | json "[t['$2'] for t in j['tiers'] if t['tier'] == '$1'][0]" 2>/dev/null
 }
 
 # staging_files TIER_PATH: the names in TIER_PATH/.staging/, one a line.

@@ -142,16 +142,16 @@ if isinstance(config, dict):
     need(config, "source", str, "config")
 tiers = need(j, "tiers", list, "")
 for i, t in enumerate(tiers or []):
-    for key, types in (("name", str), ("type", str), ("path", str), ("max_bytes", (int, type(None))),
+    for key, types in (("tier", str), ("type", str), ("path", str), ("max_bytes", (int, type(None))),
                        ("used_bytes", (int, type(None))), ("entries", (int, type(None)))):
         need(t, key, types, "tiers[%d]" % i)
 print("; ".join(problems) if problems else "ok")
 ' "$OUT" 2>&1)
-expect_eq "cache info --json has {config: {path, source}, tiers: [{name, type, path, max_bytes, used_bytes, entries}]}" \
+expect_eq "cache info --json has {config: {path, source}, tiers: [{tier, type, path, max_bytes, used_bytes, entries}]}" \
   ok "$shape"
 expect_eq "cache info --json: config.path is the --config file" "$E2E_CONFIG" "$(json "j['config']['path']" <<<"$OUT")"
 expect_eq "cache info --json: config.source is argument" argument "$(json "j['config']['source']" <<<"$OUT")"
-expect_eq "cache info --json: tiers fastest first" '["fast", "slow"]' "$(json "[t['name'] for t in j['tiers']]" <<<"$OUT")"
+expect_eq "cache info --json: tiers fastest first" '["fast", "slow"]' "$(json "[t['tier'] for t in j['tiers']]" <<<"$OUT")"
 expect_eq "cache info --json: tier type" '["folder", "folder"]' "$(json "[t['type'] for t in j['tiers']]" <<<"$OUT")"
 expect_eq "cache info --json: tier paths" "[\"$E2E_TMP/fast\", \"$E2E_TMP/slow\"]" \
   "$(json "[t['path'] for t in j['tiers']]" <<<"$OUT")"
@@ -237,7 +237,7 @@ expect_empty_dir "--sha256 mismatch: nothing left in fast/.staging" "$E2E_TMP/fa
 expect_empty_dir "--sha256 mismatch: nothing left in slow/.staging" "$E2E_TMP/slow/.staging"
 expect_eq "--sha256 mismatch: no per-shard lock left" "" "$(shard_locks "$E2E_TMP/fast")"
 run --json cache ls
-expect_eq "--sha256 mismatch: cache ls is empty" "[]" "$OUT"
+expect_eq "--sha256 mismatch: cache ls is empty" "[0, []]" "$(json "[j['entries'], j['entry_list']]" <<<"$OUT")"
 
 run cache fetch "$h" --url "$SERVER_URL/shard.bin" --size 1234
 expect_eq "--size mismatch: exit 1" 1 "$RC"
@@ -269,7 +269,63 @@ expect_eq "matching --sha256 and --size: exit 0" 0 "$RC"
 expect_eq "matching fetch prints the entry path in the fastest tier" "$E2E_TMP/fast/local/$h.tar" "$OUT"
 run --json cache fetch "$h" --url "$SERVER_URL/shard.bin"
 expect_eq "second fetch --json" "[\"$E2E_TMP/fast/local/$h.tar\", \"fast\", \"hit\", 200000]" \
-  "$(json "[j['path'], j['tier'], j['source'], j['size']]" <<<"$OUT")"
+  "$(json "[j['path'], j['tier'], j['source'], j['size_bytes']]" <<<"$OUT")"
+
+# --- one output contract (docs/cli.md) ---------------------------------------------------------------------------
+
+# With --json every failure prints {"error": {"code", "message"}} on stdout, and the message on stderr.
+run --json cache fetch abc --url "file:///dev/null"
+expect_eq "--json, bad hash: exit 2" 2 "$RC"
+expect_eq "--json, bad hash: {error: {code: invalid_argument, message}} on stdout" '["invalid_argument", true]' \
+  "$(json "[j['error']['code'], 'content hash' in j['error']['message']]" <<<"$OUT")"
+expect_contains "--json, bad hash: the message on stderr too" "content hash must be 64" "$ERR"
+run --json frobnicate
+expect_eq "--json, unknown command: exit 2" 2 "$RC"
+expect_eq "--json, unknown command: an error object on stdout" invalid_argument "$(json "j['error']['code']" <<<"$OUT")"
+run --json cache fetch "$h404" --url "$SERVER_URL/no-such-shard.bin"
+expect_eq "--json, 404: exit 1" 1 "$RC"
+expect_eq "--json, 404: error code not_found" not_found "$(json "j['error']['code']" <<<"$OUT")"
+expect_contains "--json, 404: the message names the status" "404" "$(json "j['error']['message']" <<<"$OUT")"
+RC=0
+OUT=$("$DATAVO_BIN" --json --config "$E2E_TMP/bad_key.yaml" cache info 2>/dev/null) || RC=$?
+expect_eq "--json, config error: exit 2, error code config" "[2, \"config\"]" "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
+
+# cache rm: several hashes at once; an absent entry is exit 1 and said so.
+hx=$(hash_for rm-x)
+hy=$(hash_for rm-y)
+run cache put "$hx" "$E2E_TMP/www/shard.bin"
+run cache put "$hy" "$E2E_TMP/www/shard.bin"
+run --json cache rm "$hx" "$hy"
+expect_eq "cache rm of two cached hashes: exit 0" 0 "$RC"
+expect_eq "cache rm of two cached hashes: both removed from both tiers" \
+  "[[\"$hx\", [\"fast\", \"slow\"]], [\"$hy\", [\"fast\", \"slow\"]]]" \
+  "$(json "[[e['content_hash'], sorted(e['removed_from'])] for e in j['entry_list']]" <<<"$OUT")"
+expect_no_file "cache rm: the entry is gone" "$E2E_TMP/fast/local/$hx.tar"
+run cache rm "$hx"
+expect_eq "cache rm of an absent entry: exit 1" 1 "$RC"
+expect_contains "cache rm of an absent entry: says it is not cached" "$hx is not cached" "$ERR"
+run --json cache rm "$hx"
+expect_eq "cache rm --json of an absent entry: the report and an error" '[1, 0, "not_found"]' \
+  "[$RC, $(json "j['removed']" <<<"$OUT"), \"$(json "j['error']['code']" <<<"$OUT")\"]"
+
+# cache ls on a tier whose path is a file: exit 1.
+echo "not a directory" >"$E2E_TMP/tier_file"
+printf 'tiers:\n  - name: f\n    path: %s\n' "$E2E_TMP/tier_file" >"$E2E_TMP/file_tier.yaml"
+RC=0
+ERR=$("$DATAVO_BIN" --config "$E2E_TMP/file_tier.yaml" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "cache ls on a tier path that is a file: exit 1" 1 "$RC"
+expect_contains "cache ls on a tier path that is a file: names the tier" "tier 'f'" "$ERR"
+
+# One vocabulary of field names across commands.
+hv=$(hash_for vocabulary)
+for cmd in "cache info" "cache put $hv $E2E_TMP/www/shard.bin" "cache fetch $hv --url $SERVER_URL/shard.bin" \
+  "cache ls" "cache ls --all-instances" "cache stats" "cache gc --dry-run" "cache gc" "cache verify" "cache rm $hv" \
+  "content-hash --manifest-ref m --revision 1 --shard-index 0 --key a"; do
+  # shellcheck disable=SC2086
+  run --json $cmd
+  expect_eq "--json $cmd: exit 0" 0 "$RC"
+  expect_eq "--json $cmd: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
+done
 
 stop_server
 finish

@@ -81,7 +81,15 @@ run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples
 expect_eq "pack: exit 0" 0 "$RC"
 [ "$RC" -eq 0 ] || die "pack" "$ERR"
 REVISION=$(json "j['revision']" <<<"$OUT")
+expect_eq "pack --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 expect_eq "pack: $SHARDS shards" "$SHARDS" "$(json "j['total_shards']" <<<"$OUT")"
+# A source tar cut short is bad input: exit 2, like every other refused source.
+mkdir -p "$E2E_TMP/torn"
+(cd "$E2E_TMP/src" && tar cf "$E2E_TMP/whole.tar" utt_0000.audio.wav utt_0000.transcript.txt utt_0001.audio.wav)
+head -c 2000 "$E2E_TMP/whole.tar" >"$E2E_TMP/torn/torn.tar"
+run pack "$E2E_TMP/torn" --root "$E2E_TMP/torn-store" --dataset "$DS"
+expect_eq "pack of a truncated tar: exit 2 (bad input)" 2 "$RC"
+expect_contains "pack of a truncated tar: names the tar" "torn.tar" "$ERR"
 
 # serve refuses a directory that is not a store (a typo for it), writing nothing into it, unless --init.
 notastore="$E2E_TMP/src"
@@ -121,7 +129,8 @@ before=$(snapshot)
 run --json warm "$DS" --key audio.wav --key transcript.txt --jobs 3
 expect_eq "warm cold: exit 0" 0 "$RC"
 expect_eq "warm cold: summary" "[$SHARDS, 0, $SHARDS]" "$(json "[j['shards'], j['failed'], j['origin']['shards']]" <<<"$OUT")"
-expect_cmp "warm cold: bytes from the origin" "$(json "j['origin']['bytes']" <<<"$OUT")" -gt 0
+expect_cmp "warm cold: bytes from the origin" "$(json "j['origin']['size_bytes']" <<<"$OUT")" -gt 0
+expect_eq "warm --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 expect_eq "warm cold: 1 manifest, $SHARDS tickets, $SHARDS shard requests" "1 $SHARDS $SHARDS" "$(delta "$before")"
 expect_contains "warm cold: one log line per shard when stderr is not a terminal" "[$SHARDS/$SHARDS]" "$ERR"
 expect_stat local installs "$SHARDS"
@@ -140,10 +149,13 @@ before=$(snapshot)
 run --json warm "$DS" --key audio.wav --key transcript.txt --revision "$REVISION" --dry-run
 expect_eq "dry run (warm cache): exit 0" 0 "$RC"
 expect_eq "dry run (warm cache): every shard in tier local, sizes known" "[$SHARDS, 0, [\"local\"], true]" \
-  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shards'])), all(s['size'] > 0 for s in j['shards'])]" <<<"$OUT")"
+  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shard_list'])), all(s['size_bytes'] > 0 for s in j['shard_list'])]" <<<"$OUT")"
+expect_eq "dry run --json: shards is the count, shard_list the shards" "[$SHARDS, $SHARDS, [0, 1, 2]]" \
+  "$(json "[j['shards'], len(j['shard_list']), [s['shard_index'] for s in j['shard_list']][:3]]" <<<"$OUT")"
+expect_eq "dry run --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 run --json warm "$DS" --key audio.wav --revision "$REVISION" --dry-run
 expect_eq "dry run (other key group): every shard to fetch, size unknown" "[0, $SHARDS, [null], [null]]" \
-  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shards'])), sorted(set(s['size'] for s in j['shards']))]" <<<"$OUT")"
+  "$(json "[j['cached_shards'], j['shards_to_fetch'], sorted(set(s['tier'] for s in j['shard_list'])), sorted(set(s['size_bytes'] for s in j['shard_list']))]" <<<"$OUT")"
 run warm "$DS" --key audio.wav --revision "$REVISION" --dry-run
 expect_contains "dry run (text): says the size is unknown until fetched" "unknown until fetched" "$OUT"
 expect_eq "dry runs: no request at all (pinned revision, nothing fetched)" "0 0 0" "$(delta "$before")"
@@ -157,6 +169,7 @@ expect_eq "read warm: every sample, every shard a hit" "[$SAMPLES, $SHARDS, 0, $
   "$(json "[j['samples'], j['shards'], j['origin']['shards'], j['tiers'][0]['hits'], j['tiers'][0]['misses']]" <<<"$OUT")"
 expect_eq "read warm: 1 manifest request (304), 0 tickets, 0 shard requests" "1 0 0" "$(delta "$before")"
 expect_cmp "read warm: samples/s reported" "$(json "int(j['samples_per_second'])" <<<"$OUT")" -gt 0
+expect_eq "read --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 
 run read "$DS" --key audio.wav --key transcript.txt --limit 7
 expect_eq "read --limit: exit 0" 0 "$RC"
@@ -201,8 +214,17 @@ run read "$DS" --key video.mp4
 expect_eq "unknown key: exit 2" 2 "$RC"
 expect_contains "unknown key: lists the dataset's keys" "audio.wav, transcript.txt" "$ERR"
 run read nope/train --key audio.wav
-expect_eq "unknown dataset: exit 1" 1 "$RC"
+expect_eq "unknown dataset: exit 2 (bad input)" 2 "$RC"
 expect_contains "unknown dataset: names it" "nope/train" "$ERR"
+run --json warm nope/train --key audio.wav
+expect_eq "--json warm, unknown dataset: exit 2 and an error object" "[2, \"invalid_argument\"]" \
+  "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
+run read "$DS" --key audio.wav --revision 999
+expect_eq "unknown revision: exit 2 (bad input)" 2 "$RC"
+expect_contains "unknown revision: names it" "999" "$ERR"
+run --json read "$DS" --key video.mp4
+expect_eq "--json, unknown key: exit 2 and an error object" "[2, \"invalid_argument\"]" \
+  "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
 run read no-split --key audio.wav
 expect_eq "bad dataset name: exit 2" 2 "$RC"
 env -u DATAVO_SERVER timeout 30 "$DATAVO_BIN" --config "$E2E_CONFIG" read "$DS" --key audio.wav >/dev/null 2>"$E2E_TMP/err" && rc=0 || rc=$?
