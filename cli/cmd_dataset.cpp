@@ -64,10 +64,17 @@ OriginClientOptions origin_options(const GlobalOptions& global, const DatasetArg
   return options;
 }
 
-// How one warmed shard was served.
+// How one warmed shard was served. Only what the summary needs: the shard's ShardHandle is closed as soon as the
+// shard is done, so that a warm holds at most --jobs descriptors on shards, and an entry evicted during the warm
+// frees its disk space at once.
 struct WarmOutcome {
   std::size_t position = 0;
-  std::optional<FetchResult> result;
+  struct Served {
+    std::string tier_name;
+    ServedFrom source = ServedFrom::hit;
+    std::uint64_t size = 0;
+  };
+  std::optional<Served> served;
   std::optional<Error> error;
 };
 
@@ -258,7 +265,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
         if (result) {
           progress.shard_done(shard + ": " + to_string(result->source) + ", " +
                               human_bytes(result->handle.size().count()) + " in tier " + result->tier_name);
-          outcome.result = std::move(*result);
+          outcome.served = WarmOutcome::Served{result->tier_name, result->source, result->handle.size().count()};
         } else {
           progress.shard_done(shard + ": FAILED: " + result.error().message);
           outcome.error = std::move(result).error();
@@ -280,11 +287,11 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                  "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
       continue;
     }
-    const std::uint64_t size = o.result->handle.size().count();
+    const std::uint64_t size = o.served->size;
     bytes += size;
-    switch (o.result->source) {
-      case ServedFrom::hit: ++by_tier[o.result->tier_name].first; break;
-      case ServedFrom::promoted: ++by_tier[o.result->tier_name].second; break;
+    switch (o.served->source) {
+      case ServedFrom::hit: ++by_tier[o.served->tier_name].first; break;
+      case ServedFrom::promoted: ++by_tier[o.served->tier_name].second; break;
       case ServedFrom::fetched:
         ++origin_shards;
         origin_bytes += size;

@@ -8,6 +8,7 @@
 #   - an EXIT trap that stops every process the suite registered (by PID: TERM, then KILL after a deadline, then
 #     wait), runs the suite's cleanup hooks (umount, ...) and removes $E2E_TMP;
 #   - the loopback fault server (tests/support/http_fault_server.py): start_server / stop_server / server_requests;
+#   - the reference origin: start_origin (`datavo serve` on an ephemeral port), origin_requests, make_samples;
 #   - pass / fail counters ("ok - <what>" / "FAIL - <what>: <details>") and `finish`, which prints exactly
 #     "N passed, M failed" and exits non-zero when anything failed (or when nothing was asserted at all);
 #   - expect_stat TIER FIELD VALUE against `datavo cache stats --json`;
@@ -322,6 +323,55 @@ print(urllib.request.urlopen(sys.argv[1] + "/_stats", timeout=10).read().decode(
 # server_requests URL_PATH: how many requests the server got for URL_PATH (e.g. /a.bin); 0 when none.
 server_requests() {
   server_stats | json "j['paths'].get('$1', {}).get('requests', 0)"
+}
+
+# --- the reference origin (`datavo serve`) ---------------------------------------------------------------------
+
+# start_origin STORE [SERVE OPTIONS...]: `datavo serve` on an ephemeral loopback port; sets ORIGIN_PID, ORIGIN_URL.
+start_origin() {
+  local store=$1
+  shift
+  local port_file="$E2E_TMP/.origin.port.$RANDOM"
+  "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
+  ORIGIN_PID=$!
+  track_pid "$ORIGIN_PID"
+  if ! wait_until 15 origin_up "$port_file"; then
+    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
+  fi
+  ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
+}
+origin_up() { [ -s "$1" ] || { kill -0 "$ORIGIN_PID" 2>/dev/null || return 2; return 1; }; }
+
+# origin_requests ROUTE [STATUS]: datavo_requests_total of the origin at $ORIGIN_URL for ROUTE (summed over
+# statuses unless given), from its /v1/metrics.
+origin_requests() {
+  python3 - "$ORIGIN_URL" "$1" "${2:-}" <<'PY'
+import re, sys, urllib.request
+url, route, status = sys.argv[1], sys.argv[2], sys.argv[3]
+text = urllib.request.urlopen(url + "/v1/metrics", timeout=10).read().decode()
+total = 0
+for line in text.splitlines():
+    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
+    if not m:
+        continue
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+    if labels.get("route") == route and (not status or labels.get("status") == status):
+        total += int(float(m.group(2)))
+print(total)
+PY
+}
+# make_samples DIR N BYTES: N samples s_0000 ... as <id>.bin (BYTES random bytes) and <id>.txt, for `datavo pack`.
+make_samples() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import os, sys
+root, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(root, exist_ok=True)
+for i in range(n):
+    with open(os.path.join(root, "s_%04d.bin" % i), "wb") as f:
+        f.write(os.urandom(size))
+    with open(os.path.join(root, "s_%04d.txt" % i), "w") as f:
+        f.write("sample %d\n" % i)
+PY
 }
 
 # --- cache state ------------------------------------------------------------------------------------------------

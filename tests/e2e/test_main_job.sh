@@ -31,38 +31,8 @@ for i in range(n):
 PY
 }
 
-# start_origin STORE [SERVE OPTIONS...]: `datavo serve` on an ephemeral loopback port; sets ORIGIN_PID, ORIGIN_URL.
-start_origin() {
-  local store=$1
-  shift
-  local port_file="$E2E_TMP/.origin.port.$RANDOM"
-  "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
-  ORIGIN_PID=$!
-  track_pid "$ORIGIN_PID"
-  if ! wait_until 15 origin_up "$port_file"; then
-    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
-  fi
-  ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
-}
-origin_up() { [ -s "$1" ] || { kill -0 "$ORIGIN_PID" 2>/dev/null || return 2; return 1; }; }
-
-# requests ROUTE [STATUS]: datavo_requests_total of the origin for ROUTE (summed over statuses unless given).
-requests() {
-  python3 - "$ORIGIN_URL" "$1" "${2:-}" <<'PY'
-import re, sys, urllib.request
-url, route, status = sys.argv[1], sys.argv[2], sys.argv[3]
-text = urllib.request.urlopen(url + "/v1/metrics", timeout=10).read().decode()
-total = 0
-for line in text.splitlines():
-    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
-    if not m:
-        continue
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-    if labels.get("route") == route and (not status or labels.get("status") == status):
-        total += int(float(m.group(2)))
-print(total)
-PY
-}
+# requests ROUTE [STATUS]: the origin's datavo_requests_total for ROUTE (lib.sh).
+requests() { origin_requests "$@"; }
 # snapshot: "manifest ticket shard" request counts, for deltas.
 snapshot() { echo "$(requests manifest) $(requests ticket) $(requests shard)"; }
 # delta BEFORE: "manifest ticket shard" requests since BEFORE.
