@@ -172,7 +172,43 @@ struct WarmArgs {
   DatasetArgs dataset;
   std::size_t jobs = 4;
   bool dry_run = false;
+  bool allow_partial = false;
 };
+
+// Where the shards of a warm are once it is done: each in the fastest tier that holds it, or nowhere.
+struct WarmTruth {
+  std::vector<std::uint64_t> cached;  // per tier, fastest first
+  std::uint64_t nowhere = 0;
+};
+
+WarmTruth locate_all(OriginClient& client, ShardCacheHierarchy& cache, const Manifest& manifest,
+                     const std::vector<std::string>& keys) {
+  WarmTruth truth;
+  truth.cached.assign(cache.tiers().size(), 0);
+  for (std::size_t position = 0; position < manifest.shards.size(); ++position) {
+    auto where = cache.locate(client.shard_key(manifest, position, keys));
+    if (where && *where)
+      ++truth.cached[(*where)->tier_index];
+    else
+      ++truth.nowhere;  // a tier that cannot answer holds nothing we could read
+  }
+  return truth;
+}
+
+// "only 3 of 12 shards are cached in the top tier 'local' (max_bytes 1 MiB): 9 remain cached in tier 'scratch',
+// 0 are cached nowhere"
+std::string describe_partial(const ShardCacheHierarchy& cache, const WarmTruth& truth, std::size_t total) {
+  const Tier& top = *cache.tiers().front();
+  std::string out = "only " + std::to_string(truth.cached[0]) + " of " + std::to_string(total) +
+                    " shards are cached in the top tier '" + top.name() + "' after the warm" +
+                    (top.max_bytes() ? " (max_bytes " + human_bytes(top.max_bytes()->count()) + ")" : "") + ": ";
+  for (std::size_t i = 1; i < truth.cached.size(); ++i) {
+    if (truth.cached[i] > 0)
+      out += std::to_string(truth.cached[i]) + " remain cached in tier '" + cache.tiers()[i]->name() + "', ";
+  }
+  out += std::to_string(truth.nowhere) + (truth.nowhere == 1 ? " is" : " are") + " cached nowhere";
+  return out;
+}
 
 void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheHierarchy& cache,
                   const Manifest& manifest, const std::vector<std::string>& keys) {
@@ -182,18 +218,13 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
     const ShardKey key = client.shard_key(manifest, position, keys);
     std::optional<std::string> tier_name;
     std::optional<std::uint64_t> size;
-    for (const auto& tier : cache.tiers()) {
-      if (FolderTier* folder = tier->as_folder()) {
-        auto handle = folder->peek(key);
-        if (handle && *handle) {
-          tier_name = tier->name();
-          size = (*handle)->size().count();
-          break;
-        }
-      } else if (auto held = tier->contains(key); held && *held) {
-        tier_name = tier->name();
-        break;
-      }
+    auto where = cache.locate(key);
+    if (!where) {
+      LOG_WARNING("shard " << manifest.shards[position].index
+                           << ": cannot tell which tier holds it: " << where.error().message);
+    } else if (*where) {
+      tier_name = (*where)->tier_name;
+      if ((*where)->size) size = (*where)->size->count();
     }
     if (tier_name) {
       ++cached;
@@ -277,6 +308,8 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   }
   cache->flush_stats();
 
+  // Eviction may have removed shards warmed earlier in this run: what counts is where they are now.
+  const WarmTruth truth = locate_all(*client, *cache, manifest, keys);
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_tier;  // tier -> (hits, promotions)
   for (const auto& tier : cache->tiers()) by_tier[tier->name()] = {0, 0};
   std::uint64_t bytes = 0, origin_shards = 0, origin_bytes = 0, failed = 0;
@@ -300,10 +333,12 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   }
   const double seconds = seconds_since(started);
   nlohmann::json tiers = nlohmann::json::array();
-  for (const auto& tier : cache->tiers()) {
-    tiers.push_back({{"tier", tier->name()},
-                     {"hits", by_tier[tier->name()].first},
-                     {"promoted_into", by_tier[tier->name()].second}});
+  for (std::size_t i = 0; i < cache->tiers().size(); ++i) {
+    const std::string& tier = cache->tiers()[i]->name();
+    tiers.push_back({{"tier", tier},
+                     {"hits", by_tier[tier].first},
+                     {"promoted_into", by_tier[tier].second},
+                     {"cached", truth.cached[i]}});
   }
   const nlohmann::json report = {{"dataset", manifest.name.full()},
                                  {"revision", manifest.revision},
@@ -313,21 +348,34 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                                  {"size_bytes", bytes},
                                  {"origin", {{"shards", origin_shards}, {"size_bytes", origin_bytes}}},
                                  {"tiers", tiers},
+                                 {"not_cached", truth.nowhere},
                                  {"seconds", seconds}};
   if (!global.json) {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
               << " revision " << manifest.revision << " (" << human_bytes(bytes) << ") in " << fixed(seconds, 2)
               << " s\n  origin: " << origin_shards << " shards, " << human_bytes(origin_bytes) << "\n";
-    for (const auto& tier : cache->tiers()) {
-      std::cout << "  tier " << tier->name() << ": " << by_tier[tier->name()].first << " hits, "
-                << by_tier[tier->name()].second << " promoted into it\n";
+    for (std::size_t i = 0; i < cache->tiers().size(); ++i) {
+      const std::string& tier = cache->tiers()[i]->name();
+      std::cout << "  tier " << tier << ": " << by_tier[tier].first << " hits, " << by_tier[tier].second
+                << " promoted into it; holds " << truth.cached[i] << " of the " << total << " shards now\n";
     }
+    if (truth.nowhere > 0) std::cout << "  cached nowhere: " << truth.nowhere << " shards\n";
   }
   if (failed > 0) {
     throw Fatal{k_exit_failed,
                 Error{ErrorCode::remote,
                       std::to_string(failed) + " of " + std::to_string(total) + " shards could not be warmed"},
                 report};
+  }
+  if (truth.cached.front() < total) {
+    const std::string partial = describe_partial(*cache, truth, total);
+    if (!args.allow_partial) {
+      throw Fatal{k_exit_failed,
+                  Error{ErrorCode::capacity, partial + "; raise max_bytes or add a tier, or pass --allow-partial to "
+                                                       "accept a partly warmed cache"},
+                  report};
+    }
+    log::write(log::Level::warning, partial + " (--allow-partial)");
   }
   if (global.json) print_json(report);
 }
@@ -654,6 +702,10 @@ void add_dataset_commands(CLI::App& app, GlobalOptions& global) {
       "otherwise it logs one line per shard. --json prints a summary: shards, bytes fetched from the origin,\n"
       "shards served per tier, seconds.\n"
       "\n"
+      "After warming, warm looks every shard up again. When the top tier does not hold them all (it is too small,\n"
+      "or eviction removed shards warmed earlier in the run), it says how many remain cached in which tier and\n"
+      "how many are cached nowhere, and exits 1; --allow-partial makes that a WARNING with exit 0.\n"
+      "\n"
       "--dry-run fetches nothing and asks the origin for the manifest only. For each shard it prints the tier\n"
       "that would serve it (looked up without reading it) and, for shards in a folder tier, their size. The\n"
       "size of a shard still to fetch is reported as unknown: the manifest carries no sizes, and learning\n"
@@ -661,6 +713,8 @@ void add_dataset_commands(CLI::App& app, GlobalOptions& global) {
   add_dataset_args(warm, warm_args->dataset);
   warm->add_option("--jobs", warm_args->jobs, "shards fetched in parallel (default 4)");
   warm->add_flag("--dry-run", warm_args->dry_run, "list what would be fetched and which tier holds what");
+  warm->add_flag("--allow-partial", warm_args->allow_partial,
+                 "exit 0 with a WARNING when the top tier cannot hold every shard (default: exit 1)");
   warm->callback([&global, warm_args] { cmd_warm(global, *warm_args); });
 
   auto read_args = std::make_shared<ReadArgs>();

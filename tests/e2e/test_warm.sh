@@ -3,7 +3,9 @@
 #   - descriptors: warm holds at most --jobs plus a small constant of file descriptors whatever the dataset size,
 #     so 200 shards warm under `ulimit -n 64`;
 #   - disk space: the entries eviction removes during a warm free their space at once (no descriptor keeps them),
-#     so a warm of 3.5 MiB of shards through a tier with max_bytes 1MB on a 2 MiB tmpfs never hits ENOSPC.
+#     so a warm of 3.5 MiB of shards through a tier with max_bytes 1MB on a 2 MiB tmpfs never hits ENOSPC;
+#   - the truth: after warming, every shard is located; when the top tier does not hold them all, warm says how
+#     many remain cached where and how many nowhere, and exits 1 (a WARNING and exit 0 with --allow-partial).
 # Needs root (mount). CI runs as root; run by hand with sudo.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
@@ -75,12 +77,48 @@ tiers:
     path: $mnt/tier
     max_bytes: 1MB
 EOF
-run --json warm big/train --key bin --key txt --jobs 1
+run --json warm big/train --key bin --key txt --jobs 1 --allow-partial
 expect_eq "2 MiB tmpfs, max_bytes 1MB, 3.5 MiB of shards: no shard failed" "[12, 0]" \
   "$(json "[j['shards'], j['failed']]" <<<"$OUT")"
 expect_eq "2 MiB tmpfs: no ENOSPC" "" "$(grep -i 'no space left' <<<"$ERR" | head -3)"
 expect_stat small evictions ">=8"
 expect_cmp "2 MiB tmpfs: the tier is within max_bytes after the warm" "$(info_of small used_bytes)" -le 1048576
+
+# --- the truth: what remains cached where after the warm ---------------------------------------------------------
+
+# One tier too small for the dataset: warm says how many shards it holds and how many are cached nowhere, exit 1.
+run warm big/train --key bin --key txt --jobs 1
+expect_eq "a top tier too small for the dataset: exit 1" 1 "$RC"
+expect_match "too small: says how many of the shards the top tier holds" "[0-9]+ of 12 shards .*tier 'small'" "$ERR"
+expect_match "too small: says how many are cached nowhere" "[0-9]+ (are|is) cached nowhere" "$ERR"
+expect_contains "too small: names the flag that accepts it" "--allow-partial" "$ERR"
+run --json warm big/train --key bin --key txt --jobs 1
+held=$(json "[t['cached'] for t in j['tiers'] if t['tier'] == 'small'][0]" <<<"$OUT")
+expect_eq "too small --json: tiers[].cached and not_cached add up to 12, and an error" "[12, \"capacity\"]" \
+  "[$((held + $(json "j['not_cached']" <<<"$OUT"))), \"$(json "j['error']['code']" <<<"$OUT")\"]"
+expect_cmp "too small: the top tier holds fewer than 12 shards" "$held" -lt 12
+held_files=$(find "$mnt/tier" -name '*.tar' -path '*/127.0.0.1_*' | wc -l)
+expect_eq "too small: tiers[].cached is what the tier really holds" "$held_files" "$held"
+run warm big/train --key bin --key txt --jobs 1 --allow-partial
+expect_eq "too small, --allow-partial: exit 0" 0 "$RC"
+expect_match "too small, --allow-partial: a WARNING instead" "WARNING: .*[0-9]+ of 12 shards" "$ERR"
+
+# A small top tier over a large one: the rest remain cached in the second tier, and warm says so.
+write_config "$E2E_TMP/two.yaml" <<EOF
+tiers:
+  - name: small
+    path: $mnt/tier
+    max_bytes: 1MB
+  - name: disk
+    path: $E2E_TMP/disk
+EOF
+run --json warm big/train --key bin --key txt --jobs 1
+expect_eq "small over disk: exit 1" 1 "$RC"
+expect_eq "small over disk: every shard cached somewhere, the rest in tier disk" "[0, 12]" \
+  "[$(json "j['not_cached']" <<<"$OUT"), $(json "sum(t['cached'] for t in j['tiers'])" <<<"$OUT")]"
+run warm big/train --key bin --key txt --jobs 1
+expect_match "small over disk: says how many remain in tier disk" "[0-9]+ remain cached in tier 'disk'" "$ERR"
+expect_match "small over disk: and that none is cached nowhere" "0 are cached nowhere" "$ERR"
 stop_pid "$ORIGIN_PID"
 
 finish
