@@ -279,8 +279,9 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
 
   const std::size_t total = manifest.shards.size();
   std::vector<WarmOutcome> outcomes(total);
+  const Progress::Style style = ::isatty(STDERR_FILENO) ? Progress::Style::bar : Progress::Style::lines;
   {
-    Progress progress(::isatty(STDERR_FILENO) ? Progress::Style::bar : Progress::Style::lines, total);
+    Progress progress(style, total);
     std::atomic<std::size_t> next{0};
     auto work = [&] {
       for (std::size_t position = next++; position < total; position = next++) {
@@ -316,8 +317,11 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   for (const auto& o : outcomes) {
     if (o.error) {
       ++failed;
-      log::write(log::Level::error,
-                 "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
+      // Each failure is printed once: on its progress line, or (under a bar, which has no per-shard lines) here.
+      if (style == Progress::Style::bar) {
+        log::write(log::Level::error,
+                   "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
+      }
       continue;
     }
     const std::uint64_t size = o.served->size;

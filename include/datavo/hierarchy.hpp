@@ -18,7 +18,9 @@
 //   - Self-healing: a damaged entry (its size or, with `verify: full|sampled`, its bytes differ from what was
 //     recorded) is a miss in its tier, so the read falls through and the good copy is promoted back.
 //   - Degrading: a tier that fails (I/O error, permission, disk full, remote error) is treated as a miss or a
-//     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve.
+//     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve. When no
+//     folder tier can stage a fetched shard, the call's Error names each tier's cause (and its code and sys_errno
+//     are the last one's) instead of a WARNING per tier, so that a failure is reported once.
 //   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints) expect are discarded.
 //
 // Thread safety: a hierarchy holds no per-dataset state; one instance may be shared by any number of threads

@@ -26,7 +26,10 @@
 //      host and port), never to a third party;
 //   3. on 410 (the ticket expired mid-download) asks for a new ticket once, then gives up;
 //   4. returns Expectation{size, sha256} from the ticket, so that the hierarchy discards any other bytes.
-// Permanent failures (4xx) end the fetch at once with the server's error message. Offline, the fetcher fails with
+// Permanent failures (4xx) end the fetch at once with the server's error message. Fail fast: once a request to the
+// server found it unreachable on every attempt (connection refused, host or network unreachable, a name that does
+// not resolve), every later request of this client to it fails at once with that cause (ErrorCode::remote, the
+// same sys_errno), so that the other shards of a run do not each pay their own retries. Offline, the fetcher fails with
 // ErrorCode::not_found without any request.
 //
 // Thread safety: an OriginClient may be shared by any number of threads (its HTTP transport is thread-safe and

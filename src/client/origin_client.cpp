@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -259,7 +260,32 @@ struct OriginClient::Impl {
   std::atomic<std::uint64_t> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0},
       shard_bytes{0};
 
+  // Fail fast: the first request to the server that found it unreachable on every attempt (is_unreachable()),
+  // after which every request to it fails at once with that cause instead of paying its own retries.
+  mutable std::mutex unreachable_mu;
+  std::optional<Error> unreachable;  // guarded by unreachable_mu
+
   std::string url(std::string_view path) const { return server + std::string(path); }
+
+  // http->perform(), failing at once once the server was found unreachable (see `unreachable`). Requests to other
+  // origins (a ticket URL on a CDN) are neither stopped nor counted.
+  Result<net::HttpResponse> perform(const net::HttpRequest& request) {
+    const bool to_server = origin_of(request.url) == origin_of(server);
+    if (to_server) {
+      std::lock_guard lock(unreachable_mu);
+      if (unreachable) {
+        return Error{unreachable->code,
+                     "not attempted: an earlier request found the origin unreachable: " + unreachable->message,
+                     unreachable->sys_errno};
+      }
+    }
+    auto response = http->perform(request);
+    if (!response && to_server && net::is_unreachable(response.error())) {
+      std::lock_guard lock(unreachable_mu);
+      if (!unreachable) unreachable = response.error();
+    }
+    return response;
+  }
 
   Result<void> require_online(const std::string& what) const {
     if (offline == Offline::no) return ok();
@@ -284,7 +310,7 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   request.accepted_statuses = {404};
   request.auth = token.get();
   manifest_requests.fetch_add(1, std::memory_order_relaxed);
-  auto response = http->perform(request);
+  auto response = perform(request);
   if (!response) return in_context(std::move(response).error(), "manifest of " + name.full());
   if (response->status == 304) not_modified.fetch_add(1, std::memory_order_relaxed);
   return response;
@@ -373,7 +399,7 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
   request.auth = token.get();
   for (;;) {
     ticket_requests.fetch_add(1, std::memory_order_relaxed);
-    response = http->perform(request);
+    response = perform(request);
     if (!response) return in_context(std::move(response).error(), context);
     if (response->status != 202) break;
     // The origin is building the shard's tar: ask again after Retry-After, for as long as preparing_timeout allows.
@@ -538,7 +564,7 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       request.accepted_statuses = {410};
       if (origin_of(ticket->url) == origin_of(impl.server)) request.auth = impl.token.get();
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      auto response = impl.http->perform(request);
+      auto response = impl.perform(request);
       if (!response) return in_context(std::move(response).error(), what);
       if (response->status == 410) {
         if (round < k_ticket_rounds) {
@@ -559,7 +585,7 @@ Result<OriginMetrics> OriginClient::metrics() {
   DATAVO_TRY(impl_->require_online("origin metrics"));
   net::HttpRequest request;
   request.url = impl_->url("/v1/metrics");
-  auto response = impl_->http->perform(request);
+  auto response = impl_->perform(request);
   if (!response) return in_context(std::move(response).error(), "origin metrics");
   return OriginMetrics::parse(response->body);
 }

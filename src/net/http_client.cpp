@@ -162,6 +162,7 @@ struct Attempt {
   std::optional<Error> local_error;  // from the sink or the upload source: ends perform() as it is
   bool range_mismatch = false;
   bool stalled = false;
+  long os_errno = 0;  // CURLINFO_OS_ERRNO of a failed connect
 
   std::uint64_t upload_offset = 0;
   SteadyClock::time_point last_progress = SteadyClock::now();
@@ -345,6 +346,11 @@ std::optional<std::string_view> find_header(const HttpHeaders& headers, std::str
 
 bool is_transient_status(long status) {
   return status == 408 || status == 429 || (status >= 500 && status <= 599 && status != 501 && status != 505);
+}
+
+bool is_unreachable(const Error& error) {
+  return error.code == ErrorCode::remote &&
+         (error.sys_errno == ECONNREFUSED || error.sys_errno == EHOSTUNREACH || error.sys_errno == ENETUNREACH);
 }
 
 Error error_for_status(long status, std::string_view context) {
@@ -627,10 +633,14 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
     return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
   }
   switch (code) {
-    // The request never reached a server: always safe to repeat.
-    case CURLE_COULDNT_CONNECT:
+    // The request never reached a server: always safe to repeat. sys_errno says why (see is_unreachable()).
+    case CURLE_COULDNT_CONNECT: {
+      const int err = attempt.os_errno != 0 ? int(attempt.os_errno) : ECONNREFUSED;
+      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail + " (" + std::strerror(err) + ")", err});
+    }
     case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY: return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail});
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail, EHOSTUNREACH});
     case CURLE_OPERATION_TIMEDOUT: {
       Error error{ErrorCode::timeout, context + ": " + detail};
       return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
@@ -708,6 +718,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
 
     attempt.last_progress = SteadyClock::now();
     const CURLcode code = curl_easy_perform(lease.get());
+    if (code == CURLE_COULDNT_CONNECT) curl_easy_getinfo(lease.get(), CURLINFO_OS_ERRNO, &attempt.os_errno);
     if (attempt.status == 0) curl_easy_getinfo(lease.get(), CURLINFO_RESPONSE_CODE, &attempt.status);
     if (code == CURLE_OK && request.sink != nullptr && is_success(attempt.status) && !attempt.body_started)
       attempt.begin_sink_body();  // an empty body: the sink must still end up holding exactly it

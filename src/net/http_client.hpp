@@ -181,8 +181,8 @@ class HttpClient {
 
   // Performs `request` with the policies described at the top of this file. Errors: invalid_argument (malformed
   // or non-http(s) URL, HTTP 400), not_found (404), permission_denied (401, 403), timeout (the last attempt timed
-  // out or stalled, or the deadline passed), remote (other statuses, connection failures, protocol errors), the
-  // sink's own Error, or the RequestAuth's.
+  // out or stalled, or the deadline passed), remote (other statuses, connection failures with their errno in
+  // sys_errno (see is_unreachable()), protocol errors), the sink's own Error, or the RequestAuth's.
   Result<HttpResponse> perform(const HttpRequest& request);
 
   const TransportOptions& options() const;
@@ -193,6 +193,11 @@ class HttpClient {
 };
 
 // --- Building blocks, public for the backends and for tests ---------------------------------------------------
+
+// Whether `error` (from perform()) says the server could not be reached at all: the connection was refused, the
+// host or network is unreachable, or the host name does not resolve (perform() gives these ErrorCode::remote with
+// sys_errno ECONNREFUSED, EHOSTUNREACH or ENETUNREACH; a name that does not resolve is EHOSTUNREACH).
+bool is_unreachable(const Error& error);
 
 // Whether an HTTP status is worth retrying: 408, 429 and 5xx except 501 and 505.
 bool is_transient_status(long status);

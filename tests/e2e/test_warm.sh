@@ -5,7 +5,9 @@
 #   - disk space: the entries eviction removes during a warm free their space at once (no descriptor keeps them),
 #     so a warm of 3.5 MiB of shards through a tier with max_bytes 1MB on a 2 MiB tmpfs never hits ENOSPC;
 #   - the truth: after warming, every shard is located; when the top tier does not hold them all, warm says how
-#     many remain cached where and how many nowhere, and exits 1 (a WARNING and exit 0 with --allow-partial).
+#     many remain cached where and how many nowhere, and exits 1 (a WARNING and exit 0 with --allow-partial);
+#   - fail fast: once the origin refused every attempt of one shard, the other pending shards fail at once with the
+#     same cause, and each failure is printed once.
 # Needs root (mount). CI runs as root; run by hand with sudo.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
@@ -119,6 +121,47 @@ expect_eq "small over disk: every shard cached somewhere, the rest in tier disk"
 run warm big/train --key bin --key txt --jobs 1
 expect_match "small over disk: says how many remain in tier disk" "[0-9]+ remain cached in tier 'disk'" "$ERR"
 expect_match "small over disk: and that none is cached nowhere" "0 are cached nowhere" "$ERR"
+
+# A full disk is reported once per shard (it was a WARNING, a FAILED line and an ERROR line).
+make_samples "$E2E_TMP/huge" 1 3000000
+run pack "$E2E_TMP/huge" --root "$E2E_TMP/store" --dataset huge/train
+write_config "$E2E_TMP/tmpfs.yaml" <<EOF
+tiers:
+  - name: small
+    path: $mnt/tier
+EOF
+run warm huge/train --key bin --key txt
+expect_eq "a shard larger than the disk: exit 1" 1 "$RC"
+expect_eq "a shard larger than the disk: 'No space left' printed once" 1 "$(grep -c 'No space left' <<<"$ERR")"
+expect_eq "a shard larger than the disk: shard 0 reported once" 1 "$(grep -c 'shard 0' <<<"$ERR")"
 stop_pid "$ORIGIN_PID"
+
+# --- fail fast: an origin that refuses connections -----------------------------------------------------------------
+
+# The manifest is cached (the dry run) and pinned, so every request of the warm is a shard's; the origin is gone.
+write_config "$E2E_TMP/cache.yaml" <<EOF
+tiers:
+  - name: local
+    path: $E2E_TMP/cache-ff
+EOF
+start_origin "$E2E_TMP/store"
+export DATAVO_SERVER="$ORIGIN_URL"
+run --json warm big/train --key bin --dry-run
+revision=$(json "j['revision']" <<<"$OUT")
+stop_pid "$ORIGIN_PID"
+started=$(date +%s%N)
+run -v warm big/train --key bin --revision "$revision" --jobs 2
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+echo "# a warm of 12 shards against a refusing origin took ${elapsed_ms} ms"
+expect_eq "origin refusing connections: exit 1" 1 "$RC"
+retries=$(grep -c 'retrying in' <<<"$ERR")
+expect_cmp "origin refusing connections: only the shards in flight retry (2 jobs x 4 retries; got $retries)" \
+  "$retries" -le 8
+for i in 0 5 11; do
+  expect_eq "origin refusing connections: shard $i reported once" 1 "$(grep -c "shard $i[: ]" <<<"$ERR")"
+done
+expect_eq "origin refusing connections: every shard fails with the same cause (connection refused)" 12 \
+  "$(grep 'FAILED' <<<"$ERR" | grep -ci 'refused')"
+expect_contains "origin refusing connections: one summary" "12 of 12 shards could not be warmed" "$ERR"
 
 finish
