@@ -1,10 +1,11 @@
 // The `datavo` command line: shared options, exit codes and the registration function of each command file.
 // Exit codes (docs/cli.md): 0 success, 1 the work failed, 2 bad input of any kind (usage, config, an unknown
-// dataset, key or revision, a bad hash). Errors go to stderr.
+// dataset, key or revision, a bad hash), 130 / 143 interrupted by SIGINT / SIGTERM. Errors go to stderr.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,6 +52,23 @@ void add_cache_commands(CLI::App& app, GlobalOptions& global);        // cmd_cac
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);  // cmd_content_hash.cpp
 void add_origin_commands(CLI::App& app, GlobalOptions& global);       // cmd_origin.cpp: pack, serve
 void add_dataset_commands(CLI::App& app, GlobalOptions& global);      // cmd_dataset.cpp: warm, read, demo
+
+// While alive, SIGINT and SIGTERM do not kill the process: a thread of its own takes them with sigwait() and asks
+// every cancellable operation to stop (util/cancel.hpp), so that the command unwinds normally (staging files and
+// locks removed by their RAII owners, the progress bar's line closed) and main() reports it (one line; exit 130 or
+// 143). A second signal ends the process at once. Construct it first thing in a command, before any thread starts:
+// threads inherit the blocked signals. A signal the process was started with ignored stays ignored. Not copyable.
+class InterruptOnSignal {
+ public:
+  InterruptOnSignal();
+  ~InterruptOnSignal();
+  InterruptOnSignal(const InterruptOnSignal&) = delete;
+  InterruptOnSignal& operator=(const InterruptOnSignal&) = delete;
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
+#include "util/cancel.hpp"
 #include "util/fs.hpp"
 
 namespace datavo::cli {
@@ -113,6 +114,7 @@ struct FetchArgs {
 };
 
 void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
+  InterruptOnSignal interrupt;
   Session s = open_session(global);
   ShardKey key = key_for(s, args.hash);
   Expectation expected;
@@ -129,6 +131,7 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
 }
 
 void cmd_put(const GlobalOptions& global, const std::string& hash, const std::string& file) {
+  InterruptOnSignal interrupt;
   Session s = open_session(global);
   ShardKey key = key_for(s, hash);
   util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
@@ -138,6 +141,7 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     if (::lseek(fd.get(), 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind " + file);
     std::vector<char> buffer(1 << 20);
     for (;;) {
+      if (util::cancel_requested()) return util::cancelled_error("cache put " + file);
       ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
       if (n < 0) {
         if (errno == EINTR) continue;

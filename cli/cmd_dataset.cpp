@@ -23,6 +23,7 @@
 #include "datavo/sample_stream.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::cli {
@@ -265,6 +266,7 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
 }
 
 void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
+  InterruptOnSignal interrupt;
   const auto started = Clock::now();
   const DatasetName name = require(DatasetName::parse(args.dataset.dataset));
   if (args.jobs == 0) throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "--jobs must be at least 1"}};
@@ -284,7 +286,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     Progress progress(style, total);
     std::atomic<std::size_t> next{0};
     auto work = [&] {
-      for (std::size_t position = next++; position < total; position = next++) {
+      for (std::size_t position = next++; position < total && !util::cancel_requested(); position = next++) {
         WarmOutcome& outcome = outcomes[position];
         outcome.position = position;
         Fetcher origin = client->shard_fetcher(manifest, position, keys);
@@ -299,7 +301,9 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                               human_bytes(result->handle.size().count()) + " in tier " + result->tier_name);
           outcome.served = WarmOutcome::Served{result->tier_name, result->source, result->handle.size().count()};
         } else {
-          progress.shard_done(shard + ": FAILED: " + result.error().message);
+          // A shard stopped by an interruption is no failure of its own: main() reports the interruption once.
+          if (result.error().code != ErrorCode::cancelled)
+            progress.shard_done(shard + ": FAILED: " + result.error().message);
           outcome.error = std::move(result).error();
         }
       }
@@ -308,6 +312,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     for (std::size_t i = 0; i < std::min(args.jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
   }
   cache->flush_stats();
+  if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("warm")};
 
   // Eviction may have removed shards warmed earlier in this run: what counts is where they are now.
   const WarmTruth truth = locate_all(*client, *cache, manifest, keys);
@@ -394,6 +399,7 @@ struct ReadArgs {
 };
 
 void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
+  InterruptOnSignal interrupt;
   const auto started = Clock::now();
   SampleStreamOptions options;
   options.keys = args.dataset.keys;
@@ -411,6 +417,7 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   auto client = options.client;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
+    if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
     auto sample = require(stream.next());
     if (!sample) break;
   }
@@ -581,6 +588,7 @@ PassReport demo_pass(const std::string& server, const std::string& manifest_dir,
 }
 
 void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
+  InterruptOnSignal interrupt;
   if (args.samples == 0 || args.samples_per_shard == 0)
     throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "--samples and --samples-per-shard must be >= 1"}};
   DemoDir dir(args.keep ? Keep::yes : Keep::no);

@@ -1,8 +1,11 @@
 // Entry point of the `datavo` command: parses the command line and is the one place where Fatal is caught.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::cli {
@@ -44,6 +47,23 @@ int report_failure(bool json, int exit_code, const Error& error, nlohmann::json 
     print_json(report);
   }
   return exit_code;
+}
+
+// The one line of an interrupted command (InterruptOnSignal): by then every transfer has stopped and what it left
+// (staging files, locks) has been removed by its owner. Exit 128 + the signal, as a shell reports it.
+int report_interrupted(bool json, nlohmann::json report) {
+  const int sig = datavo::util::cancel_signal();
+  const std::string message = "interrupted by " + datavo::util::signal_name(sig) +
+                              ": transfers stopped, partial downloads and their locks removed";
+  std::string line = "datavo: " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  if (json) {
+    if (!report.is_object()) report = nlohmann::json::object();
+    report["error"] = {{"code", to_string(datavo::ErrorCode::cancelled)}, {"message", message}};
+    print_json(report);
+  }
+  return 128 + sig;
 }
 
 // Whether --json was given: a parse error can come before CLI11 has stored it.
@@ -93,11 +113,14 @@ int main(int argc, char** argv) {
                                         std::string(e.what()) + " (run with --help for more information)"},
                           nullptr);
   } catch (const Fatal& fatal) {
+    // A failure caused by the interruption (the transfers it stopped) is reported as the interruption.
+    if (datavo::util::cancel_requested()) return report_interrupted(json, fatal.report);
     return report_failure(json, fatal.exit_code, fatal.error, fatal.report);
   } catch (const std::exception& e) {
     return report_failure(json, k_exit_failed,
                           datavo::Error{datavo::ErrorCode::internal, std::string("internal error: ") + e.what()},
                           nullptr);
   }
+  if (datavo::util::cancel_requested()) return report_interrupted(json, nullptr);
   return k_exit_ok;
 }

@@ -27,6 +27,7 @@ enum class ErrorCode {
   timeout,            // a deadline passed
   unsupported,        // the operation is not supported by this tier or platform
   internal,           // a broken invariant; a bug in Datavo
+  cancelled,          // stopped on request (SIGINT or SIGTERM in the CLI); nothing half-done is left behind
 };
 
 // A stable lowercase name for `code`, used in logs and JSON output.

@@ -11,6 +11,7 @@
 
 #include "client/manifest_cache.hpp"
 #include "net/http_client.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -418,7 +419,12 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
       LOG_INFO(context << ": the origin is preparing the shard; asking again every " << wait.count() << " ms");
       told = true;
     }
-    std::this_thread::sleep_for(wait);
+    // In slices: a cancellation (util/cancel.hpp) must not wait out a Retry-After of seconds.
+    for (auto until = std::chrono::steady_clock::now() + wait; std::chrono::steady_clock::now() < until;) {
+      if (util::cancel_requested()) return util::cancelled_error(context);
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(Milliseconds{50}, until - std::chrono::steady_clock::now()));
+    }
   }
   if (response->status != 200)
     return Error{ErrorCode::remote, context + ": unexpected HTTP " + std::to_string(response->status)};

@@ -20,6 +20,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::timeout: return "timeout";
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::cancelled: return "cancelled";
   }
   return "internal";
 }

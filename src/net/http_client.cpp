@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::net {
@@ -36,8 +37,12 @@ class RealClock final : public Clock {
  public:
   SteadyClock::time_point now() override { return SteadyClock::now(); }
   std::chrono::system_clock::time_point wall_now() override { return std::chrono::system_clock::now(); }
+  // In slices, so that a cancellation (util/cancel.hpp) ends a backoff of seconds at once.
   void sleep_for(Milliseconds duration) override {
-    if (duration.count() > 0) std::this_thread::sleep_for(duration);
+    constexpr Milliseconds k_slice{50};
+    const auto until = SteadyClock::now() + duration;
+    for (auto now = SteadyClock::now(); now < until && !util::cancel_requested(); now = SteadyClock::now())
+      std::this_thread::sleep_for(std::min<SteadyClock::duration>(k_slice, until - now));
   }
 };
 
@@ -162,7 +167,8 @@ struct Attempt {
   std::optional<Error> local_error;  // from the sink or the upload source: ends perform() as it is
   bool range_mismatch = false;
   bool stalled = false;
-  long os_errno = 0;  // CURLINFO_OS_ERRNO of a failed connect
+  bool cancelled = false;  // the progress callback saw a cancellation request
+  long os_errno = 0;       // CURLINFO_OS_ERRNO of a failed connect
 
   std::uint64_t upload_offset = 0;
   SteadyClock::time_point last_progress = SteadyClock::now();
@@ -240,6 +246,11 @@ int on_progress(void* user, curl_off_t, curl_off_t download_now, curl_off_t, cur
   // curl's own low-speed check averages over a window of several seconds, so a burst followed by silence is seen
   // late; this one fires once no byte has moved for stall_timeout.
   auto& attempt = *static_cast<Attempt*>(user);
+  // curl calls this several times a second, also while connecting or waiting: a cancelled transfer stops here.
+  if (util::cancel_requested()) {
+    attempt.cancelled = true;
+    return 1;
+  }
   const auto now = SteadyClock::now();
   if (download_now != attempt.last_download || upload_now != attempt.last_upload) {
     attempt.last_download = download_now;
@@ -627,6 +638,7 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
     return outcome;
   }
   const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : curl_easy_strerror(code);
+  if (code == CURLE_ABORTED_BY_CALLBACK && attempt.cancelled) return Outcome::fail(util::cancelled_error(context));
   if (code == CURLE_ABORTED_BY_CALLBACK && attempt.stalled) {
     Error error{ErrorCode::timeout,
                 context + ": stalled: no byte moved for " + std::to_string(options.stall_timeout.count()) + " s"};
@@ -693,6 +705,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
   std::optional<std::string> validator;
 
   for (int attempt_number = 1;; ++attempt_number) {
+    if (util::cancel_requested()) return util::cancelled_error(context);
     Attempt attempt(request, options.stall_timeout);
     const std::uint64_t have = request.sink != nullptr ? request.sink->written().count() : 0;
     if (have > 0) {

@@ -28,6 +28,9 @@
 //     retry is signed afresh. When an attempt is refused (401, 403, or an error body such as ExpiredToken) and the
 //     RequestAuth says it refreshed its credentials, that one request is repeated at once (once per perform()).
 //   - Deadline: HttpRequest::deadline bounds the whole perform(), retries and backoff included (ErrorCode::timeout).
+//   - Cancellation: once util::request_cancel() was called (the CLI does on SIGINT / SIGTERM), a transfer stops
+//     within a fraction of a second, a backoff sleep ends, no new attempt starts, and perform() returns
+//     ErrorCode::cancelled (never retried). The sink keeps what it had; its owner's RAII discards it.
 //   - Logging: one DEBUG line per attempt, an INFO line per retry. URLs pass through log::redact_url (query string
 //     and user:password@ removed); Authorization and other credential headers are never logged, and Error messages
 //     carry the redacted URL only.
