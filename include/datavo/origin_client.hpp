@@ -12,6 +12,11 @@
 //   - offline (DATAVO_OFFLINE=1):       0 requests, from the cache only (a pinned revision, else `latest`);
 //                                       nothing cached is ErrorCode::not_found, naming the directory looked in;
 //   - no pin, `latest` cached:          1 conditional GET (If-None-Match); a 304 reuses the cached revision;
+//                                       an origin that cannot be reached (net::is_unreachable: connection refused,
+//                                       host unreachable, a name that does not resolve) is not an error: the cached
+//                                       revision is used (ManifestSource::fallback) with one WARNING per process,
+//                                       as huggingface_hub falls back to its cache; later requests fail at once
+//                                       (fail fast, below), so shards already cached read with no request at all;
 //   - otherwise:                        1 GET, whose answer is validated and cached.
 // A cached file that cannot be parsed is ignored with a WARNING (and refetched when online). A 404 to a manifest
 // request (an unknown dataset, split or revision) is ErrorCode::invalid_argument: the caller's input is wrong.
@@ -87,8 +92,9 @@ struct Manifest {
   Result<std::vector<std::string>> normalize_keys(std::vector<std::string> keys) const;
 };
 
-// Where a manifest came from; see the table at the top of this file.
-enum class ManifestSource { cache, revalidated, fetched };
+// Where a manifest came from; see the table at the top of this file. `fallback`: from the cache because the origin
+// could not be reached.
+enum class ManifestSource { cache, revalidated, fetched, fallback };
 const char* to_string(ManifestSource source);
 
 struct ResolvedManifest {

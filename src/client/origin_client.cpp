@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -186,6 +187,7 @@ const char* to_string(ManifestSource source) {
     case ManifestSource::cache: return "cache";
     case ManifestSource::revalidated: return "revalidated";
     case ManifestSource::fetched: return "fetched";
+    case ManifestSource::fallback: return "fallback";
   }
   return "?";
 }
@@ -338,7 +340,19 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
 
   const bool conditional = latest && !latest->etag.empty();
   auto response = get_manifest(name, revision, conditional ? &latest->etag : nullptr);
-  if (!response) return std::move(response).error();
+  if (!response) {
+    // huggingface_hub's automatic offline fallback: an origin that cannot be reached at all (not one that answers
+    // with an error) does not stop a read whose manifest is cached. One WARNING per process and server.
+    if (latest_manifest && net::is_unreachable(response.error())) {
+      log::warn_once("offline-fallback:" + server,
+                     "the origin " + log::redact_url(server) + " cannot be reached (" +
+                         std::strerror(response.error().sys_errno) + "); reading " + name.full() + " revision " +
+                         std::to_string(latest_manifest->revision) +
+                         " from the cached manifest (DATAVO_OFFLINE=1 skips the network altogether)");
+      return ResolvedManifest{std::move(*latest_manifest), ManifestSource::fallback};
+    }
+    return std::move(response).error();
+  }
   if (response->status == 404) {
     std::string detail = server_message(response->body);
     return Error{ErrorCode::invalid_argument,

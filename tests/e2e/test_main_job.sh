@@ -201,6 +201,26 @@ env -u DATAVO_SERVER timeout 30 "$DATAVO_BIN" --config "$E2E_CONFIG" read "$DS" 
 expect_eq "no server: exit 2" 2 "$rc"
 expect_contains "no server: says how to give one" "DATAVO_SERVER" "$(cat "$E2E_TMP/err")"
 
+# --- the origin down: reads go on from the cached manifest (huggingface_hub's automatic offline fallback) ---------
+
+stop_pid "$ORIGIN_PID"
+run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "origin down, manifest cached: read exit 0, every sample, nothing from the origin" "[0, $SAMPLES, 0]" \
+  "[$RC, $(json "j['samples']" <<<"$OUT"), $(json "j['origin']['shards']" <<<"$OUT")]"
+expect_eq "origin down: exactly one WARNING" 1 "$(grep -c 'WARNING' <<<"$ERR")"
+expect_match "origin down: the WARNING says the origin is unreachable and the cached manifest is used" \
+  "WARNING: .*(cannot be reached|unreachable).*cached manifest" "$ERR"
+run read "$DS" --key audio.wav --key transcript.txt --limit 1
+expect_eq "origin down, text output: exit 0" 0 "$RC"
+run read "$DS" --key transcript.txt
+expect_eq "origin down, a key group not cached: exit 1" 1 "$RC"
+expect_contains "origin down, a key group not cached: the error says the origin is unreachable" "refused" "$ERR"
+expect_eq "origin down, a key group not cached: one WARNING and one ERROR" "1 1" \
+  "$(grep -c WARNING <<<"$ERR") $(grep -c ERROR <<<"$ERR")"
+DATAVO_OFFLINE=1 run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "origin down, DATAVO_OFFLINE=1: exit 0, every sample, no WARNING" "[0, $SAMPLES, 0]" \
+  "[$RC, $(json "j['samples']" <<<"$OUT"), $(grep -c WARNING <<<"$ERR")]"
+
 # --- an origin still preparing its tars (202 + Retry-After), the stall timeout ------------------------------------
 
 # --ticket-wait-ms 0: every first ticket of a key group is answered 202 while the tar is built in the background.

@@ -203,6 +203,28 @@ TEST_F(SampleStreamOriginTest, WarmPassOfflineMakesZeroRequests) {
   EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
 }
 
+// huggingface_hub's automatic offline fallback: with the origin gone (connection refused) and the manifest cached, a
+// stream goes on from the cached manifest and reads every cached shard; a shard that is not cached fails at once.
+TEST_F(SampleStreamOriginTest, OriginDownReadsFromTheCachedManifest) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  auto down = options();
+  server.reset();  // nothing listens on its port any more
+  EXPECT_EQ(read_all(down), k_samples);
+
+  auto client = clienttest::make_client(down.origin);
+  auto manifest = client->manifest(DatasetName{"voice_demo_v1", "train"}, std::nullopt);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->source, ManifestSource::fallback);
+  EXPECT_EQ(manifest->manifest.revision, revision);
+  // Not cached: the ticket request is not even attempted (the manifest request found the origin unreachable).
+  const auto started = std::chrono::steady_clock::now();
+  auto ticket = client->request_ticket(manifest->manifest, 0, {"audio.wav"});
+  ASSERT_FALSE(ticket);
+  EXPECT_EQ(ticket.error().code, ErrorCode::remote);
+  EXPECT_NE(ticket.error().message.find("not attempted"), std::string::npos) << ticket.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
+}
+
 TEST_F(SampleStreamOriginTest, WarmPassWithoutAPinMakesOneConditionalRequest) {
   EXPECT_EQ(read_all(options()), k_samples);
   auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
