@@ -1,5 +1,6 @@
 // `datavo cache ...`: inspect and drive the cache hierarchy of this machine.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -62,21 +63,46 @@ void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const 
   }
 }
 
+// The effective settings of the tier called `name` (TierConfig::settings), empty when the config has none for it.
+const std::vector<TierSetting>& settings_of(const CacheConfig& config, const std::string& name) {
+  static const std::vector<TierSetting> none;
+  for (const auto& tier : config.tiers)
+    if (tier.name == name) return tier.settings;
+  return none;
+}
+
+// The lock mechanism of a folder tier that exists. It is probed on first use, which creates .locks/: a tier that
+// does not exist yet is not created just to be described.
+std::optional<LockMechanism> lock_mechanism_of(Tier& tier) {
+  FolderTier* folder = tier.as_folder();
+  struct stat st {};
+  if (folder == nullptr || ::stat(folder->location().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return folder->lock_mechanism();
+}
+
 void cmd_info(const GlobalOptions& global) {
   Session s = open_session(global);
   auto infos = s.cache->cache_info();
+  std::vector<std::optional<LockMechanism>> locks;
+  for (const auto& tier : s.cache->tiers()) locks.push_back(lock_mechanism_of(*tier));
   if (global.json) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& c : s.config.skipped) skipped.push_back({{"path", c.path}, {"reason", c.reason}});
     nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& t : infos) {
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+      const TierInfo& t = infos[i];
+      nlohmann::json settings = nlohmann::json::array();
+      for (const auto& setting : settings_of(s.config, t.name))
+        settings.push_back({{"setting", setting.name}, {"value", setting.value}, {"origin", setting.origin}});
       tiers.push_back({{"tier", t.name},
                        {"type", t.type},
                        {"path", t.location},
                        {"max_bytes", t.max_bytes ? nlohmann::json(t.max_bytes->count()) : nlohmann::json(nullptr)},
                        {"used_bytes", t.usage ? nlohmann::json(t.usage->used.count()) : nlohmann::json(nullptr)},
                        {"entries", t.usage ? nlohmann::json(t.usage->entries) : nlohmann::json(nullptr)},
-                       {"read_only", t.read_only}});
+                       {"read_only", t.read_only},
+                       {"lock_mechanism", locks[i] ? nlohmann::json(to_string(*locks[i])) : nlohmann::json(nullptr)},
+                       {"settings", settings}});
     }
     print_json({{"config",
                  {{"path", s.config.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.config.path)},
@@ -95,9 +121,9 @@ void cmd_info(const GlobalOptions& global) {
   for (const auto& w : s.config.warnings) std::cout << "  warning: " << w << "\n";
   std::cout << "instance: " << s.instance.name() << "\n";
   std::cout << "tiers, fastest first:\n";
-  int n = 1;
-  for (const auto& t : infos) {
-    std::cout << "  " << n++ << ". " << t.name << " [" << t.type << (t.read_only ? ", read-only" : "") << "] "
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const TierInfo& t = infos[i];
+    std::cout << "  " << i + 1 << ". " << t.name << " [" << t.type << (t.read_only ? ", read-only" : "") << "] "
               << t.location << "\n     capacity " << (t.max_bytes ? human_bytes(t.max_bytes->count()) : "unbounded");
     if (t.usage) {
       std::cout << ", used " << human_bytes(t.usage->used.count()) << ", " << t.usage->entries << " entries";
@@ -105,6 +131,18 @@ void cmd_info(const GlobalOptions& global) {
       std::cout << ", usage unknown";
     }
     std::cout << "\n";
+    if (t.type == "folder") {
+      std::cout << "     lock mechanism: "
+                << (locks[i] ? to_string(*locks[i]) : "not probed yet (the tier directory does not exist)") << "\n";
+    }
+    // Like `ccache -p`: every effective setting and where its value came from.
+    const auto& settings = settings_of(s.config, t.name);
+    std::size_t width = 0;
+    for (const auto& setting : settings) width = std::max(width, setting.name.size() + 3 + setting.value.size());
+    for (const auto& setting : settings) {
+      const std::string text = setting.name + " = " + setting.value;
+      std::cout << "     " << text << std::string(width - text.size() + 2, ' ') << "(" << setting.origin << ")\n";
+    }
   }
 }
 

@@ -16,6 +16,9 @@ namespace datavo {
 
 // The registered tier types, in the order shown to users: "folder", "s3", "gcs", "azure_blob".
 std::vector<std::string> tier_type_names();
+// The registered types this build can make tiers of (not the placeholders of backends still to land), for the
+// features list of `datavo --version`.
+std::vector<std::string> built_tier_type_names();
 
 // Builds one tier from its config. A type this build does not provide yields `unsupported`; an unknown type
 // `config`. Does no I/O.

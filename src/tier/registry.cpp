@@ -32,6 +32,13 @@ std::vector<std::string> tier_type_names() {
   return names;
 }
 
+std::vector<std::string> built_tier_type_names() {
+  std::vector<std::string> names;
+  for (const TierType* type : tier_types())
+    if (!tier_type_is_placeholder(type->name)) names.emplace_back(type->name);
+  return names;
+}
+
 Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config) {
   const TierType* type = find_tier_type(config.type);
   if (type == nullptr) return Error{ErrorCode::config, "unknown tier type '" + config.type + "'"};

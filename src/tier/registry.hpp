@@ -29,6 +29,10 @@ struct TierType {
   Result<std::shared_ptr<Tier>> (*make)(const TierConfig& config);
 };
 
+// Whether `type`'s factory is still a placeholder that refuses every tier (src/tier/cloud/not_built.cpp): such a
+// type is left out of the features of `datavo --version`. The commit that lands a backend removes it there.
+bool tier_type_is_placeholder(std::string_view type);
+
 // Every registered type, in the order shown to users.
 const std::vector<const TierType*>& tier_types();
 // The type called `name`, or nullptr.

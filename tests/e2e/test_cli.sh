@@ -43,6 +43,32 @@ run --instance "bad/instance" cache ls
 expect_eq "--instance with a '/': exit 2" 2 "$RC"
 expect_contains "--instance with a '/': the message names the byte offset" "byte offset 3" "$ERR"
 
+# --version: the project's version (CMakeLists.txt) and the features of this build (the tier types it provides).
+version=$(sed -n 's/^project(datavo VERSION \([0-9.]*\).*/\1/p' "$DATAVO_SOURCE_DIR/CMakeLists.txt")
+run --version
+expect_eq "--version: exit 0" 0 "$RC"
+expect_eq "--version: first line is 'datavo <CMake project version>'" "datavo $version" "$(head -1 <<<"$OUT")"
+expect_match "--version: a features line naming the folder tier" "Features: .*folder-tier" "$OUT"
+run --json --version
+expect_eq "--json --version" "[\"$version\", true]" "$(json "[j['version'], 'folder-tier' in j['features']]" <<<"$OUT")"
+
+# DATAVO_LOG_LEVEL: case-insensitive; an unknown value is a usage error naming the variable.
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=Info "$DATAVO_BIN" --config "$E2E_CONFIG" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=Info: exit 0" 0 "$RC"
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=loud "$DATAVO_BIN" --config "$E2E_CONFIG" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=loud: exit 2" 2 "$RC"
+expect_contains "DATAVO_LOG_LEVEL=loud: names the variable and its value" "DATAVO_LOG_LEVEL=loud" "$ERR"
+RC=0
+OUT=$(DATAVO_LOG_LEVEL=loud "$DATAVO_BIN" --json --config "$E2E_CONFIG" cache ls 2>/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=loud --json: an error object" invalid_argument "$(json "j['error']['code']" <<<"$OUT")"
+
+# --help names the environment variables, DATAVO_TOKEN among them.
+run --help
+expect_contains "--help names DATAVO_TOKEN" "DATAVO_TOKEN" "$OUT"
+expect_contains "--help names DATAVO_SERVER" "DATAVO_SERVER" "$OUT"
+
 # --- config errors: exit 2 --------------------------------------------------------------------------------------
 
 printf 'tiers:\n  - name: a\n    path: %s/a\n    max_bytes: 12XB\n' "$E2E_TMP" >"$E2E_TMP/bad_size.yaml"
@@ -160,6 +186,39 @@ expect_eq "cache info --json: max_bytes 1MiB and unbounded (null)" '[1048576, nu
 expect_eq "cache info --json: empty tiers have used_bytes 0 and 0 entries" '[[0, 0], [0, 0]]' \
   "$(json "[[t['used_bytes'], t['entries']] for t in j['tiers']]" <<<"$OUT")"
 
+# Every effective setting of each tier and where it came from (like ccache -p), and the lock mechanism.
+write_config <<EOF
+tiers:
+  - name: fast
+    path: $E2E_TMP/fast
+    max_bytes: 1MiB
+    durability: none
+  - name: slow
+    type: folder
+    path: $E2E_TMP/slow
+EOF
+run --json cache info
+settings_of() { json "{s['setting']: [s['value'], s['origin']] for s in [t for t in j['tiers'] if t['tier'] == '$1'][0]['settings']}" <<<"$OUT"; }
+expect_eq "cache info --json: fast's durability and where it came from" "[\"none\", \"$E2E_CONFIG:5\"]" \
+  "$(settings_of fast | json "j['durability']")"
+expect_eq "cache info --json: fast's max_bytes from line 4" "[\"1 MiB\", \"$E2E_CONFIG:4\"]" \
+  "$(settings_of fast | json "j['max_bytes']")"
+expect_eq "cache info --json: slow's max_age, durability and verify are defaults" \
+  '[["none", "default"], ["fsync", "default"], ["size", "default"]]' \
+  "$(settings_of slow | json "[j['max_age'], j['durability'], j['verify']]")"
+expect_eq "cache info --json: no lock mechanism before the tier exists" "null" \
+  "$(json "j['tiers'][0]['lock_mechanism']" <<<"$OUT")"
+run cache put "$(hash_for info-lock)" "$E2E_TMP/bad_size.yaml"
+run --json cache info
+expect_eq "cache info --json: the folder tiers' lock mechanism once they exist" '["flock", "flock"]' \
+  "$(json "[t['lock_mechanism'] for t in j['tiers']]" <<<"$OUT")"
+run cache info
+expect_match "cache info: durability, its value and its origin" "durability += none +\($E2E_CONFIG:5\)" "$OUT"
+expect_match "cache info: max_age is shown with its default" "max_age += none +\(default\)" "$OUT"
+expect_contains "cache info: the lock mechanism" "lock mechanism: flock" "$OUT"
+run cache rm "$(hash_for info-lock)"
+rm -rf "$E2E_TMP/fast" "$E2E_TMP/slow"
+
 # --- config resolution: the explanation lists the candidates skipped --------------------------------------------
 
 unset DATAVO_SHARD_CACHE_CONFIG
@@ -185,6 +244,9 @@ else
     "$(json "[[c['path'], c['reason']] for c in j['config']['skipped']]" <<<"$OUT")"
   OUT=$(DATAVO_SHARD_CACHE_DIR="$E2E_TMP/envdir" timeout 60 "$DATAVO_BIN" --json cache info)
   expect_eq "built-in default honours \$DATAVO_SHARD_CACHE_DIR" "$E2E_TMP/envdir" "$(json "j['tiers'][0]['path']" <<<"$OUT")"
+  expect_eq "built-in default: every setting shown, the path from \$DATAVO_SHARD_CACHE_DIR" \
+    '[["$DATAVO_SHARD_CACHE_DIR"], ["none", "built-in default"], ["fsync", "built-in default"], ["size", "built-in default"]]' \
+    "$(json "[[s['origin'] for s in j['tiers'][0]['settings'] if s['setting'] == 'path']] + [[s['value'], s['origin']] for n in ('max_age', 'durability', 'verify') for s in j['tiers'][0]['settings'] if s['setting'] == n]" <<<"$OUT")"
 
   # A user file: used, with /etc listed as skipped.
   mkdir -p "$HOME/.config/datavo"
@@ -224,6 +286,13 @@ export DATAVO_SHARD_CACHE_CONFIG="$E2E_CONFIG"
 mkdir -p "$E2E_TMP/www"
 sha=$(make_shard "$E2E_TMP/www/shard.bin" 200000)
 start_server "$E2E_TMP/www"
+
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=DEBUG "$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$(hash_for debug)" \
+  --url "$SERVER_URL/shard.bin" 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=DEBUG (upper case): exit 0" 0 "$RC"
+expect_contains "DATAVO_LOG_LEVEL=DEBUG (upper case): debug lines are logged" "DEBUG:" "$ERR"
+run cache rm "$(hash_for debug)"
 
 h=$(hash_for mismatch)
 wrong=$(printf 'not the shard' | sha256sum | cut -c1-64)
