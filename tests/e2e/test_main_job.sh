@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 E2E_CMD_TIMEOUT=30
-SUITE_DEADLINE=$(($(date +%s) + 120))
+SUITE_DEADLINE=$(($(date +%s) + 180))
 
 DS=voice_demo_v1/train
 SAMPLES=120
@@ -42,7 +42,7 @@ delta() {
   python3 -c 'import sys; a=sys.argv[1].split(); b=sys.argv[2].split(); print(" ".join(str(int(y)-int(x)) for x, y in zip(a, b)))' "$1" "$now"
 }
 
-check_deadline() { [ "$(date +%s)" -lt "$SUITE_DEADLINE" ] || die "suite deadline" "over 120 s"; }
+check_deadline() { [ "$(date +%s)" -lt "$SUITE_DEADLINE" ] || die "suite deadline" "over 180 s"; }
 
 # --- pack and serve ---------------------------------------------------------------------------------------------
 
@@ -53,6 +53,21 @@ expect_eq "pack: exit 0" 0 "$RC"
 REVISION=$(json "j['revision']" <<<"$OUT")
 expect_eq "pack --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 expect_eq "pack: $SHARDS shards" "$SHARDS" "$(json "j['total_shards']" <<<"$OUT")"
+# A tar whose members of one sample are apart (bsdtar and unsorted GNU tar write a.wav b.wav a.txt b.txt).
+mkdir -p "$E2E_TMP/apart"
+for i in 1 2 3; do printf 'wav %d' "$i" >"$E2E_TMP/apart/s$i.wav"; printf 'text %d' "$i" >"$E2E_TMP/apart/s$i.txt"; done
+(cd "$E2E_TMP/apart" && tar cf "$E2E_TMP/apart-explicit.tar" ./s1.wav ./s2.wav ./s3.wav ./s1.txt ./s2.txt ./s3.txt)
+expect_eq "the test tar lists the members of each sample apart" "./s1.wav ./s2.wav ./s3.wav ./s1.txt ./s2.txt ./s3.txt" \
+  "$(tar tf "$E2E_TMP/apart-explicit.tar" | tr '\n' ' ' | sed 's/ $//')"
+run --json pack "$E2E_TMP/apart-explicit.tar" --root "$E2E_TMP/apart-store" --dataset apart/train
+expect_eq "pack of a tar with members apart: exit 0, 3 samples" "[0, 3]" "[$RC, $(json "j['samples_added']" <<<"$OUT")]"
+(cd "$E2E_TMP/apart" && tar cf "$E2E_TMP/apart-dot.tar" .)
+run --json pack "$E2E_TMP/apart-dot.tar" --root "$E2E_TMP/apart-store2" --dataset apart/train
+expect_eq "pack of \`tar cf x.tar .\`: exit 0, 3 samples" "[0, 3]" "[$RC, $(json "j['samples_added']" <<<"$OUT")]"
+(cd "$E2E_TMP/apart" && tar --hard-dereference -cf "$E2E_TMP/apart-dup.tar" ./s1.wav ./s2.wav ./s1.wav)
+run pack "$E2E_TMP/apart-dup.tar" --root "$E2E_TMP/apart-store3" --dataset apart/train
+expect_eq "pack of a tar with one member twice: exit 2" 2 "$RC"
+expect_contains "pack of a tar with one member twice: names the sample and the key" "s1" "$ERR"
 # A source tar cut short is bad input: exit 2, like every other refused source.
 mkdir -p "$E2E_TMP/torn"
 (cd "$E2E_TMP/src" && tar cf "$E2E_TMP/whole.tar" utt_0000.audio.wav utt_0000.transcript.txt utt_0001.audio.wav)
@@ -249,10 +264,65 @@ export DATAVO_SERVER="$ORIGIN_URL"
 run read "$DS" --key audio.wav
 expect_eq "token server, no DATAVO_TOKEN: exit 1" 1 "$RC"
 expect_contains "token server, no DATAVO_TOKEN: HTTP 401" "401" "$ERR"
+expect_contains "token server, no DATAVO_TOKEN: says to set DATAVO_TOKEN" "set DATAVO_TOKEN" "$ERR"
+DATAVO_TOKEN=wrong-token run read "$DS" --key audio.wav
+expect_eq "token server, a wrong DATAVO_TOKEN: exit 1" 1 "$RC"
+expect_contains "token server, a wrong DATAVO_TOKEN: says the origin refused DATAVO_TOKEN" "refused DATAVO_TOKEN" "$ERR"
 DATAVO_TOKEN=s3cret-token run --json read "$DS" --key audio.wav --key transcript.txt
-expect_eq "token server, DATAVO_TOKEN: exit 0 (a new instance: fetched again)" "[0, $SAMPLES, $SHARDS]" \
+expect_eq "token server, DATAVO_TOKEN: exit 0 (the same store: its instance, every shard cached)" "[0, $SAMPLES, 0]" \
   "[$RC, $(json "j['samples']" <<<"$OUT"), $(json "j['origin']['shards']" <<<"$OUT")]"
 expect_eq "the token never appears in the output" "" "$(grep -l s3cret-token <<<"$OUT$ERR")"
+export DATAVO_TOKEN=s3cret-token
+
+# --- one instance per server: its own identity (GET /v1/instance), remembered per URL ----------------------------
+
+port=${ORIGIN_URL##*:}
+before=$(snapshot)
+DATAVO_SERVER="http://localhost:$port" run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "http://localhost:P and http://127.0.0.1:P share one cache: every shard a hit" "[0, $SAMPLES, 0]" \
+  "[$RC, $(json "j['samples']" <<<"$OUT"), $(json "j['origin']['shards']" <<<"$OUT")]"
+expect_eq "localhost: no ticket, no shard request" "0 0" "$(delta "$before" | cut -d' ' -f2-)"
+expect_eq "one instance directory in the cache for every URL and restart of the store" 1 \
+  "$(find "$E2E_TMP/cache" -mindepth 1 -maxdepth 1 -not -name '.*' | wc -l)"
+instance=$(basename "$(find "$E2E_TMP/cache" -mindepth 1 -maxdepth 1 -not -name '.*')")
+expect_eq "the instance is the store's instance_id" \
+  "$(json "j['instance_id']" <"$E2E_TMP/store/instance.json")" "$instance"
+before_instance=$(requests instance)
+DATAVO_SERVER="http://localhost:$port" run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "remembered: a second run does not ask /v1/instance again" "$before_instance" "$(requests instance)"
+DATAVO_OFFLINE=1 DATAVO_SERVER="http://localhost:$port" run --json read "$DS" --key audio.wav --key transcript.txt
+expect_eq "offline through the other URL: exit 0, every sample" "[0, $SAMPLES]" "[$RC, $(json "j['samples']" <<<"$OUT")]"
+expect_eq "offline: no request, not even /v1/instance" "$before_instance" "$(requests instance)"
+run --json --instance elsewhere read "$DS" --key audio.wav
+expect_eq "--instance still overrides: a cache of its own (fetched again)" "[0, $SHARDS]" \
+  "[$RC, $(json "j['origin']['shards']" <<<"$OUT")]"
+
+# --- cache ls: sizes, ages, a total, and each entry's dataset and shard; cache rm --dataset -----------------------
+
+run cache ls
+expect_eq "cache ls: exit 0" 0 "$RC"
+expect_match "cache ls: human sizes" "[0-9.]+ (KiB|MiB)" "$OUT"
+expect_match "cache ls: an age" "[0-9]+ ?(s|min|h|d) ago" "$OUT"
+expect_match "cache ls: the dataset, revision and shard index of an entry" \
+  "$DS@$REVISION +shard 0 +audio.wav,transcript.txt" "$OUT"
+# Three key groups were read above ({audio.wav, transcript.txt}, {audio.wav}, {transcript.txt}), 8 shards each.
+expect_match "cache ls: a total" "total: $((3 * SHARDS)) entries, [0-9.]+ (KiB|MiB)" "$OUT"
+run --json cache ls
+expect_eq "cache ls --json: dataset, split, revision, shard_index and keys of every entry" \
+  "[[\"voice_demo_v1\", \"train\", $REVISION]]" \
+  "$(json "sorted(set((e['dataset'], e['split'], e['revision']) for e in j['entry_list']), key=str)" <<<"$OUT" | tr '()' '[]')"
+expect_eq "cache ls --json: shard indices 0..$((SHARDS - 1)) for each key group" \
+  "$(python3 -c "print(sorted(list(range($SHARDS)) * 3))")" "$(json "sorted(e['shard_index'] for e in j['entry_list'])" <<<"$OUT")"
+expect_cmp "cache ls --json: every entry has an age" "$(json "min(e['age_seconds'] for e in j['entry_list'])" <<<"$OUT")" -ge 0
+run --json cache rm --dataset "$DS"
+expect_eq "cache rm --dataset: every entry of the dataset removed" "[0, $((3 * SHARDS))]" \
+  "[$RC, $(json "j['removed']" <<<"$OUT")]"
+run --json cache ls
+expect_eq "cache rm --dataset: nothing left" 0 "$(json "j['entries']" <<<"$OUT")"
+run cache rm --dataset "$DS"
+expect_eq "cache rm --dataset of a dataset with nothing cached: exit 1" 1 "$RC"
+run cache rm --dataset "bad name"
+expect_eq "cache rm --dataset with a bad name: exit 2" 2 "$RC"
 
 check_deadline
 finish
