@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "datavo/origin_client.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
 #include "util/cancel.hpp"
@@ -26,7 +27,8 @@ Session open_session(const GlobalOptions& global) {
   Session s;
   s.config = require(resolve_config(global.config_path));
   s.cache = require(build_hierarchy(s.config));
-  s.instance = require(Instance::resolve(global.instance ? &*global.instance : nullptr));
+  // The instance warm and read use for $DATAVO_SERVER: the server's remembered identity (no request), else its URL's.
+  s.instance = require(OriginClient::remembered_instance(global.instance ? &*global.instance : nullptr));
   return s;
 }
 

@@ -294,6 +294,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
           CountingSink counting(sink, progress);
           return origin(counting);
         };
+        client->remember_shard(manifest, position, keys);  // for `cache ls`
         auto result = cache->get_or_fetch(client->shard_key(manifest, position, keys), counted);
         const std::string shard = "shard " + std::to_string(manifest.shards[position].index);
         if (result) {

@@ -268,6 +268,11 @@ struct OriginClient::Impl {
   mutable std::mutex unreachable_mu;
   std::optional<Error> unreachable;  // guarded by unreachable_mu
 
+  // See the top of origin_client.hpp: the instance is settled by the first manifest() call.
+  std::mutex instance_mu;
+  bool instance_settled = false;  // guarded by instance_mu
+  Result<void> settle_instance();
+
   std::string url(std::string_view path) const { return server + std::string(path); }
 
   // http->perform(), failing at once once the server was found unreachable (see `unreachable`). Requests to other
@@ -286,6 +291,15 @@ struct OriginClient::Impl {
     if (!response && to_server && net::is_unreachable(response.error())) {
       std::lock_guard lock(unreachable_mu);
       if (!unreachable) unreachable = response.error();
+    }
+    if (!response && to_server && response.error().code == ErrorCode::permission_denied) {
+      // A 401 or 403 from the origin: almost always the bearer token, which the message then names.
+      Error error = std::move(response).error();
+      error.message += token ? " (the origin refused DATAVO_TOKEN: check it against the first line of the "
+                               "server's --token-file)"
+                             : " (the origin requires a bearer token: set DATAVO_TOKEN to the first line of the "
+                               "server's --token-file)";
+      return error;
     }
     return response;
   }
@@ -319,7 +333,46 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   return response;
 }
 
+Result<void> OriginClient::Impl::settle_instance() {
+  std::lock_guard lock(instance_mu);
+  if (instance_settled) return ok();
+  if (offline == Offline::yes) {
+    instance_settled = true;  // no network: the remembered identity, else the URL's
+    return ok();
+  }
+  net::HttpRequest request;
+  request.url = url("/v1/instance");
+  request.auth = token.get();
+  request.accepted_statuses = {404};
+  auto response = perform(request);
+  if (!response) {
+    // Unreachable: the URL's instance for now (the manifest falls back to its cache); asked again next time.
+    if (net::is_unreachable(response.error())) return ok();
+    return in_context(std::move(response).error(), "the identity of the origin");
+  }
+  instance_settled = true;
+  if (response->status == 404) {
+    LOG_DEBUG(log::redact_url(server) << " has no /v1/instance; its cache instance comes from the URL");
+    return ok();
+  }
+  const auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  auto id = json.is_object() && json.contains("instance_id") && json["instance_id"].is_string()
+                ? Instance::parse(json["instance_id"].get<std::string>())
+                : Result<Instance>(Error{ErrorCode::remote, "no instance_id string"});
+  if (!id) {
+    LOG_WARNING(log::redact_url(server) << "/v1/instance: " << id.error().message << "; the cache instance comes from "
+                                        << "the URL (" << instance.name() << ")");
+    return ok();
+  }
+  instance = std::move(*id);
+  cache = std::make_unique<client::ManifestCache>(manifest_dir, instance);
+  if (auto stored = client::store_server_instance(manifest_dir, server, instance); !stored)
+    LOG_WARNING("cannot remember the instance of " << log::redact_url(server) << ": " << stored.error().message);
+  return ok();
+}
+
 Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, std::optional<std::uint64_t> revision) {
+  DATAVO_TRY(settle_instance());
   if (revision) {
     if (auto cached = cache->load(name, *revision)) return ResolvedManifest{std::move(*cached), ManifestSource::cache};
   }
@@ -486,14 +539,26 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     return Error{ErrorCode::invalid_argument,
                  "server '" + log::redact_url(impl.server) + "': expected an http:// or https:// URL"};
   }
+  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
+    impl.manifest_dir = *options.manifest_cache_dir;
+  } else {
+    auto dir = client::default_manifest_cache_dir();
+    if (!dir) return std::move(dir).error();
+    impl.manifest_dir = std::move(*dir);
+  }
   if (options.instance && !options.instance->empty()) {
     auto instance = Instance::parse(*options.instance);
     if (!instance) return std::move(instance).error();
     impl.instance = std::move(*instance);
+    impl.instance_settled = true;
   } else if (!impl.server.empty()) {
     auto instance = Instance::from_server(impl.server);
     if (!instance) return std::move(instance).error();
     impl.instance = std::move(*instance);
+    if (auto known = client::load_server_instance(impl.manifest_dir, impl.server)) {
+      impl.instance = std::move(*known);
+      impl.instance_settled = true;
+    }
   } else if (impl.offline == Offline::yes) {
     return Error{ErrorCode::invalid_argument,
                  "offline without a server: set DATAVO_SERVER (or --server, or --instance) so that the cache of the "
@@ -502,13 +567,6 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     return Error{ErrorCode::invalid_argument, "no origin server: pass --server URL or set DATAVO_SERVER"};
   }
 
-  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
-    impl.manifest_dir = *options.manifest_cache_dir;
-  } else {
-    auto dir = client::default_manifest_cache_dir();
-    if (!dir) return std::move(dir).error();
-    impl.manifest_dir = std::move(*dir);
-  }
   impl.cache = std::make_unique<client::ManifestCache>(impl.manifest_dir, impl.instance);
 
   TransportOptions transport = std::move(options.transport);
@@ -543,6 +601,35 @@ Result<ResolvedManifest> OriginClient::manifest(const DatasetName& name, std::op
 ShardKey OriginClient::shard_key(const Manifest& manifest, std::size_t position,
                                  const std::vector<std::string>& keys) const {
   return ShardKey{impl_->instance, compute_content_hash(manifest.identity(position, keys))};
+}
+
+void OriginClient::remember_shard(const Manifest& manifest, std::size_t position,
+                                  const std::vector<std::string>& keys) const {
+  const ContentHash hash = compute_content_hash(manifest.identity(position, keys));
+  const client::ShardRecord record{manifest.name.dataset, manifest.name.split, manifest.revision,
+                                   manifest.shards.at(position).index, keys};
+  if (auto stored = impl_->cache->store_shard(hash, record); !stored)
+    LOG_DEBUG("cannot record shard " << record.shard_index << " in the shard index: " << stored.error().message);
+}
+
+Result<Instance> OriginClient::remembered_instance(const std::string* explicit_name, std::string server,
+                                                   std::optional<std::string> manifest_cache_dir) {
+  if (explicit_name != nullptr && !explicit_name->empty()) return Instance::parse(*explicit_name);
+  if (server.empty()) {
+    if (const char* env = std::getenv("DATAVO_SERVER"); env != nullptr) server = env;
+  }
+  while (server.ends_with('/')) server.pop_back();
+  if (server.empty()) return Instance::local();
+  std::string dir;
+  if (manifest_cache_dir && !manifest_cache_dir->empty()) {
+    dir = *manifest_cache_dir;
+  } else if (auto found = client::default_manifest_cache_dir()) {
+    dir = std::move(*found);
+  }
+  if (!dir.empty()) {
+    if (auto known = client::load_server_instance(dir, server)) return std::move(*known);
+  }
+  return Instance::from_server(server);
 }
 
 Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,
