@@ -6,11 +6,14 @@
 #include <ctime>
 #include <iomanip>
 #include <iostream>
+#include <map>
 
 #include "cli/cli.hpp"
+#include "client/manifest_cache.hpp"
 #include "datavo/origin_client.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
+#include "origin/store.hpp"
 #include "util/cancel.hpp"
 #include "util/fs.hpp"
 
@@ -196,9 +199,51 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
   print_fetch_result(global, key, result);
 }
 
+// "12 s ago", "5 min ago", "3 h ago", "2 d ago": how long ago an entry was last read (its mtime).
+std::string age_text(std::int64_t seconds) {
+  seconds = std::max<std::int64_t>(seconds, 0);
+  if (seconds < 60) return std::to_string(seconds) + " s ago";
+  if (seconds < 3600) return std::to_string(seconds / 60) + " min ago";
+  if (seconds < 86400) return std::to_string(seconds / 3600) + " h ago";
+  return std::to_string(seconds / 86400) + " d ago";
+}
+
+// What the shard index of the manifest cache (client/manifest_cache.hpp) says a content hash is, per instance.
+class ShardIndex {
+ public:
+  ShardIndex() {
+    if (auto dir = client::default_manifest_cache_dir()) root_ = std::move(*dir);
+  }
+  std::optional<client::ShardRecord> find(const std::string& instance, const ContentHash& hash) {
+    auto* cache = of(instance);
+    return cache ? cache->load_shard(hash) : std::nullopt;
+  }
+  std::vector<std::pair<ContentHash, client::ShardRecord>> all(const Instance& instance) {
+    auto* cache = of(instance.name());
+    return cache ? cache->shards() : std::vector<std::pair<ContentHash, client::ShardRecord>>{};
+  }
+
+ private:
+  client::ManifestCache* of(const std::string& instance) {
+    if (root_.empty()) return nullptr;
+    auto it = caches_.find(instance);
+    if (it == caches_.end()) {
+      auto parsed = Instance::parse(instance);
+      if (!parsed) return nullptr;
+      it = caches_.emplace(instance, std::make_unique<client::ManifestCache>(root_, *parsed)).first;
+    }
+    return it->second.get();
+  }
+  std::string root_;
+  std::map<std::string, std::unique_ptr<client::ManifestCache>> caches_;
+};
+
 void cmd_ls(const GlobalOptions& global, bool all_instances) {
   Session s = open_session(global);
+  ShardIndex index;
+  const auto now = std::chrono::system_clock::now();
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::vector<std::string>> table;  // the text columns, one row per entry
   std::uint64_t total = 0;
   std::optional<Error> failure;
   for (const auto& tier : s.cache->tiers()) {
@@ -211,33 +256,97 @@ void cmd_ls(const GlobalOptions& global, bool all_instances) {
     for (const auto& e : *entries) {
       if (!all_instances && e.instance != s.instance.name()) continue;
       total += e.size.count();
+      const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - e.last_access).count();
+      const auto record = index.find(e.instance, e.hash);
+      auto known = [&](auto value) { return record ? nlohmann::json(value) : nlohmann::json(nullptr); };
       rows.push_back({{"tier", tier->name()},
                       {"instance", e.instance},
                       {"content_hash", e.hash.hex()},
                       {"size_bytes", e.size.count()},
-                      {"last_access", format_time(e.last_access)}});
-      if (!global.json) {
-        std::cout << tier->name() << "\t" << e.instance << "\t" << e.hash.hex() << "\t" << e.size.count() << "\t"
-                  << format_time(e.last_access) << "\n";
-      }
+                      {"last_access", format_time(e.last_access)},
+                      {"age_seconds", std::max<std::int64_t>(age, 0)},
+                      {"dataset", known(record ? record->dataset : "")},
+                      {"split", known(record ? record->split : "")},
+                      {"revision", known(record ? record->revision : 0)},
+                      {"shard_index", known(record ? record->shard_index : 0)},
+                      {"keys", known(record ? record->keys : std::vector<std::string>{})}});
+      std::string keys;
+      if (record)
+        for (const auto& key : record->keys) keys += (keys.empty() ? "" : ",") + key;
+      std::vector<std::string> row = {tier->name()};
+      if (all_instances) row.push_back(e.instance);
+      row.insert(row.end(),
+                 {e.hash.hex(), human_bytes(e.size.count()), age_text(age),
+                  record ? record->dataset + "/" + record->split + "@" + std::to_string(record->revision) : "-",
+                  record ? "shard " + std::to_string(record->shard_index) : "-", record ? keys : "-"});
+      table.push_back(std::move(row));
     }
   }
   nlohmann::json report = {{"instance", all_instances ? nlohmann::json(nullptr) : nlohmann::json(s.instance.name())},
                            {"entries", rows.size()},
                            {"size_bytes", total},
                            {"entry_list", rows}};
+  if (!global.json) {
+    std::vector<std::string> header = {"tier"};
+    if (all_instances) header.push_back("instance");
+    header.insert(header.end(), {"content hash", "size", "last used", "dataset", "shard", "keys"});
+    std::vector<std::size_t> width(header.size());
+    for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+    for (const auto& row : table)
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    auto print_row = [&](const std::vector<std::string>& row) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c)
+        line += c + 1 == row.size() ? row[c] : row[c] + std::string(width[c] - row[c].size() + 2, ' ');
+      std::cout << line << "\n";
+    };
+    if (!table.empty()) print_row(header);
+    for (const auto& row : table) print_row(row);
+    std::cout << "total: " << rows.size() << " entries, " << human_bytes(total)
+              << (all_instances ? std::string(" (every instance)") : " (instance " + s.instance.name() + ")") << "\n";
+  }
   if (failure) throw Fatal{k_exit_failed, *failure, report};
   if (global.json) print_json(report);
 }
 
-void cmd_rm(const GlobalOptions& global, const std::vector<std::string>& hashes) {
+// The content hashes the shard index records for `dataset` ("<dataset>/<split>", or "<dataset>" for every split).
+std::vector<ContentHash> hashes_of_dataset(const Session& s, const std::string& dataset) {
+  const auto slash = dataset.find('/');
+  if (slash == std::string::npos) {
+    require(origin::validate_name("dataset", dataset));
+  } else {
+    require(DatasetName::parse(dataset));
+  }
+  ShardIndex index;
+  std::vector<ContentHash> out;
+  for (auto& [hash, record] : index.all(s.instance)) {
+    if (record.dataset + "/" + record.split == dataset || record.dataset == dataset) out.push_back(hash);
+  }
+  return out;
+}
+
+struct RmArgs {
+  std::vector<std::string> hashes;
+  std::string dataset;
+};
+
+void cmd_rm(const GlobalOptions& global, const RmArgs& args) {
   Session s = open_session(global);
+  if (args.hashes.empty() && args.dataset.empty()) {
+    throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "cache rm: give content hashes or --dataset NAME"}};
+  }
   std::vector<ShardKey> keys;
-  for (const auto& hash : hashes) keys.push_back(key_for(s, hash));  // every hash is checked before any removal
+  for (const auto& hash : args.hashes) keys.push_back(key_for(s, hash));  // every hash is checked before any removal
+  const std::size_t named = keys.size();
+  if (!args.dataset.empty()) {
+    for (auto& hash : hashes_of_dataset(s, args.dataset)) keys.push_back(ShardKey{s.instance, std::move(hash)});
+  }
   nlohmann::json rows = nlohmann::json::array();
-  std::uint64_t removed = 0, not_cached = 0;
+  std::uint64_t removed = 0, not_cached = 0, removed_of_dataset = 0;
   std::optional<Error> failure;
-  for (const ShardKey& key : keys) {
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const ShardKey& key = keys[i];
+    const bool of_dataset = i >= named;  // recorded once, maybe evicted since: not being cached is no failure
     nlohmann::json removed_from = nlohmann::json::array();
     for (const auto& tier : s.cache->tiers()) {
       if (tier->read_only()) continue;
@@ -250,10 +359,12 @@ void cmd_rm(const GlobalOptions& global, const std::vector<std::string>& hashes)
       }
     }
     if (removed_from.empty()) {
+      if (of_dataset) continue;
       ++not_cached;
       std::cerr << "datavo: " << key.hash.hex() << " is not cached (instance " << key.instance.name() << ")\n";
     } else {
       ++removed;
+      if (of_dataset) ++removed_of_dataset;
       if (!global.json) {
         for (const auto& t : removed_from)
           std::cout << "removed " << key.hash.hex() << " from " << t.get<std::string>() << "\n";
@@ -265,10 +376,16 @@ void cmd_rm(const GlobalOptions& global, const std::vector<std::string>& hashes)
   nlohmann::json report = {{"removed", removed}, {"not_cached", not_cached}, {"entry_list", rows}};
   if (failure) throw Fatal{k_exit_failed, *failure, report};
   if (not_cached > 0) {
-    const std::string what = keys.size() == 1 ? keys.front().hash.hex() + " is not cached"
-                                              : std::to_string(not_cached) + " of " + std::to_string(keys.size()) +
-                                                    " entries are not cached";
+    const std::string what =
+        named == 1 ? keys.front().hash.hex() + " is not cached"
+                   : std::to_string(not_cached) + " of " + std::to_string(named) + " entries are not cached";
     throw Fatal{k_exit_failed, Error{ErrorCode::not_found, what + "; nothing to remove"}, report};
+  }
+  if (!args.dataset.empty() && removed_of_dataset == 0) {
+    throw Fatal{k_exit_failed,
+                Error{ErrorCode::not_found, "no cached entry of dataset " + args.dataset + " (instance " +
+                                                s.instance.name() + "); nothing to remove"},
+                report};
   }
   if (global.json) print_json(report);
 }
@@ -400,10 +517,13 @@ void add_cache_commands(CLI::App& app, GlobalOptions& global) {
   ls->add_flag("--all-instances", *all_instances, "list the entries of every instance");
   ls->callback([&global, all_instances] { cmd_ls(global, *all_instances); });
 
-  auto rm_hashes = std::make_shared<std::vector<std::string>>();
+  auto rm_args = std::make_shared<RmArgs>();
   auto* rm = cache->add_subcommand("rm", "remove entries from every writable tier (exit 1 if one is not cached)");
-  rm->add_option("hash", *rm_hashes, "content hashes")->required();
-  rm->callback([&global, rm_hashes] { cmd_rm(global, *rm_hashes); });
+  rm->add_option("hash", rm_args->hashes, "content hashes");
+  rm->add_option("--dataset", rm_args->dataset,
+                 "also every entry of this dataset (<dataset>/<split>, or <dataset> for all its splits) that warm or "
+                 "read recorded");
+  rm->callback([&global, rm_args] { cmd_rm(global, *rm_args); });
 
   auto dry_run = std::make_shared<bool>(false);
   auto* gc = cache->add_subcommand("gc", "evict to the budget and max_age; sweep leftover staging and lock files");

@@ -99,8 +99,9 @@ expect_eq "cache ls --json: both shards in both tiers" "$expected" \
 expect_eq "cache ls --json: instance local, last_access ISO-8601" "true" \
   "$(json "all(r['instance'] == 'local' and len(r['last_access']) == 20 and r['last_access'].endswith('Z') for r in j['entry_list'])" <<<"$OUT")"
 run cache ls
-expect_eq "cache ls (text): 4 lines" 4 "$(grep -c . <<<"$OUT")"
-expect_match "cache ls (text): tier, instance, hash, size" "fast	local	$ha	300000" "$OUT"
+expect_eq "cache ls (text): a line per entry" 4 "$(grep -cE "$ha|$hc" <<<"$OUT")"
+expect_match "cache ls (text): tier, hash, human size, age" "fast +$ha +293\\.0 KiB +[0-9]+ s ago" "$OUT"
+expect_contains "cache ls (text): a total" "total: 4 entries, 683.6 KiB (instance local)" "$OUT"
 
 # --- cache rm ---------------------------------------------------------------------------------------------------
 
