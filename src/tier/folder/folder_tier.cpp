@@ -234,8 +234,11 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   }
 
   if (touch == Touch::yes) {
-    // The LRU clock. A file owned by another user, or a read-only mount, refuses: the hit stands regardless.
-    static const struct timespec now_times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    // The LRU clock. Both times are set to now, atime too: the kernel lets a user who may write the file but does
+    // not own it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both;
+    // any other combination (UTIME_OMIT for atime) needs ownership and fails with EPERM. A read-only mount, or an
+    // entry the user may not write, refuses: the hit stands regardless.
+    static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
     if (!read_only() && ::futimens(fd, now_times) != 0) {
       if (errno != EPERM && errno != EACCES && errno != EROFS) {
         LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
