@@ -1,9 +1,11 @@
 // The `datavo` command line: shared options, exit codes and the registration function of each command file.
-// Exit codes: 0 success, 1 the work failed, 2 usage or configuration error. Errors go to stderr.
+// Exit codes (docs/cli.md): 0 success, 1 the work failed, 2 bad input of any kind (usage, config, an unknown
+// dataset, key or revision, a bad hash), 130 / 143 interrupted by SIGINT / SIGTERM. Errors go to stderr.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,13 +24,16 @@ struct GlobalOptions {
   int verbosity = 0;
 };
 
-// Thrown by command code for a failure that ends the command; caught once in main.cpp.
+// Thrown by command code for a failure that ends the command; caught once in main.cpp, which prints the message
+// on stderr and, under --json, one JSON object on stdout: `report` (when it is an object) with
+// "error": {"code", "message"} added (docs/cli.md).
 struct Fatal {
   int exit_code;
   Error error;
+  nlohmann::json report = nullptr;  // what the command found before it failed, e.g. warm's summary
 };
 
-// Maps an Error to its exit code: config/invalid_argument -> 2, everything else -> 1.
+// Maps an Error to its exit code: config/invalid_argument -> 2 (bad input of any kind), everything else -> 1.
 int exit_code_for(const Error& error);
 // Unwraps a Result or throws Fatal.
 template <typename T>
@@ -48,6 +53,23 @@ void add_cache_check_command(CLI::App& cache, GlobalOptions& global);  // cmd_ch
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);   // cmd_content_hash.cpp
 void add_origin_commands(CLI::App& app, GlobalOptions& global);        // cmd_origin.cpp: pack, serve
 void add_dataset_commands(CLI::App& app, GlobalOptions& global);       // cmd_dataset.cpp: warm, read, demo
+
+// While alive, SIGINT and SIGTERM do not kill the process: a thread of its own takes them with sigwait() and asks
+// every cancellable operation to stop (util/cancel.hpp), so that the command unwinds normally (staging files and
+// locks removed by their RAII owners, the progress bar's line closed) and main() reports it (one line; exit 130 or
+// 143). A second signal ends the process at once. Construct it first thing in a command, before any thread starts:
+// threads inherit the blocked signals. A signal the process was started with ignored stays ignored. Not copyable.
+class InterruptOnSignal {
+ public:
+  InterruptOnSignal();
+  ~InterruptOnSignal();
+  InterruptOnSignal(const InterruptOnSignal&) = delete;
+  InterruptOnSignal& operator=(const InterruptOnSignal&) = delete;
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

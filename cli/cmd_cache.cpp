@@ -1,14 +1,20 @@
 // `datavo cache ...`: inspect and drive the cache hierarchy of this machine.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <iomanip>
 #include <iostream>
+#include <map>
 
 #include "cli/cli.hpp"
+#include "client/manifest_cache.hpp"
+#include "datavo/origin_client.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
+#include "origin/store.hpp"
+#include "util/cancel.hpp"
 #include "util/fs.hpp"
 
 namespace datavo::cli {
@@ -24,7 +30,8 @@ Session open_session(const GlobalOptions& global) {
   Session s;
   s.config = require(resolve_config(global.config_path));
   s.cache = require(build_hierarchy(s.config));
-  s.instance = require(Instance::resolve(global.instance ? &*global.instance : nullptr));
+  // The instance warm and read use for $DATAVO_SERVER: the server's remembered identity (no request), else its URL's.
+  s.instance = require(OriginClient::remembered_instance(global.instance ? &*global.instance : nullptr));
   return s;
 }
 
@@ -41,45 +48,66 @@ std::string format_time(std::chrono::system_clock::time_point t) {
   return buffer;
 }
 
+// Every counter of include/datavo/tier.hpp under its own name, plus the hit rate.
 nlohmann::json stats_json(const TierStats& s) {
-  return {{"hits", s.hits},
-          {"misses", s.misses},
-          {"hit_rate", s.hit_rate()},
-          {"promotions", s.promotions},
-          {"installs", s.installs},
-          {"capacity_skips", s.capacity_skips},
-          {"evictions", s.evictions},
-          {"errors", s.errors},
-          {"bytes_served", s.bytes_served.count()},
-          {"bytes_installed", s.bytes_installed.count()}};
+  nlohmann::json out = nlohmann::json::object();
+  s.for_each([&out](const char* name, std::uint64_t count) { out[name] = count; });
+  out["hit_rate"] = s.hit_rate();
+  return out;
 }
 
-void print_fetch_result(const GlobalOptions& global, const FetchResult& result) {
+void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const FetchResult& result) {
   if (global.json) {
-    print_json({{"path", result.handle.path()},
+    print_json({{"content_hash", key.hash.hex()},
+                {"path", result.handle.path()},
                 {"tier", result.tier_name},
                 {"source", to_string(result.source)},
-                {"size", result.handle.size().count()}});
+                {"size_bytes", result.handle.size().count()}});
   } else {
     std::cout << result.handle.path() << "\n";
   }
 }
 
+// The effective settings of the tier called `name` (TierConfig::settings), empty when the config has none for it.
+const std::vector<TierSetting>& settings_of(const CacheConfig& config, const std::string& name) {
+  static const std::vector<TierSetting> none;
+  for (const auto& tier : config.tiers)
+    if (tier.name == name) return tier.settings;
+  return none;
+}
+
+// The lock mechanism of a folder tier that exists. It is probed on first use, which creates .locks/: a tier that
+// does not exist yet is not created just to be described.
+std::optional<LockMechanism> lock_mechanism_of(Tier& tier) {
+  FolderTier* folder = tier.as_folder();
+  struct stat st {};
+  if (folder == nullptr || ::stat(folder->location().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return folder->lock_mechanism();
+}
+
 void cmd_info(const GlobalOptions& global) {
   Session s = open_session(global);
   auto infos = s.cache->cache_info();
+  std::vector<std::optional<LockMechanism>> locks;
+  for (const auto& tier : s.cache->tiers()) locks.push_back(lock_mechanism_of(*tier));
   if (global.json) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& c : s.config.skipped) skipped.push_back({{"path", c.path}, {"reason", c.reason}});
     nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& t : infos) {
-      tiers.push_back({{"name", t.name},
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+      const TierInfo& t = infos[i];
+      nlohmann::json settings = nlohmann::json::array();
+      for (const auto& setting : settings_of(s.config, t.name))
+        settings.push_back({{"setting", setting.name}, {"value", setting.value}, {"origin", setting.origin}});
+      tiers.push_back({{"tier", t.name},
                        {"type", t.type},
                        {"path", t.location},
                        {"max_bytes", t.max_bytes ? nlohmann::json(t.max_bytes->count()) : nlohmann::json(nullptr)},
                        {"used_bytes", t.usage ? nlohmann::json(t.usage->used.count()) : nlohmann::json(nullptr)},
                        {"entries", t.usage ? nlohmann::json(t.usage->entries) : nlohmann::json(nullptr)},
-                       {"read_only", t.read_only}});
+                       {"read_only", t.read_only},
+                       {"lock_mechanism", locks[i] ? nlohmann::json(to_string(*locks[i])) : nlohmann::json(nullptr)},
+                       {"settings", settings}});
     }
     print_json({{"config",
                  {{"path", s.config.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.config.path)},
@@ -98,9 +126,9 @@ void cmd_info(const GlobalOptions& global) {
   for (const auto& w : s.config.warnings) std::cout << "  warning: " << w << "\n";
   std::cout << "instance: " << s.instance.name() << "\n";
   std::cout << "tiers, fastest first:\n";
-  int n = 1;
-  for (const auto& t : infos) {
-    std::cout << "  " << n++ << ". " << t.name << " [" << t.type << (t.read_only ? ", read-only" : "") << "] "
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const TierInfo& t = infos[i];
+    std::cout << "  " << i + 1 << ". " << t.name << " [" << t.type << (t.read_only ? ", read-only" : "") << "] "
               << t.location << "\n     capacity " << (t.max_bytes ? human_bytes(t.max_bytes->count()) : "unbounded");
     if (t.usage) {
       std::cout << ", used " << human_bytes(t.usage->used.count()) << ", " << t.usage->entries << " entries";
@@ -108,6 +136,18 @@ void cmd_info(const GlobalOptions& global) {
       std::cout << ", usage unknown";
     }
     std::cout << "\n";
+    if (t.type == "folder") {
+      std::cout << "     lock mechanism: "
+                << (locks[i] ? to_string(*locks[i]) : "not probed yet (the tier directory does not exist)") << "\n";
+    }
+    // Like `ccache -p`: every effective setting and where its value came from.
+    const auto& settings = settings_of(s.config, t.name);
+    std::size_t width = 0;
+    for (const auto& setting : settings) width = std::max(width, setting.name.size() + 3 + setting.value.size());
+    for (const auto& setting : settings) {
+      const std::string text = setting.name + " = " + setting.value;
+      std::cout << "     " << text << std::string(width - text.size() + 2, ' ') << "(" << setting.origin << ")\n";
+    }
   }
 }
 
@@ -117,6 +157,7 @@ struct FetchArgs {
 };
 
 void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
+  InterruptOnSignal interrupt;
   Session s = open_session(global);
   ShardKey key = key_for(s, args.hash);
   Expectation expected;
@@ -129,10 +170,11 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   // With a SHA-256 to check, a download a killed process left half-done can be continued safely.
   const PartialDownload partial = expected.sha256 ? PartialDownload::continue_verified : PartialDownload::restart;
   auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token, partial), expected));
-  print_fetch_result(global, result);
+  print_fetch_result(global, key, result);
 }
 
 void cmd_put(const GlobalOptions& global, const std::string& hash, const std::string& file) {
+  InterruptOnSignal interrupt;
   Session s = open_session(global);
   ShardKey key = key_for(s, hash);
   util::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
@@ -142,6 +184,7 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     if (::lseek(fd.get(), 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind " + file);
     std::vector<char> buffer(1 << 20);
     for (;;) {
+      if (util::cancel_requested()) return util::cancelled_error("cache put " + file);
       ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -153,58 +196,198 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     return Expectation{};
   };
   auto result = require(s.cache->get_or_fetch(key, from_file));
-  print_fetch_result(global, result);
+  print_fetch_result(global, key, result);
 }
+
+// "12 s ago", "5 min ago", "3 h ago", "2 d ago": how long ago an entry was last read (its mtime).
+std::string age_text(std::int64_t seconds) {
+  seconds = std::max<std::int64_t>(seconds, 0);
+  if (seconds < 60) return std::to_string(seconds) + " s ago";
+  if (seconds < 3600) return std::to_string(seconds / 60) + " min ago";
+  if (seconds < 86400) return std::to_string(seconds / 3600) + " h ago";
+  return std::to_string(seconds / 86400) + " d ago";
+}
+
+// What the shard index of the manifest cache (client/manifest_cache.hpp) says a content hash is, per instance.
+class ShardIndex {
+ public:
+  ShardIndex() {
+    if (auto dir = client::default_manifest_cache_dir()) root_ = std::move(*dir);
+  }
+  std::optional<client::ShardRecord> find(const std::string& instance, const ContentHash& hash) {
+    auto* cache = of(instance);
+    return cache ? cache->load_shard(hash) : std::nullopt;
+  }
+  std::vector<std::pair<ContentHash, client::ShardRecord>> all(const Instance& instance) {
+    auto* cache = of(instance.name());
+    return cache ? cache->shards() : std::vector<std::pair<ContentHash, client::ShardRecord>>{};
+  }
+
+ private:
+  client::ManifestCache* of(const std::string& instance) {
+    if (root_.empty()) return nullptr;
+    auto it = caches_.find(instance);
+    if (it == caches_.end()) {
+      auto parsed = Instance::parse(instance);
+      if (!parsed) return nullptr;
+      it = caches_.emplace(instance, std::make_unique<client::ManifestCache>(root_, *parsed)).first;
+    }
+    return it->second.get();
+  }
+  std::string root_;
+  std::map<std::string, std::unique_ptr<client::ManifestCache>> caches_;
+};
 
 void cmd_ls(const GlobalOptions& global, bool all_instances) {
   Session s = open_session(global);
+  ShardIndex index;
+  const auto now = std::chrono::system_clock::now();
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::vector<std::string>> table;  // the text columns, one row per entry
+  std::uint64_t total = 0;
+  std::optional<Error> failure;
   for (const auto& tier : s.cache->tiers()) {
     auto entries = tier->list();
     if (!entries) {
-      std::cerr << "datavo: WARNING: tier '" << tier->name() << "': " << entries.error().message << "\n";
+      std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << entries.error().message << "\n";
+      if (!failure) failure = Error{entries.error().code, "cannot list tier '" + tier->name() + "'"};
       continue;
     }
     for (const auto& e : *entries) {
       if (!all_instances && e.instance != s.instance.name()) continue;
-      if (global.json) {
-        rows.push_back({{"tier", tier->name()},
-                        {"instance", e.instance},
-                        {"hash", e.hash.hex()},
-                        {"size", e.size.count()},
-                        {"last_access", format_time(e.last_access)}});
-      } else {
-        std::cout << tier->name() << "\t" << e.instance << "\t" << e.hash.hex() << "\t" << e.size.count() << "\t"
-                  << format_time(e.last_access) << "\n";
-      }
+      total += e.size.count();
+      const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - e.last_access).count();
+      const auto record = index.find(e.instance, e.hash);
+      auto known = [&](auto value) { return record ? nlohmann::json(value) : nlohmann::json(nullptr); };
+      rows.push_back({{"tier", tier->name()},
+                      {"instance", e.instance},
+                      {"content_hash", e.hash.hex()},
+                      {"size_bytes", e.size.count()},
+                      {"last_access", format_time(e.last_access)},
+                      {"age_seconds", std::max<std::int64_t>(age, 0)},
+                      {"dataset", known(record ? record->dataset : "")},
+                      {"split", known(record ? record->split : "")},
+                      {"revision", known(record ? record->revision : 0)},
+                      {"shard_index", known(record ? record->shard_index : 0)},
+                      {"keys", known(record ? record->keys : std::vector<std::string>{})}});
+      std::string keys;
+      if (record)
+        for (const auto& key : record->keys) keys += (keys.empty() ? "" : ",") + key;
+      std::vector<std::string> row = {tier->name()};
+      if (all_instances) row.push_back(e.instance);
+      row.insert(row.end(),
+                 {e.hash.hex(), human_bytes(e.size.count()), age_text(age),
+                  record ? record->dataset + "/" + record->split + "@" + std::to_string(record->revision) : "-",
+                  record ? "shard " + std::to_string(record->shard_index) : "-", record ? keys : "-"});
+      table.push_back(std::move(row));
     }
   }
-  if (global.json) print_json(rows);
+  nlohmann::json report = {{"instance", all_instances ? nlohmann::json(nullptr) : nlohmann::json(s.instance.name())},
+                           {"entries", rows.size()},
+                           {"size_bytes", total},
+                           {"entry_list", rows}};
+  if (!global.json) {
+    std::vector<std::string> header = {"tier"};
+    if (all_instances) header.push_back("instance");
+    header.insert(header.end(), {"content hash", "size", "last used", "dataset", "shard", "keys"});
+    std::vector<std::size_t> width(header.size());
+    for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+    for (const auto& row : table)
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    auto print_row = [&](const std::vector<std::string>& row) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c)
+        line += c + 1 == row.size() ? row[c] : row[c] + std::string(width[c] - row[c].size() + 2, ' ');
+      std::cout << line << "\n";
+    };
+    if (!table.empty()) print_row(header);
+    for (const auto& row : table) print_row(row);
+    std::cout << "total: " << rows.size() << " entries, " << human_bytes(total)
+              << (all_instances ? std::string(" (every instance)") : " (instance " + s.instance.name() + ")") << "\n";
+  }
+  if (failure) throw Fatal{k_exit_failed, *failure, report};
+  if (global.json) print_json(report);
 }
 
-void cmd_rm(const GlobalOptions& global, const std::string& hash) {
+// The content hashes the shard index records for `dataset` ("<dataset>/<split>", or "<dataset>" for every split).
+std::vector<ContentHash> hashes_of_dataset(const Session& s, const std::string& dataset) {
+  const auto slash = dataset.find('/');
+  if (slash == std::string::npos) {
+    require(origin::validate_name("dataset", dataset));
+  } else {
+    require(DatasetName::parse(dataset));
+  }
+  ShardIndex index;
+  std::vector<ContentHash> out;
+  for (auto& [hash, record] : index.all(s.instance)) {
+    if (record.dataset + "/" + record.split == dataset || record.dataset == dataset) out.push_back(hash);
+  }
+  return out;
+}
+
+struct RmArgs {
+  std::vector<std::string> hashes;
+  std::string dataset;
+};
+
+void cmd_rm(const GlobalOptions& global, const RmArgs& args) {
   Session s = open_session(global);
-  ShardKey key = key_for(s, hash);
-  nlohmann::json removed_from = nlohmann::json::array();
-  bool failed = false;
-  for (const auto& tier : s.cache->tiers()) {
-    if (tier->read_only()) continue;
-    auto removed = tier->remove(key);
-    if (!removed) {
-      std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << removed.error().message << "\n";
-      failed = true;
-    } else if (*removed) {
-      removed_from.push_back(tier->name());
+  if (args.hashes.empty() && args.dataset.empty()) {
+    throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "cache rm: give content hashes or --dataset NAME"}};
+  }
+  std::vector<ShardKey> keys;
+  for (const auto& hash : args.hashes) keys.push_back(key_for(s, hash));  // every hash is checked before any removal
+  const std::size_t named = keys.size();
+  if (!args.dataset.empty()) {
+    for (auto& hash : hashes_of_dataset(s, args.dataset)) keys.push_back(ShardKey{s.instance, std::move(hash)});
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  std::uint64_t removed = 0, not_cached = 0, removed_of_dataset = 0;
+  std::optional<Error> failure;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const ShardKey& key = keys[i];
+    const bool of_dataset = i >= named;  // recorded once, maybe evicted since: not being cached is no failure
+    nlohmann::json removed_from = nlohmann::json::array();
+    for (const auto& tier : s.cache->tiers()) {
+      if (tier->read_only()) continue;
+      auto gone = tier->remove(key);
+      if (!gone) {
+        std::cerr << "datavo: ERROR: tier '" << tier->name() << "': " << gone.error().message << "\n";
+        if (!failure) failure = Error{gone.error().code, "could not remove " + key.hash.hex() + " from every tier"};
+      } else if (*gone) {
+        removed_from.push_back(tier->name());
+      }
     }
+    if (removed_from.empty()) {
+      if (of_dataset) continue;
+      ++not_cached;
+      std::cerr << "datavo: " << key.hash.hex() << " is not cached (instance " << key.instance.name() << ")\n";
+    } else {
+      ++removed;
+      if (of_dataset) ++removed_of_dataset;
+      if (!global.json) {
+        for (const auto& t : removed_from)
+          std::cout << "removed " << key.hash.hex() << " from " << t.get<std::string>() << "\n";
+      }
+    }
+    rows.push_back({{"content_hash", key.hash.hex()}, {"removed_from", removed_from}});
   }
   s.cache->flush_stats();
-  if (global.json)
-    print_json({{"hash", hash}, {"removed_from", removed_from}});
-  else if (removed_from.empty())
-    std::cout << hash << " is not cached\n";
-  else
-    for (const auto& t : removed_from) std::cout << "removed from " << t.get<std::string>() << "\n";
-  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "could not remove " + hash + " from every tier"}};
+  nlohmann::json report = {{"removed", removed}, {"not_cached", not_cached}, {"entry_list", rows}};
+  if (failure) throw Fatal{k_exit_failed, *failure, report};
+  if (not_cached > 0) {
+    const std::string what =
+        named == 1 ? keys.front().hash.hex() + " is not cached"
+                   : std::to_string(not_cached) + " of " + std::to_string(named) + " entries are not cached";
+    throw Fatal{k_exit_failed, Error{ErrorCode::not_found, what + "; nothing to remove"}, report};
+  }
+  if (!args.dataset.empty() && removed_of_dataset == 0) {
+    throw Fatal{k_exit_failed,
+                Error{ErrorCode::not_found, "no cached entry of dataset " + args.dataset + " (instance " +
+                                                s.instance.name() + "); nothing to remove"},
+                report};
+  }
+  if (global.json) print_json(report);
 }
 
 void cmd_gc(const GlobalOptions& global, bool dry_run) {
@@ -223,11 +406,10 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
     rows.push_back({{"tier", tier->name()},
                     {"evicted", report->entries_evicted},
                     {"expired", report->expired},
-                    {"bytes_freed", report->bytes_freed.count()},
+                    {"freed_bytes", report->bytes_freed.count()},
                     {"staging_swept", report->staging_swept},
                     {"locks_swept", report->locks_swept},
-                    {"used_after", report->used_after.count()},
-                    {"dry_run", dry_run}});
+                    {"used_bytes", report->used_after.count()}});
     if (!global.json) {
       std::cout << tier->name() << ": " << (dry_run ? "would evict " : "evicted ") << report->entries_evicted
                 << " entries (" << report->expired << " expired), " << human_bytes(report->bytes_freed.count())
@@ -236,8 +418,9 @@ void cmd_gc(const GlobalOptions& global, bool dry_run) {
     }
   }
   s.cache->flush_stats();
-  if (global.json) print_json(rows);
-  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "gc failed on at least one tier"}};
+  const nlohmann::json out = {{"dry_run", dry_run}, {"tiers", rows}};
+  if (failed) throw Fatal{k_exit_failed, Error{ErrorCode::io, "gc failed on at least one tier"}, out};
+  if (global.json) print_json(out);
 }
 
 void cmd_verify(const GlobalOptions& global, bool repair) {
@@ -248,7 +431,7 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
     FolderTier* folder = tier->as_folder();
     if (!folder) continue;
     auto report = folder->verify(repair ? Repair::yes : Repair::no);
-    if (!report) throw Fatal{k_exit_failed, report.error()};
+    if (!report) throw Fatal{k_exit_failed, report.error(), {{"repair", repair}, {"tiers", rows}}};
     unrepaired += report->bad - report->quarantined;
     rows.push_back({{"tier", tier->name()},
                     {"checked", report->checked},
@@ -264,12 +447,15 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
       for (const auto& p : report->bad_paths) std::cout << "  bad: " << p << "\n";
     }
   }
-  if (global.json) print_json(rows);
+  const nlohmann::json out = {{"repair", repair}, {"tiers", rows}};
   if (unrepaired > 0) {
-    throw Fatal{k_exit_failed, Error{ErrorCode::integrity, std::to_string(unrepaired) +
-                                                               " entries do not match their digest; run "
-                                                               "`datavo cache verify --repair` to quarantine them"}};
+    throw Fatal{
+        k_exit_failed,
+        Error{ErrorCode::integrity, std::to_string(unrepaired) + " entries do not match their digest; run "
+                                                                 "`datavo cache verify --repair` to quarantine them"},
+        out};
   }
+  if (global.json) print_json(out);
 }
 
 void cmd_stats(const GlobalOptions& global, bool reset) {
@@ -283,7 +469,7 @@ void cmd_stats(const GlobalOptions& global, bool reset) {
   if (global.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& t : infos) rows.push_back({{"tier", t.name}, {"type", t.type}, {"stats", stats_json(t.stats)}});
-    print_json(rows);
+    print_json({{"tiers", rows}});
     return;
   }
   std::cout << std::left << std::setw(16) << "tier" << std::right << std::setw(9) << "hits" << std::setw(9) << "misses"
@@ -333,10 +519,13 @@ void add_cache_commands(CLI::App& app, GlobalOptions& global) {
   ls->add_flag("--all-instances", *all_instances, "list the entries of every instance");
   ls->callback([&global, all_instances] { cmd_ls(global, *all_instances); });
 
-  auto rm_hash = std::make_shared<std::string>();
-  auto* rm = cache->add_subcommand("rm", "remove an entry from every writable tier");
-  rm->add_option("hash", *rm_hash, "content hash")->required();
-  rm->callback([&global, rm_hash] { cmd_rm(global, *rm_hash); });
+  auto rm_args = std::make_shared<RmArgs>();
+  auto* rm = cache->add_subcommand("rm", "remove entries from every writable tier (exit 1 if one is not cached)");
+  rm->add_option("hash", rm_args->hashes, "content hashes");
+  rm->add_option("--dataset", rm_args->dataset,
+                 "also every entry of this dataset (<dataset>/<split>, or <dataset> for all its splits) that warm or "
+                 "read recorded");
+  rm->callback([&global, rm_args] { cmd_rm(global, *rm_args); });
 
   auto dry_run = std::make_shared<bool>(false);
   auto* gc = cache->add_subcommand("gc", "evict to the budget and max_age; sweep leftover staging and lock files");

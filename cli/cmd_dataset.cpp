@@ -23,6 +23,7 @@
 #include "datavo/sample_stream.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::cli {
@@ -64,10 +65,17 @@ OriginClientOptions origin_options(const GlobalOptions& global, const DatasetArg
   return options;
 }
 
-// How one warmed shard was served.
+// How one warmed shard was served. Only what the summary needs: the shard's ShardHandle is closed as soon as the
+// shard is done, so that a warm holds at most --jobs descriptors on shards, and an entry evicted during the warm
+// frees its disk space at once.
 struct WarmOutcome {
   std::size_t position = 0;
-  std::optional<FetchResult> result;
+  struct Served {
+    std::string tier_name;
+    ServedFrom source = ServedFrom::hit;
+    std::uint64_t size = 0;
+  };
+  std::optional<Served> served;
   std::optional<Error> error;
 };
 
@@ -165,7 +173,43 @@ struct WarmArgs {
   DatasetArgs dataset;
   std::size_t jobs = 4;
   bool dry_run = false;
+  bool allow_partial = false;
 };
+
+// Where the shards of a warm are once it is done: each in the fastest tier that holds it, or nowhere.
+struct WarmTruth {
+  std::vector<std::uint64_t> cached;  // per tier, fastest first
+  std::uint64_t nowhere = 0;
+};
+
+WarmTruth locate_all(OriginClient& client, ShardCacheHierarchy& cache, const Manifest& manifest,
+                     const std::vector<std::string>& keys) {
+  WarmTruth truth;
+  truth.cached.assign(cache.tiers().size(), 0);
+  for (std::size_t position = 0; position < manifest.shards.size(); ++position) {
+    auto where = cache.locate(client.shard_key(manifest, position, keys));
+    if (where && *where)
+      ++truth.cached[(*where)->tier_index];
+    else
+      ++truth.nowhere;  // a tier that cannot answer holds nothing we could read
+  }
+  return truth;
+}
+
+// "only 3 of 12 shards are cached in the top tier 'local' (max_bytes 1 MiB): 9 remain cached in tier 'scratch',
+// 0 are cached nowhere"
+std::string describe_partial(const ShardCacheHierarchy& cache, const WarmTruth& truth, std::size_t total) {
+  const Tier& top = *cache.tiers().front();
+  std::string out = "only " + std::to_string(truth.cached[0]) + " of " + std::to_string(total) +
+                    " shards are cached in the top tier '" + top.name() + "' after the warm" +
+                    (top.max_bytes() ? " (max_bytes " + human_bytes(top.max_bytes()->count()) + ")" : "") + ": ";
+  for (std::size_t i = 1; i < truth.cached.size(); ++i) {
+    if (truth.cached[i] > 0)
+      out += std::to_string(truth.cached[i]) + " remain cached in tier '" + cache.tiers()[i]->name() + "', ";
+  }
+  out += std::to_string(truth.nowhere) + (truth.nowhere == 1 ? " is" : " are") + " cached nowhere";
+  return out;
+}
 
 void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheHierarchy& cache,
                   const Manifest& manifest, const std::vector<std::string>& keys) {
@@ -175,18 +219,13 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
     const ShardKey key = client.shard_key(manifest, position, keys);
     std::optional<std::string> tier_name;
     std::optional<std::uint64_t> size;
-    for (const auto& tier : cache.tiers()) {
-      if (FolderTier* folder = tier->as_folder()) {
-        auto handle = folder->peek(key);
-        if (handle && *handle) {
-          tier_name = tier->name();
-          size = (*handle)->size().count();
-          break;
-        }
-      } else if (auto held = tier->contains(key); held && *held) {
-        tier_name = tier->name();
-        break;
-      }
+    auto where = cache.locate(key);
+    if (!where) {
+      LOG_WARNING("shard " << manifest.shards[position].index
+                           << ": cannot tell which tier holds it: " << where.error().message);
+    } else if (*where) {
+      tier_name = (*where)->tier_name;
+      if ((*where)->size) size = (*where)->size->count();
     }
     if (tier_name) {
       ++cached;
@@ -195,11 +234,11 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
       ++to_fetch;
     }
     const std::uint64_t index = manifest.shards[position].index;
-    rows.push_back({{"index", index},
+    rows.push_back({{"shard_index", index},
                     {"content_hash", key.hash.hex()},
                     {"samples", manifest.shards[position].samples.size()},
                     {"tier", tier_name ? nlohmann::json(*tier_name) : nlohmann::json(nullptr)},
-                    {"size", size ? nlohmann::json(*size) : nlohmann::json(nullptr)}});
+                    {"size_bytes", size ? nlohmann::json(*size) : nlohmann::json(nullptr)}});
     if (!global.json) {
       std::cout << "shard " << index << "  " << key.hash.hex() << "  ";
       if (!tier_name)
@@ -215,7 +254,8 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
                 {"revision", manifest.revision},
                 {"keys", keys},
                 {"dry_run", true},
-                {"shards", rows},
+                {"shards", manifest.shards.size()},
+                {"shard_list", rows},
                 {"cached_shards", cached},
                 {"cached_bytes", cached_bytes},
                 {"shards_to_fetch", to_fetch}});
@@ -226,6 +266,7 @@ void warm_dry_run(const GlobalOptions& global, OriginClient& client, ShardCacheH
 }
 
 void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
+  InterruptOnSignal interrupt;
   const auto started = Clock::now();
   const DatasetName name = require(DatasetName::parse(args.dataset.dataset));
   if (args.jobs == 0) throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "--jobs must be at least 1"}};
@@ -240,11 +281,12 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
 
   const std::size_t total = manifest.shards.size();
   std::vector<WarmOutcome> outcomes(total);
+  const Progress::Style style = ::isatty(STDERR_FILENO) ? Progress::Style::bar : Progress::Style::lines;
   {
-    Progress progress(::isatty(STDERR_FILENO) ? Progress::Style::bar : Progress::Style::lines, total);
+    Progress progress(style, total);
     std::atomic<std::size_t> next{0};
     auto work = [&] {
-      for (std::size_t position = next++; position < total; position = next++) {
+      for (std::size_t position = next++; position < total && !util::cancel_requested(); position = next++) {
         WarmOutcome& outcome = outcomes[position];
         outcome.position = position;
         Fetcher origin = client->shard_fetcher(manifest, position, keys);
@@ -252,14 +294,17 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
           CountingSink counting(sink, progress);
           return origin(counting);
         };
+        client->remember_shard(manifest, position, keys);  // for `cache ls`
         auto result = cache->get_or_fetch(client->shard_key(manifest, position, keys), counted);
         const std::string shard = "shard " + std::to_string(manifest.shards[position].index);
         if (result) {
           progress.shard_done(shard + ": " + to_string(result->source) + ", " +
                               human_bytes(result->handle.size().count()) + " in tier " + result->tier_name);
-          outcome.result = std::move(*result);
+          outcome.served = WarmOutcome::Served{result->tier_name, result->source, result->handle.size().count()};
         } else {
-          progress.shard_done(shard + ": FAILED: " + result.error().message);
+          // A shard stopped by an interruption is no failure of its own: main() reports the interruption once.
+          if (result.error().code != ErrorCode::cancelled)
+            progress.shard_done(shard + ": FAILED: " + result.error().message);
           outcome.error = std::move(result).error();
         }
       }
@@ -268,22 +313,28 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     for (std::size_t i = 0; i < std::min(args.jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
   }
   cache->flush_stats();
+  if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("warm")};
 
+  // Eviction may have removed shards warmed earlier in this run: what counts is where they are now.
+  const WarmTruth truth = locate_all(*client, *cache, manifest, keys);
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_tier;  // tier -> (hits, promotions)
   for (const auto& tier : cache->tiers()) by_tier[tier->name()] = {0, 0};
   std::uint64_t bytes = 0, origin_shards = 0, origin_bytes = 0, failed = 0;
   for (const auto& o : outcomes) {
     if (o.error) {
       ++failed;
-      log::write(log::Level::error,
-                 "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
+      // Each failure is printed once: on its progress line, or (under a bar, which has no per-shard lines) here.
+      if (style == Progress::Style::bar) {
+        log::write(log::Level::error,
+                   "shard " + std::to_string(manifest.shards[o.position].index) + ": " + o.error->message);
+      }
       continue;
     }
-    const std::uint64_t size = o.result->handle.size().count();
+    const std::uint64_t size = o.served->size;
     bytes += size;
-    switch (o.result->source) {
-      case ServedFrom::hit: ++by_tier[o.result->tier_name].first; break;
-      case ServedFrom::promoted: ++by_tier[o.result->tier_name].second; break;
+    switch (o.served->source) {
+      case ServedFrom::hit: ++by_tier[o.served->tier_name].first; break;
+      case ServedFrom::promoted: ++by_tier[o.served->tier_name].second; break;
       case ServedFrom::fetched:
         ++origin_shards;
         origin_bytes += size;
@@ -291,35 +342,52 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     }
   }
   const double seconds = seconds_since(started);
-  if (global.json) {
-    nlohmann::json tiers = nlohmann::json::array();
-    for (const auto& tier : cache->tiers()) {
-      tiers.push_back({{"tier", tier->name()},
-                       {"hits", by_tier[tier->name()].first},
-                       {"promoted_into", by_tier[tier->name()].second}});
-    }
-    print_json({{"dataset", manifest.name.full()},
-                {"revision", manifest.revision},
-                {"keys", keys},
-                {"shards", total},
-                {"failed", failed},
-                {"bytes", bytes},
-                {"origin", {{"shards", origin_shards}, {"bytes", origin_bytes}}},
-                {"tiers", tiers},
-                {"seconds", seconds}});
-  } else {
+  nlohmann::json tiers = nlohmann::json::array();
+  for (std::size_t i = 0; i < cache->tiers().size(); ++i) {
+    const std::string& tier = cache->tiers()[i]->name();
+    tiers.push_back({{"tier", tier},
+                     {"hits", by_tier[tier].first},
+                     {"promoted_into", by_tier[tier].second},
+                     {"cached", truth.cached[i]}});
+  }
+  const nlohmann::json report = {{"dataset", manifest.name.full()},
+                                 {"revision", manifest.revision},
+                                 {"keys", keys},
+                                 {"shards", total},
+                                 {"failed", failed},
+                                 {"size_bytes", bytes},
+                                 {"origin", {{"shards", origin_shards}, {"size_bytes", origin_bytes}}},
+                                 {"tiers", tiers},
+                                 {"not_cached", truth.nowhere},
+                                 {"seconds", seconds}};
+  if (!global.json) {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
               << " revision " << manifest.revision << " (" << human_bytes(bytes) << ") in " << fixed(seconds, 2)
               << " s\n  origin: " << origin_shards << " shards, " << human_bytes(origin_bytes) << "\n";
-    for (const auto& tier : cache->tiers()) {
-      std::cout << "  tier " << tier->name() << ": " << by_tier[tier->name()].first << " hits, "
-                << by_tier[tier->name()].second << " promoted into it\n";
+    for (std::size_t i = 0; i < cache->tiers().size(); ++i) {
+      const std::string& tier = cache->tiers()[i]->name();
+      std::cout << "  tier " << tier << ": " << by_tier[tier].first << " hits, " << by_tier[tier].second
+                << " promoted into it; holds " << truth.cached[i] << " of the " << total << " shards now\n";
     }
+    if (truth.nowhere > 0) std::cout << "  cached nowhere: " << truth.nowhere << " shards\n";
   }
   if (failed > 0) {
-    throw Fatal{k_exit_failed, Error{ErrorCode::remote, std::to_string(failed) + " of " + std::to_string(total) +
-                                                            " shards could not be warmed"}};
+    throw Fatal{k_exit_failed,
+                Error{ErrorCode::remote,
+                      std::to_string(failed) + " of " + std::to_string(total) + " shards could not be warmed"},
+                report};
   }
+  if (truth.cached.front() < total) {
+    const std::string partial = describe_partial(*cache, truth, total);
+    if (!args.allow_partial) {
+      throw Fatal{k_exit_failed,
+                  Error{ErrorCode::capacity, partial + "; raise max_bytes or add a tier, or pass --allow-partial to "
+                                                       "accept a partly warmed cache"},
+                  report};
+    }
+    log::write(log::Level::warning, partial + " (--allow-partial)");
+  }
+  if (global.json) print_json(report);
 }
 
 struct ReadArgs {
@@ -332,6 +400,7 @@ struct ReadArgs {
 };
 
 void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
+  InterruptOnSignal interrupt;
   const auto started = Clock::now();
   SampleStreamOptions options;
   options.keys = args.dataset.keys;
@@ -349,6 +418,7 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   auto client = options.client;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
+    if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
     auto sample = require(stream.next());
     if (!sample) break;
   }
@@ -365,13 +435,13 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
                 {"revision", stream.manifest().revision},
                 {"keys", stream.keys()},
                 {"samples", stats.samples},
-                {"bytes", stats.field_bytes.count()},
+                {"field_bytes", stats.field_bytes.count()},
                 {"shards", stats.shards},
                 {"seconds", seconds},
                 {"samples_per_second", samples_per_second},
                 {"mb_per_second", mb_per_second},
                 {"tiers", tiers},
-                {"origin", {{"shards", stats.origin_fetches}, {"bytes", stats.origin_bytes.count()}}},
+                {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
                 {"requests",
                  {{"manifest", requests.manifest},
                   {"not_modified", requests.not_modified},
@@ -519,6 +589,7 @@ PassReport demo_pass(const std::string& server, const std::string& manifest_dir,
 }
 
 void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
+  InterruptOnSignal interrupt;
   if (args.samples == 0 || args.samples_per_shard == 0)
     throw Fatal{k_exit_usage, Error{ErrorCode::invalid_argument, "--samples and --samples-per-shard must be >= 1"}};
   DemoDir dir(args.keep ? Keep::yes : Keep::no);
@@ -591,7 +662,7 @@ void cmd_demo(const GlobalOptions& global, const DemoArgs& args) {
       return nlohmann::json{{"seconds", p.seconds},
                             {"samples", p.samples},
                             {"valid_wavs", p.valid_wavs},
-                            {"bytes", p.bytes},
+                            {"field_bytes", p.bytes},
                             {"samples_per_second", p.seconds > 0 ? double(p.samples) / p.seconds : 0},
                             {"mb_per_second", p.seconds > 0 ? megabytes(p.bytes) / p.seconds : 0},
                             {"origin_shards", p.origin_shards},
@@ -644,6 +715,10 @@ void add_dataset_commands(CLI::App& app, GlobalOptions& global) {
       "otherwise it logs one line per shard. --json prints a summary: shards, bytes fetched from the origin,\n"
       "shards served per tier, seconds.\n"
       "\n"
+      "After warming, warm looks every shard up again. When the top tier does not hold them all (it is too small,\n"
+      "or eviction removed shards warmed earlier in the run), it says how many remain cached in which tier and\n"
+      "how many are cached nowhere, and exits 1; --allow-partial makes that a WARNING with exit 0.\n"
+      "\n"
       "--dry-run fetches nothing and asks the origin for the manifest only. For each shard it prints the tier\n"
       "that would serve it (looked up without reading it) and, for shards in a folder tier, their size. The\n"
       "size of a shard still to fetch is reported as unknown: the manifest carries no sizes, and learning\n"
@@ -651,6 +726,8 @@ void add_dataset_commands(CLI::App& app, GlobalOptions& global) {
   add_dataset_args(warm, warm_args->dataset);
   warm->add_option("--jobs", warm_args->jobs, "shards fetched in parallel (default 4)");
   warm->add_flag("--dry-run", warm_args->dry_run, "list what would be fetched and which tier holds what");
+  warm->add_flag("--allow-partial", warm_args->allow_partial,
+                 "exit 0 with a WARNING when the top tier cannot hold every shard (default: exit 1)");
   warm->callback([&global, warm_args] { cmd_warm(global, *warm_args); });
 
   auto read_args = std::make_shared<ReadArgs>();

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -24,7 +25,7 @@ void cmd_pack(const GlobalOptions& global, const PackOptions& options) {
                 {"samples_added", report.samples_added},
                 {"shards_added", report.shards_added},
                 {"total_shards", report.total_shards},
-                {"bytes_added", report.bytes_added.count()}});
+                {"added_bytes", report.bytes_added.count()}});
     return;
   }
   if (report.samples_added == 0) {
@@ -47,6 +48,7 @@ struct ServeArgs {
   std::int64_t ticket_wait_ms = 5000;
   int threads = 8;
   bool quiet = false;
+  bool init = false;
 };
 
 std::string read_token(const std::string& path) {
@@ -58,11 +60,29 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
-void cmd_serve(const ServeArgs& args) {
+// A directory `serve` may use as its store: one that is a store already (it has instance.json), an empty or
+// missing one (created), or any directory with --init. Anything else is most likely a typo for the store, e.g. the
+// source directory of `datavo pack`, and serving it would write the store's files among the user's.
+void check_store_dir(const ServeArgs& args) {
   struct stat st {};
-  if (::stat(args.store.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw Fatal{k_exit_usage, usage("no store at " + args.store + " (create one with `datavo pack`)")};
+  if (::stat(args.store.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw Fatal{k_exit_failed, Error::from_errno(errno, "cannot read the store " + args.store)};
+    require(util::make_dirs(args.store, 0755));
+    return;
   }
+  if (!S_ISDIR(st.st_mode)) throw Fatal{k_exit_usage, usage("the store " + args.store + " is not a directory")};
+  if (args.init || ::access((args.store + "/instance.json").c_str(), F_OK) == 0) return;
+  std::error_code error;
+  if (std::filesystem::is_empty(args.store, error) && !error) return;
+  throw Fatal{k_exit_usage, usage(args.store +
+                                  " is not a Datavo store (it has no instance.json) and is not empty; "
+                                  "nothing was written into it. Give the store directory made by "
+                                  "`datavo pack --root`, or pass --init to make " +
+                                  args.store + " a store")};
+}
+
+void cmd_serve(const ServeArgs& args) {
+  check_store_dir(args);
   if (args.ticket_ttl < 1) throw Fatal{k_exit_usage, usage("--ticket-ttl must be at least 1 second")};
   OriginServerOptions options;
   options.store = args.store;
@@ -118,7 +138,7 @@ void add_origin_commands(CLI::App& app, GlobalOptions& global) {
 
   auto serve_args = std::make_shared<ServeArgs>();
   auto* serve = app.add_subcommand("serve", "serve an origin store over origin protocol v1");
-  serve->add_option("store", serve_args->store, "the store directory")->required();
+  serve->add_option("store", serve_args->store, "the store directory (created when missing)")->required();
   serve->add_option("--host", serve_args->host, "address to bind (default 127.0.0.1, loopback only)");
   serve->add_option("--port", serve_args->port, "port to bind; 0 picks a free one (default 0)");
   serve->add_option("--token-file", serve_args->token_file,
@@ -132,6 +152,9 @@ void add_origin_commands(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{20'000}));
   serve->add_option("--threads", serve_args->threads, "worker threads (default 8)")->check(CLI::Range(1, 1024));
   serve->add_flag("--quiet", serve_args->quiet, "do not log one line per request on stderr");
+  serve->add_flag("--init", serve_args->init,
+                  "make STORE a store even though it is not empty (without it, serve refuses a non-empty directory "
+                  "that is not a store)");
   serve->callback([serve_args] { cmd_serve(*serve_args); });
 }
 

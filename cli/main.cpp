@@ -1,8 +1,13 @@
 // Entry point of the `datavo` command: parses the command line and is the one place where Fatal is caught.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "datavo/tier_registry.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::cli {
@@ -33,6 +38,81 @@ std::string human_bytes(std::uint64_t bytes) {
   return buffer;
 }
 
+namespace {
+
+// The one failure report: the message on stderr and, under --json, one JSON object on stdout (docs/cli.md).
+int report_failure(bool json, int exit_code, const Error& error, nlohmann::json report) {
+  datavo::log::write(datavo::log::Level::error, error.message);
+  if (json) {
+    if (!report.is_object()) report = nlohmann::json::object();
+    report["error"] = {{"code", to_string(error.code)}, {"message", error.message}};
+    print_json(report);
+  }
+  return exit_code;
+}
+
+// The one line of an interrupted command (InterruptOnSignal): by then every transfer has stopped and what it left
+// (staging files, locks) has been removed by its owner. Exit 128 + the signal, as a shell reports it.
+int report_interrupted(bool json, nlohmann::json report) {
+  const int sig = datavo::util::cancel_signal();
+  const std::string message = "interrupted by " + datavo::util::signal_name(sig) +
+                              ": transfers stopped, partial downloads and their locks removed";
+  std::string line = "datavo: " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  if (json) {
+    if (!report.is_object()) report = nlohmann::json::object();
+    report["error"] = {{"code", to_string(datavo::ErrorCode::cancelled)}, {"message", message}};
+    print_json(report);
+  }
+  return 128 + sig;
+}
+
+// "datavo 0.1.0" and the features of this build, like `ccache --version`: the tier types it can make.
+std::string version_text(bool json) {
+  std::vector<std::string> features;
+  for (const auto& type : datavo::tier_type_names()) features.push_back(type + "-tier");
+  if (json) return nlohmann::json{{"version", DATAVO_VERSION}, {"features", features}}.dump();
+  std::string out = std::string("datavo ") + DATAVO_VERSION + "\nFeatures:";
+  for (const auto& feature : features) out += " " + feature;
+  return out;
+}
+
+// $DATAVO_LOG_LEVEL, checked before anything logs: an unknown value is a usage error naming the variable.
+void check_log_level_env() {
+  const char* env = std::getenv("DATAVO_LOG_LEVEL");
+  if (env == nullptr || *env == '\0') return;
+  datavo::log::Level level{};
+  if (datavo::log::parse_level(env, level)) return;
+  throw Fatal{k_exit_usage, datavo::Error{datavo::ErrorCode::invalid_argument,
+                                          "DATAVO_LOG_LEVEL=" + std::string(env) +
+                                              ": expected error, warning, info or debug (in any case)"}};
+}
+
+constexpr const char* k_environment_help =
+    "Environment (docs/cli.md):\n"
+    "  DATAVO_SERVER               the origin's URL, e.g. http://127.0.0.1:8080 (warm, read; --server overrides it)\n"
+    "  DATAVO_TOKEN                the bearer token of an origin that requires one (datavo serve --token-file)\n"
+    "  DATAVO_OFFLINE=1            no network: manifests and shards from the caches only\n"
+    "  DATAVO_LOG_LEVEL            error, warning (default), info or debug\n"
+    "  DATAVO_STALL_TIMEOUT        seconds without a byte before a transfer is retried (default 30)\n"
+    "  DATAVO_SHARD_CACHE_CONFIG   the shards.yaml to use (--config overrides it)\n"
+    "  DATAVO_SHARD_CACHE_DIR      the folder of the built-in default tier\n"
+    "  DATAVO_MANIFEST_CACHE_DIR   the manifest cache (default ~/.cache/altavo/datavo/manifests)\n"
+    "Exit codes: 0 ok, 1 the work failed, 2 bad input, 130/143 interrupted (SIGINT/SIGTERM).";
+
+// Whether --json was given: a parse error can come before CLI11 has stored it.
+bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--json") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 }  // namespace datavo::cli
 
 int main(int argc, char** argv) {
@@ -45,6 +125,11 @@ int main(int argc, char** argv) {
   app.add_option("--instance", global.instance, "server instance whose entries to use (default: from $DATAVO_SERVER)");
   app.add_flag("--json", global.json, "print machine-readable JSON on stdout");
   app.add_flag("-v,--verbose", global.verbosity, "log more (-v info, -vv debug); see also $DATAVO_LOG_LEVEL");
+  const bool json_requested = wants_json(argc, argv);
+  app.set_version_flag(
+      "--version", [json_requested] { return version_text(json_requested); },
+      "print the version and the features of this build (the tier types it provides), then exit");
+  app.footer(k_environment_help);
   app.parse_complete_callback([&] {
     if (global.verbosity >= 2)
       datavo::log::set_level(datavo::log::Level::debug);
@@ -57,17 +142,26 @@ int main(int argc, char** argv) {
   add_origin_commands(app, global);
   add_dataset_commands(app, global);
 
+  const bool json = json_requested;
   try {
+    check_log_level_env();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? k_exit_ok : k_exit_usage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (!json) return app.exit(e) == 0 ? k_exit_ok : k_exit_usage;
+    return report_failure(json, k_exit_usage,
+                          datavo::Error{datavo::ErrorCode::invalid_argument,
+                                        std::string(e.what()) + " (run with --help for more information)"},
+                          nullptr);
   } catch (const Fatal& fatal) {
-    datavo::log::write(datavo::log::Level::error, fatal.error.message);
-    return fatal.exit_code;
+    // A failure caused by the interruption (the transfers it stopped) is reported as the interruption.
+    if (datavo::util::cancel_requested()) return report_interrupted(json, fatal.report);
+    return report_failure(json, fatal.exit_code, fatal.error, fatal.report);
   } catch (const std::exception& e) {
-    datavo::log::write(datavo::log::Level::error, std::string("internal error: ") + e.what());
-    return k_exit_failed;
+    return report_failure(json, k_exit_failed,
+                          datavo::Error{datavo::ErrorCode::internal, std::string("internal error: ") + e.what()},
+                          nullptr);
   }
+  if (datavo::util::cancel_requested()) return report_interrupted(json, nullptr);
   return k_exit_ok;
 }

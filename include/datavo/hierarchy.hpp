@@ -20,7 +20,9 @@
 //   - Degrading: a tier that fails (I/O error, permission, disk full, remote error) is treated as a miss or a
 //     skip with a WARNING and counted in its `errors`; it never fails a read that another tier can serve. After
 //     3 failures in a row a tier is skipped for a cooldown (30 s, doubling up to 10 min): a circuit breaker that
-//     logs one WARNING when it opens and one when it closes.
+//     logs one WARNING when it opens and one when it closes. When no folder tier can stage a fetched shard, the
+//     call's Error names each tier's cause (and its code and sys_errno are the last one's) instead of a WARNING
+//     per tier, so that a failure is reported once.
 //   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints, or a remote tier's
 //     object metadata) expect are never installed. A remote object that does not match its metadata is deleted
 //     from its tier (when writable) with a WARNING, and the read falls through to the next tier or the origin.

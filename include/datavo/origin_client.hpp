@@ -12,8 +12,21 @@
 //   - offline (DATAVO_OFFLINE=1):       0 requests, from the cache only (a pinned revision, else `latest`);
 //                                       nothing cached is ErrorCode::not_found, naming the directory looked in;
 //   - no pin, `latest` cached:          1 conditional GET (If-None-Match); a 304 reuses the cached revision;
+//                                       an origin that cannot be reached (net::is_unreachable: connection refused,
+//                                       host unreachable, a name that does not resolve) is not an error: the cached
+//                                       revision is used (ManifestSource::fallback) with one WARNING per process,
+//                                       as huggingface_hub falls back to its cache; later requests fail at once
+//                                       (fail fast, below), so shards already cached read with no request at all;
 //   - otherwise:                        1 GET, whose answer is validated and cached.
-// A cached file that cannot be parsed is ignored with a WARNING (and refetched when online).
+// A cached file that cannot be parsed is ignored with a WARNING (and refetched when online). A 404 to a manifest
+// request (an unknown dataset, split or revision) is ErrorCode::invalid_argument: the caller's input is wrong.
+//
+// The instance (the directory of the cache entries and manifests of one server): OriginClientOptions::instance when
+// given; else the server's own identity, the instance_id of GET /v1/instance, so that two URLs of one server
+// (http://localhost:P and http://127.0.0.1:P, a restart on another port) share one cache. It is asked once per URL
+// and remembered in the manifest cache (<dir>/.servers/, see client/manifest_cache.hpp), so a later process (or an
+// offline one) makes no request for it; until then, and for a server without /v1/instance, the instance comes from
+// the URL (Instance::from_server). The first manifest() call settles it: instance() may change until then.
 //
 // Shard identity: a shard's cache key is known from the manifest alone (ShardKey{instance, content_hash}), so
 // callers look it up in the hierarchy first and only a miss calls the fetcher, which is the first point at which
@@ -25,7 +38,11 @@
 //      host and port), never to a third party;
 //   3. on 410 (the ticket expired mid-download) asks for a new ticket once, then gives up;
 //   4. returns Expectation{size, sha256} from the ticket, so that the hierarchy discards any other bytes.
-// Permanent failures (4xx) end the fetch at once with the server's error message. Offline, the fetcher fails with
+// Permanent failures (4xx) end the fetch at once with the server's error message; a 401 or 403 from the server says
+// what to do about DATAVO_TOKEN. Fail fast: once a request to the
+// server found it unreachable on every attempt (connection refused, host or network unreachable, a name that does
+// not resolve), every later request of this client to it fails at once with that cause (ErrorCode::remote, the
+// same sys_errno), so that the other shards of a run do not each pay their own retries. Offline, the fetcher fails with
 // ErrorCode::not_found without any request.
 //
 // Thread safety: an OriginClient may be shared by any number of threads (its HTTP transport is thread-safe and
@@ -83,8 +100,9 @@ struct Manifest {
   Result<std::vector<std::string>> normalize_keys(std::vector<std::string> keys) const;
 };
 
-// Where a manifest came from; see the table at the top of this file.
-enum class ManifestSource { cache, revalidated, fetched };
+// Where a manifest came from; see the table at the top of this file. `fallback`: from the cache because the origin
+// could not be reached.
+enum class ManifestSource { cache, revalidated, fetched, fallback };
 const char* to_string(ManifestSource source);
 
 struct ResolvedManifest {
@@ -130,7 +148,8 @@ struct OriginClientOptions {
   std::optional<std::string> manifest_cache_dir;
   // nullopt: Offline::yes when $DATAVO_OFFLINE is 1, true, yes or on.
   std::optional<Offline> offline;
-  // The cache instance. nullopt: Instance::from_server(server). Needed offline when there is no server.
+  // The cache instance. nullopt: the server's identity (see the top of this file). Needed offline when there is no
+  // server.
   std::optional<std::string> instance;
   // Retries, timeouts and backoff of every request. stall_timeout is overwritten by `stall_timeout`.
   TransportOptions transport;
@@ -151,6 +170,7 @@ class OriginClient {
   OriginClient(const OriginClient&) = delete;
   OriginClient& operator=(const OriginClient&) = delete;
 
+  // See the top of this file: settled by the first manifest() call.
   const Instance& instance() const;
   const std::string& server() const;  // empty when offline without a server
   Offline offline() const;
@@ -162,6 +182,15 @@ class OriginClient {
   // The cache key of the key group `keys` of the shard at `position` of `manifest`. No I/O.
   // REQUIRES: `keys` normalized (Manifest::normalize_keys) and position < manifest.shards.size().
   ShardKey shard_key(const Manifest& manifest, std::size_t position, const std::vector<std::string>& keys) const;
+  // Records in the manifest cache which dataset, revision, shard and keys shard_key() names (for `datavo cache
+  // ls` and `cache rm --dataset`), once per content hash. Best effort: a failure is logged at DEBUG.
+  void remember_shard(const Manifest& manifest, std::size_t position, const std::vector<std::string>& keys) const;
+
+  // The instance whose cache entries belong to `server` (empty: $DATAVO_SERVER), without asking it: `explicit_name`
+  // when given, else the identity remembered for that URL, else Instance::from_server(server), else "local" when
+  // there is no server. `manifest_cache_dir` as in OriginClientOptions. Reads one small file; no network I/O.
+  static Result<Instance> remembered_instance(const std::string* explicit_name, std::string server = {},
+                                              std::optional<std::string> manifest_cache_dir = std::nullopt);
 
   // POST /v1/stream-tickets for that key group. Does not check the content hash (the fetcher does).
   Result<StreamTicket> request_ticket(const Manifest& manifest, std::size_t position,

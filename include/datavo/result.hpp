@@ -28,6 +28,7 @@ enum class ErrorCode {
   conflict,           // a conditional request was refused: the object changed, or already exists (412, 409)
   unsupported,        // the operation is not supported by this tier or platform
   internal,           // a broken invariant; a bug in Datavo
+  cancelled,          // stopped on request (SIGINT or SIGTERM in the CLI); nothing half-done is left behind
 };
 
 // A stable lowercase name for `code`, used in logs and JSON output.

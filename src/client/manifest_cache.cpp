@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "util/fs.hpp"
@@ -26,7 +28,38 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+std::string server_file(const std::string& root, const std::string& server) {
+  std::string key;
+  for (char c : server) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+    key += keep ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+  }
+  return root + "/.servers/" + key + ".json";
+}
+
 }  // namespace
+
+std::optional<Instance> load_server_instance(const std::string& root, const std::string& server) {
+  const std::string path = server_file(root, server);
+  if (!exists(path)) return std::nullopt;
+  auto text = util::read_file(path, std::size_t{4096});
+  if (!text) return std::nullopt;
+  auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("server") || json["server"] != server || !json.contains("instance") ||
+      !json["instance"].is_string()) {
+    LOG_WARNING("ignoring " << path << ": expected {\"server\": \"" << server << "\", \"instance\": <name>}");
+    return std::nullopt;
+  }
+  auto instance = Instance::parse(json["instance"].get<std::string>());
+  if (!instance) return std::nullopt;
+  return std::move(*instance);
+}
+
+Result<void> store_server_instance(const std::string& root, const std::string& server, const Instance& instance) {
+  DATAVO_TRY(util::make_dirs(root + "/.servers", k_dir_mode));
+  const nlohmann::json json = {{"server", server}, {"instance", instance.name()}};
+  return util::write_file_atomic(server_file(root, server), json.dump() + "\n", k_file_mode);
+}
 
 Result<std::string> default_manifest_cache_dir() {
   if (auto dir = non_empty_env("DATAVO_MANIFEST_CACHE_DIR"); !dir.empty()) return dir;
@@ -82,6 +115,62 @@ Result<void> ManifestCache::store(const DatasetName& name, std::uint64_t revisio
   const std::string dir = directory(name);
   DATAVO_TRY(util::make_dirs(dir, k_dir_mode));
   return util::write_file_atomic(dir + "/" + std::to_string(revision) + ".json", body, k_file_mode);
+}
+
+Result<void> ManifestCache::store_shard(const ContentHash& hash, const ShardRecord& record) const {
+  const std::string dir = root_ + "/" + instance_.name() + "/.shards";
+  const std::string path = dir + "/" + hash.hex() + ".json";
+  if (exists(path)) return ok();
+  DATAVO_TRY(util::make_dirs(dir, k_dir_mode));
+  const nlohmann::json json = {{"dataset", record.dataset},
+                               {"split", record.split},
+                               {"revision", record.revision},
+                               {"shard_index", record.shard_index},
+                               {"keys", record.keys}};
+  return util::write_file_atomic(path, json.dump() + "\n", k_file_mode);
+}
+
+namespace {
+
+std::optional<ShardRecord> parse_shard_record(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return std::nullopt;
+  for (const char* field : {"dataset", "split"})
+    if (!json.contains(field) || !json[field].is_string()) return std::nullopt;
+  for (const char* field : {"revision", "shard_index"})
+    if (!json.contains(field) || !json[field].is_number_unsigned()) return std::nullopt;
+  if (!json.contains("keys") || !json["keys"].is_array()) return std::nullopt;
+  ShardRecord record{json["dataset"].get<std::string>(),
+                     json["split"].get<std::string>(),
+                     json["revision"].get<std::uint64_t>(),
+                     json["shard_index"].get<std::uint64_t>(),
+                     {}};
+  for (const auto& key : json["keys"]) {
+    if (!key.is_string()) return std::nullopt;
+    record.keys.push_back(key.get<std::string>());
+  }
+  return record;
+}
+
+}  // namespace
+
+std::optional<ShardRecord> ManifestCache::load_shard(const ContentHash& hash) const {
+  auto text = util::read_file(root_ + "/" + instance_.name() + "/.shards/" + hash.hex() + ".json", std::size_t{65536});
+  if (!text) return std::nullopt;
+  return parse_shard_record(*text);
+}
+
+std::vector<std::pair<ContentHash, ShardRecord>> ManifestCache::shards() const {
+  std::vector<std::pair<ContentHash, ShardRecord>> out;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(root_ + "/" + instance_.name() + "/.shards", error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".json")) continue;
+    auto hash = ContentHash::parse(std::string_view(name).substr(0, name.size() - 5));
+    if (!hash) continue;
+    if (auto record = load_shard(*hash)) out.emplace_back(std::move(*hash), std::move(*record));
+  }
+  return out;
 }
 
 Result<void> ManifestCache::store_latest(const DatasetName& name, const LatestRecord& record) const {

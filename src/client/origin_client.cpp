@@ -4,12 +4,15 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "client/manifest_cache.hpp"
 #include "net/http_client.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -67,6 +70,15 @@ std::string origin_of(std::string_view url) {
   std::string out(url.substr(0, end));
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+// The message of a protocol error body ({"error": {"code", "message"}}), or "" when the body is not one.
+std::string server_message(std::string_view body) {
+  const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("error") || !json["error"].is_object()) return {};
+  const auto& error = json["error"];
+  if (!error.contains("message") || !error["message"].is_string()) return {};
+  return error["message"].get<std::string>().substr(0, 200);
 }
 
 // Prefixes an Error's message with what was being done, keeping its code.
@@ -175,6 +187,7 @@ const char* to_string(ManifestSource source) {
     case ManifestSource::cache: return "cache";
     case ManifestSource::revalidated: return "revalidated";
     case ManifestSource::fetched: return "fetched";
+    case ManifestSource::fallback: return "fallback";
   }
   return "?";
 }
@@ -250,7 +263,46 @@ struct OriginClient::Impl {
   std::atomic<std::uint64_t> manifest_requests{0}, not_modified{0}, ticket_requests{0}, shard_requests{0},
       shard_bytes{0};
 
+  // Fail fast: the first request to the server that found it unreachable on every attempt (is_unreachable()),
+  // after which every request to it fails at once with that cause instead of paying its own retries.
+  mutable std::mutex unreachable_mu;
+  std::optional<Error> unreachable;  // guarded by unreachable_mu
+
+  // See the top of origin_client.hpp: the instance is settled by the first manifest() call.
+  std::mutex instance_mu;
+  bool instance_settled = false;  // guarded by instance_mu
+  Result<void> settle_instance();
+
   std::string url(std::string_view path) const { return server + std::string(path); }
+
+  // http->perform(), failing at once once the server was found unreachable (see `unreachable`). Requests to other
+  // origins (a ticket URL on a CDN) are neither stopped nor counted.
+  Result<net::HttpResponse> perform(const net::HttpRequest& request) {
+    const bool to_server = origin_of(request.url) == origin_of(server);
+    if (to_server) {
+      std::lock_guard lock(unreachable_mu);
+      if (unreachable) {
+        return Error{unreachable->code,
+                     "not attempted: an earlier request found the origin unreachable: " + unreachable->message,
+                     unreachable->sys_errno};
+      }
+    }
+    auto response = http->perform(request);
+    if (!response && to_server && net::is_unreachable(response.error())) {
+      std::lock_guard lock(unreachable_mu);
+      if (!unreachable) unreachable = response.error();
+    }
+    if (!response && to_server && response.error().code == ErrorCode::permission_denied) {
+      // A 401 or 403 from the origin: almost always the bearer token, which the message then names.
+      Error error = std::move(response).error();
+      error.message += token ? " (the origin refused DATAVO_TOKEN: check it against the first line of the "
+                               "server's --token-file)"
+                             : " (the origin requires a bearer token: set DATAVO_TOKEN to the first line of the "
+                               "server's --token-file)";
+      return error;
+    }
+    return response;
+  }
 
   Result<void> require_online(const std::string& what) const {
     if (offline == Offline::no) return ok();
@@ -271,15 +323,56 @@ Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& na
   request.url = url("/v1/datasets/" + name.dataset + "/" + name.split + "/manifest");
   if (revision) request.url += "?revision=" + std::to_string(*revision);
   if (etag != nullptr) request.headers.push_back({"If-None-Match", *etag});
+  // 404 names an unknown dataset, split or revision: the caller's input, answered below with invalid_argument.
+  request.accepted_statuses = {404};
   request.auth = token.get();
   manifest_requests.fetch_add(1, std::memory_order_relaxed);
-  auto response = http->perform(request);
+  auto response = perform(request);
   if (!response) return in_context(std::move(response).error(), "manifest of " + name.full());
   if (response->status == 304) not_modified.fetch_add(1, std::memory_order_relaxed);
   return response;
 }
 
+Result<void> OriginClient::Impl::settle_instance() {
+  std::lock_guard lock(instance_mu);
+  if (instance_settled) return ok();
+  if (offline == Offline::yes) {
+    instance_settled = true;  // no network: the remembered identity, else the URL's
+    return ok();
+  }
+  net::HttpRequest request;
+  request.url = url("/v1/instance");
+  request.auth = token.get();
+  request.accepted_statuses = {404};
+  auto response = perform(request);
+  if (!response) {
+    // Unreachable: the URL's instance for now (the manifest falls back to its cache); asked again next time.
+    if (net::is_unreachable(response.error())) return ok();
+    return in_context(std::move(response).error(), "the identity of the origin");
+  }
+  instance_settled = true;
+  if (response->status == 404) {
+    LOG_DEBUG(log::redact_url(server) << " has no /v1/instance; its cache instance comes from the URL");
+    return ok();
+  }
+  const auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+  auto id = json.is_object() && json.contains("instance_id") && json["instance_id"].is_string()
+                ? Instance::parse(json["instance_id"].get<std::string>())
+                : Result<Instance>(Error{ErrorCode::remote, "no instance_id string"});
+  if (!id) {
+    LOG_WARNING(log::redact_url(server) << "/v1/instance: " << id.error().message << "; the cache instance comes from "
+                                        << "the URL (" << instance.name() << ")");
+    return ok();
+  }
+  instance = std::move(*id);
+  cache = std::make_unique<client::ManifestCache>(manifest_dir, instance);
+  if (auto stored = client::store_server_instance(manifest_dir, server, instance); !stored)
+    LOG_WARNING("cannot remember the instance of " << log::redact_url(server) << ": " << stored.error().message);
+  return ok();
+}
+
 Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, std::optional<std::uint64_t> revision) {
+  DATAVO_TRY(settle_instance());
   if (revision) {
     if (auto cached = cache->load(name, *revision)) return ResolvedManifest{std::move(*cached), ManifestSource::cache};
   }
@@ -300,7 +393,26 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
 
   const bool conditional = latest && !latest->etag.empty();
   auto response = get_manifest(name, revision, conditional ? &latest->etag : nullptr);
-  if (!response) return std::move(response).error();
+  if (!response) {
+    // huggingface_hub's automatic offline fallback: an origin that cannot be reached at all (not one that answers
+    // with an error) does not stop a read whose manifest is cached. One WARNING per process and server.
+    if (latest_manifest && net::is_unreachable(response.error())) {
+      log::warn_once("offline-fallback:" + server,
+                     "the origin " + log::redact_url(server) + " cannot be reached (" +
+                         std::strerror(response.error().sys_errno) + "); reading " + name.full() + " revision " +
+                         std::to_string(latest_manifest->revision) +
+                         " from the cached manifest (DATAVO_OFFLINE=1 skips the network altogether)");
+      return ResolvedManifest{std::move(*latest_manifest), ManifestSource::fallback};
+    }
+    return std::move(response).error();
+  }
+  if (response->status == 404) {
+    std::string detail = server_message(response->body);
+    return Error{ErrorCode::invalid_argument,
+                 "manifest of " + name.full() + (revision ? " revision " + std::to_string(*revision) : std::string()) +
+                     ": the origin " + log::redact_url(server) + " has no such dataset, split or revision (HTTP 404" +
+                     (detail.empty() ? std::string() : ": " + detail) + ")"};
+  }
   if (response->status == 304) {
     if (conditional) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::revalidated};
     return Error{ErrorCode::remote, "manifest of " + name.full() + ": HTTP 304 to an unconditional request"};
@@ -355,7 +467,7 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
   request.auth = token.get();
   for (;;) {
     ticket_requests.fetch_add(1, std::memory_order_relaxed);
-    response = http->perform(request);
+    response = perform(request);
     if (!response) return in_context(std::move(response).error(), context);
     if (response->status != 202) break;
     // The origin is building the shard's tar: ask again after Retry-After, for as long as preparing_timeout allows.
@@ -374,7 +486,12 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
       LOG_INFO(context << ": the origin is preparing the shard; asking again every " << wait.count() << " ms");
       told = true;
     }
-    std::this_thread::sleep_for(wait);
+    // In slices: a cancellation (util/cancel.hpp) must not wait out a Retry-After of seconds.
+    for (auto until = std::chrono::steady_clock::now() + wait; std::chrono::steady_clock::now() < until;) {
+      if (util::cancel_requested()) return util::cancelled_error(context);
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(Milliseconds{50}, until - std::chrono::steady_clock::now()));
+    }
   }
   if (response->status != 200)
     return Error{ErrorCode::remote, context + ": unexpected HTTP " + std::to_string(response->status)};
@@ -422,14 +539,26 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     return Error{ErrorCode::invalid_argument,
                  "server '" + log::redact_url(impl.server) + "': expected an http:// or https:// URL"};
   }
+  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
+    impl.manifest_dir = *options.manifest_cache_dir;
+  } else {
+    auto dir = client::default_manifest_cache_dir();
+    if (!dir) return std::move(dir).error();
+    impl.manifest_dir = std::move(*dir);
+  }
   if (options.instance && !options.instance->empty()) {
     auto instance = Instance::parse(*options.instance);
     if (!instance) return std::move(instance).error();
     impl.instance = std::move(*instance);
+    impl.instance_settled = true;
   } else if (!impl.server.empty()) {
     auto instance = Instance::from_server(impl.server);
     if (!instance) return std::move(instance).error();
     impl.instance = std::move(*instance);
+    if (auto known = client::load_server_instance(impl.manifest_dir, impl.server)) {
+      impl.instance = std::move(*known);
+      impl.instance_settled = true;
+    }
   } else if (impl.offline == Offline::yes) {
     return Error{ErrorCode::invalid_argument,
                  "offline without a server: set DATAVO_SERVER (or --server, or --instance) so that the cache of the "
@@ -438,13 +567,6 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     return Error{ErrorCode::invalid_argument, "no origin server: pass --server URL or set DATAVO_SERVER"};
   }
 
-  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
-    impl.manifest_dir = *options.manifest_cache_dir;
-  } else {
-    auto dir = client::default_manifest_cache_dir();
-    if (!dir) return std::move(dir).error();
-    impl.manifest_dir = std::move(*dir);
-  }
   impl.cache = std::make_unique<client::ManifestCache>(impl.manifest_dir, impl.instance);
 
   TransportOptions transport = std::move(options.transport);
@@ -479,6 +601,35 @@ Result<ResolvedManifest> OriginClient::manifest(const DatasetName& name, std::op
 ShardKey OriginClient::shard_key(const Manifest& manifest, std::size_t position,
                                  const std::vector<std::string>& keys) const {
   return ShardKey{impl_->instance, compute_content_hash(manifest.identity(position, keys))};
+}
+
+void OriginClient::remember_shard(const Manifest& manifest, std::size_t position,
+                                  const std::vector<std::string>& keys) const {
+  const ContentHash hash = compute_content_hash(manifest.identity(position, keys));
+  const client::ShardRecord record{manifest.name.dataset, manifest.name.split, manifest.revision,
+                                   manifest.shards.at(position).index, keys};
+  if (auto stored = impl_->cache->store_shard(hash, record); !stored)
+    LOG_DEBUG("cannot record shard " << record.shard_index << " in the shard index: " << stored.error().message);
+}
+
+Result<Instance> OriginClient::remembered_instance(const std::string* explicit_name, std::string server,
+                                                   std::optional<std::string> manifest_cache_dir) {
+  if (explicit_name != nullptr && !explicit_name->empty()) return Instance::parse(*explicit_name);
+  if (server.empty()) {
+    if (const char* env = std::getenv("DATAVO_SERVER"); env != nullptr) server = env;
+  }
+  while (server.ends_with('/')) server.pop_back();
+  if (server.empty()) return Instance::local();
+  std::string dir;
+  if (manifest_cache_dir && !manifest_cache_dir->empty()) {
+    dir = *manifest_cache_dir;
+  } else if (auto found = client::default_manifest_cache_dir()) {
+    dir = std::move(*found);
+  }
+  if (!dir.empty()) {
+    if (auto known = client::load_server_instance(dir, server)) return std::move(*known);
+  }
+  return Instance::from_server(server);
 }
 
 Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,
@@ -520,7 +671,7 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
       request.accepted_statuses = {410};
       if (origin_of(ticket->url) == origin_of(impl.server)) request.auth = impl.token.get();
       impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      auto response = impl.http->perform(request);
+      auto response = impl.perform(request);
       if (!response) return in_context(std::move(response).error(), what);
       if (response->status == 410) {
         if (round < k_ticket_rounds) {
@@ -541,7 +692,7 @@ Result<OriginMetrics> OriginClient::metrics() {
   DATAVO_TRY(impl_->require_online("origin metrics"));
   net::HttpRequest request;
   request.url = impl_->url("/v1/metrics");
-  auto response = impl_->http->perform(request);
+  auto response = impl_->perform(request);
   if (!response) return in_context(std::move(response).error(), "origin metrics");
   return OriginMetrics::parse(response->body);
 }

@@ -80,6 +80,7 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
     CancellableSink guarded(sink, cancelled);
     return origin(guarded);
   };
+  client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
   auto result = cache->get_or_fetch(key, fetcher);
   if (!result) {

@@ -388,10 +388,16 @@ Result<CacheConfig> builtin_default(const ConfigEnvironment& env, std::vector<Sk
   tier.max_bytes = k_default_max_bytes;
   FolderTierOptions folder;
   folder.path = std::move(dir);
-  tier.settings = {{"name", tier.name, "built-in default"},
-                   {"type", tier.type, "built-in default"},
+  // Every effective setting, as for a tier of a file (what `datavo cache info` shows).
+  const std::string k_builtin = "built-in default";
+  tier.settings = {{"name", tier.name, k_builtin},
+                   {"type", tier.type, k_builtin},
                    {"path", folder.path, from_dir_env ? "$DATAVO_SHARD_CACHE_DIR" : "built-in default ($HOME)"},
-                   {"max_bytes", format_byte_size(k_default_max_bytes), "built-in default"}};
+                   {"durability", to_string(folder.durability), k_builtin},
+                   {"max_age", folder.max_age ? format_duration(*folder.max_age) : "none", k_builtin},
+                   {"verify", to_string(folder.verify), k_builtin},
+                   {"max_bytes", format_byte_size(k_default_max_bytes), k_builtin},
+                   {"read_only", "false", k_builtin}};
   tier.backend = std::move(folder);
   CacheConfig config;
   config.tiers.push_back(std::move(tier));

@@ -618,12 +618,26 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     lease = std::move(waited->lease);
   }
 
+  // A staging tier that fails is skipped for the next one, counted in its `errors` and warned about, as every
+  // degraded tier is. The warnings wait for the outcome: when no tier can stage the shard, the call's Error names
+  // every cause, and the warnings would only say the same thing a second time.
   std::optional<Error> last_error;
+  std::vector<std::string> skipped;  // "tier 'a' (folder): <why>", one per staging tier skipped
+  auto skip = [&](FolderTier& tier, const Error& error, const std::string& why) {
+    tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
+    impl_->breaker(tier).failed(why);
+    skipped.push_back(describe(tier) + ": " + why);
+    last_error = error;
+  };
+  auto warn_skipped = [&] {
+    for (const auto& why : skipped) LOG_WARNING(why);
+    skipped.clear();
+  };
   for (FolderTier* staging_tier : staging_candidates) {
     if (expected.size && !has_room(staging_tier->location(), *expected.size)) {
-      staging_tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
-      LOG_WARNING(describe(*staging_tier)
-                  << " has no room on its filesystem for " << expected.size->count() << " bytes; staging elsewhere");
+      const std::string why =
+          "has no room on its filesystem for " + std::to_string(expected.size->count()) + " bytes; staging elsewhere";
+      skip(*staging_tier, Error{ErrorCode::no_space, why}, why);
       continue;
     }
     // A download of this shard that a killed process left half-done is continued rather than started over.
@@ -631,8 +645,7 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     if (!adopted) impl_->degrade(*staging_tier, "staging", adopted.error());
     auto staged = adopted && *adopted ? Result<StagingFile>(std::move(**adopted)) : staging_tier->begin_staging(key);
     if (!staged) {
-      impl_->degrade(*staging_tier, "staging", staged.error());
-      last_error = staged.error();
+      skip(*staging_tier, staged.error(), "staging failed, skipping it: " + staged.error().message);
       continue;
     }
     RecordingSink sink(*staged);
@@ -651,27 +664,31 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
     if (!reported) {
       if (auto local = sink.local_error()) {
         // The tier's disk, not the origin, failed: discard the partial file and stage in the next tier.
-        impl_->degrade(*staging_tier, "staging", *local);
-        last_error = *local;
+        skip(*staging_tier, *local, "staging failed, skipping it: " + local->message);
         continue;
       }
+      warn_skipped();
       return std::move(reported).error();
     }
     if (!verified) {
-      if (verified.error().code == ErrorCode::integrity) return std::move(verified).error();
+      if (verified.error().code == ErrorCode::integrity) {
+        warn_skipped();
+        return std::move(verified).error();
+      }
       // Reading the staged bytes back failed: the tier's disk, not the origin. Stage in the next tier.
-      impl_->degrade(*staging_tier, "staging", verified.error());
-      last_error = verified.error();
+      skip(*staging_tier, verified.error(), "staging failed, skipping it: " + verified.error().message);
       continue;
     }
+    warn_skipped();
     auto installed =
         walk.install_fetched(*staging_tier, std::move(*staged), ServedFrom::fetched, std::move(lease), lease_tier);
     maybe_flush_stats();
     return installed;
   }
-  return Error{
-      last_error ? last_error->code : ErrorCode::io,
-      "no folder tier could stage shard " + key.hash.hex() + (last_error ? ": " + last_error->message : std::string())};
+  std::string causes;
+  for (const auto& why : skipped) causes += (causes.empty() ? ": " : "; ") + why;
+  return Error{last_error ? last_error->code : ErrorCode::io,
+               "no folder tier could stage shard " + key.hash.hex() + causes, last_error ? last_error->sys_errno : 0};
 }
 
 std::vector<TierInfo> ShardCacheHierarchy::cache_info() {

@@ -21,6 +21,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::conflict: return "conflict";
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::cancelled: return "cancelled";
   }
   return "internal";
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::net {
@@ -36,8 +37,12 @@ class RealClock final : public Clock {
  public:
   SteadyClock::time_point now() override { return SteadyClock::now(); }
   std::chrono::system_clock::time_point wall_now() override { return std::chrono::system_clock::now(); }
+  // In slices, so that a cancellation (util/cancel.hpp) ends a backoff of seconds at once.
   void sleep_for(Milliseconds duration) override {
-    if (duration.count() > 0) std::this_thread::sleep_for(duration);
+    constexpr Milliseconds k_slice{50};
+    const auto until = SteadyClock::now() + duration;
+    for (auto now = SteadyClock::now(); now < until && !util::cancel_requested(); now = SteadyClock::now())
+      std::this_thread::sleep_for(std::min<SteadyClock::duration>(k_slice, until - now));
   }
 };
 
@@ -162,6 +167,8 @@ struct Attempt {
   std::optional<Error> local_error;  // from the sink or the upload source: ends perform() as it is
   bool range_mismatch = false;
   bool stalled = false;
+  bool cancelled = false;  // the progress callback saw a cancellation request
+  long os_errno = 0;       // CURLINFO_OS_ERRNO of a failed connect
 
   std::uint64_t upload_offset = 0;
   SteadyClock::time_point last_progress = SteadyClock::now();
@@ -239,6 +246,11 @@ int on_progress(void* user, curl_off_t, curl_off_t download_now, curl_off_t, cur
   // curl's own low-speed check averages over a window of several seconds, so a burst followed by silence is seen
   // late; this one fires once no byte has moved for stall_timeout.
   auto& attempt = *static_cast<Attempt*>(user);
+  // curl calls this several times a second, also while connecting or waiting: a cancelled transfer stops here.
+  if (util::cancel_requested()) {
+    attempt.cancelled = true;
+    return 1;
+  }
   const auto now = SteadyClock::now();
   if (download_now != attempt.last_download || upload_now != attempt.last_upload) {
     attempt.last_download = download_now;
@@ -349,6 +361,11 @@ std::optional<std::string_view> find_header(const HttpHeaders& headers, std::str
 
 bool is_transient_status(long status) {
   return status == 408 || status == 429 || (status >= 500 && status <= 599 && status != 501 && status != 505);
+}
+
+bool is_unreachable(const Error& error) {
+  return error.code == ErrorCode::remote &&
+         (error.sys_errno == ECONNREFUSED || error.sys_errno == EHOSTUNREACH || error.sys_errno == ENETUNREACH);
 }
 
 Error error_for_status(long status, std::string_view context) {
@@ -626,16 +643,21 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
     return outcome;
   }
   const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : curl_easy_strerror(code);
+  if (code == CURLE_ABORTED_BY_CALLBACK && attempt.cancelled) return Outcome::fail(util::cancelled_error(context));
   if (code == CURLE_ABORTED_BY_CALLBACK && attempt.stalled) {
     Error error{ErrorCode::timeout,
                 context + ": stalled: no byte moved for " + std::to_string(options.stall_timeout.count()) + " s"};
     return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
   }
   switch (code) {
-    // The request never reached a server: always safe to repeat.
-    case CURLE_COULDNT_CONNECT:
+    // The request never reached a server: always safe to repeat. sys_errno says why (see is_unreachable()).
+    case CURLE_COULDNT_CONNECT: {
+      const int err = attempt.os_errno != 0 ? int(attempt.os_errno) : ECONNREFUSED;
+      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail + " (" + std::strerror(err) + ")", err});
+    }
     case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY: return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail});
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail, EHOSTUNREACH});
     case CURLE_OPERATION_TIMEDOUT: {
       Error error{ErrorCode::timeout, context + ": " + detail};
       return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
@@ -688,6 +710,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
   std::optional<std::string> validator;
 
   for (int attempt_number = 1;; ++attempt_number) {
+    if (util::cancel_requested()) return util::cancelled_error(context);
     Attempt attempt(request, options.stall_timeout);
     const std::uint64_t have = request.sink != nullptr ? request.sink->written().count() : 0;
     if (have > 0) {
@@ -713,6 +736,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
 
     attempt.last_progress = SteadyClock::now();
     const CURLcode code = curl_easy_perform(lease.get());
+    if (code == CURLE_COULDNT_CONNECT) curl_easy_getinfo(lease.get(), CURLINFO_OS_ERRNO, &attempt.os_errno);
     if (attempt.status == 0) curl_easy_getinfo(lease.get(), CURLINFO_RESPONSE_CODE, &attempt.status);
     if (code == CURLE_OK && request.sink != nullptr && is_success(attempt.status) && !attempt.body_started)
       attempt.begin_sink_body();  // an empty body: the sink must still end up holding exactly it

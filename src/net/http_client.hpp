@@ -28,6 +28,9 @@
 //     retry is signed afresh. When an attempt is refused (401, 403, or an error body such as ExpiredToken) and the
 //     RequestAuth says it refreshed its credentials, that one request is repeated at once (once per perform()).
 //   - Deadline: HttpRequest::deadline bounds the whole perform(), retries and backoff included (ErrorCode::timeout).
+//   - Cancellation: once util::request_cancel() was called (the CLI does on SIGINT / SIGTERM), a transfer stops
+//     within a fraction of a second, a backoff sleep ends, no new attempt starts, and perform() returns
+//     ErrorCode::cancelled (never retried). The sink keeps what it had; its owner's RAII discards it.
 //   - Logging: one DEBUG line per attempt, an INFO line per retry. URLs pass through log::redact_url (query string
 //     and user:password@ removed); Authorization and other credential headers are never logged, and Error messages
 //     carry the redacted URL only.
@@ -184,8 +187,8 @@ class HttpClient {
 
   // Performs `request` with the policies described at the top of this file. Errors: invalid_argument (malformed
   // or non-http(s) URL, HTTP 400), not_found (404), permission_denied (401, 403), timeout (the last attempt timed
-  // out or stalled, or the deadline passed), remote (other statuses, connection failures, protocol errors), the
-  // sink's own Error, or the RequestAuth's.
+  // out or stalled, or the deadline passed), remote (other statuses, connection failures with their errno in
+  // sys_errno (see is_unreachable()), protocol errors), the sink's own Error, or the RequestAuth's.
   Result<HttpResponse> perform(const HttpRequest& request);
 
   const TransportOptions& options() const;
@@ -196,6 +199,11 @@ class HttpClient {
 };
 
 // --- Building blocks, public for the backends and for tests ---------------------------------------------------
+
+// Whether `error` (from perform()) says the server could not be reached at all: the connection was refused, the
+// host or network is unreachable, or the host name does not resolve (perform() gives these ErrorCode::remote with
+// sys_errno ECONNREFUSED, EHOSTUNREACH or ENETUNREACH; a name that does not resolve is EHOSTUNREACH).
+bool is_unreachable(const Error& error);
 
 // Whether an HTTP status is worth retrying: 408, 429 and 5xx except 501 and 505.
 bool is_transient_status(long status);

@@ -122,29 +122,46 @@ Result<void> read_sample_files(const std::string& root, const std::vector<std::s
   return ok();
 }
 
+// The samples of WebDataset tars. Members are grouped into samples by id within each tar wherever they are: bsdtar
+// and an unsorted GNU tar (`tar cf x.tar .`) write a.wav b.wav a.txt b.txt, which is one sample a and one b, not
+// four. Samples keep the order of their first member. An id in two tars, or a key twice in one sample, is refused.
 Result<void> read_tars(const std::vector<std::string>& tars, Source& source) {
   std::map<std::string, std::string> seen;  // sample id -> the tar it came from
   for (const auto& path : tars) {
     auto mapped = MappedFile::open(path);
     if (!mapped) return mapped.error();
     source.mappings.push_back(std::move(mapped).value());
-    auto archive = source.mappings.back().bytes();
-    auto read = for_each_sample(archive, path, [&](const Sample& sample) -> Result<void> {
-      std::string origin = path + ": sample \"" + std::string(sample.id) + "\"";
-      SourceSample record{std::string(sample.id), origin, {}};
-      for (const auto& field : sample.fields) {
-        DATAVO_TRY(check_member_name(path, sample.id, field.key));
-        record.members.emplace(std::string(field.key), field.data);
+    std::map<std::string, std::size_t> in_this_tar;  // sample id -> its index in source.samples
+    TarReader reader(source.mappings.back().bytes(), path);
+    for (;;) {
+      auto member = reader.next();
+      if (!member) {
+        // A torn or malformed source tar is bad input to pack, not a failure of its work: invalid_argument, with
+        // the reader's message (it names the tar, the member and the byte offset).
+        Error error = member.error();
+        if (error.code == ErrorCode::integrity || error.code == ErrorCode::unsupported)
+          error.code = ErrorCode::invalid_argument;
+        return error;
       }
-      auto [it, inserted] = seen.emplace(record.id, path);
-      if (!inserted) {
-        return invalid(origin + ": the sample id appears twice (also in " + it->second +
-                       "); a sample's members must be consecutive");
+      if (!*member) break;
+      const auto name = split_sample_name((*member)->name);
+      if (!name) continue;  // no key (README, a dot-file): skipped, as WebDataset does
+      DATAVO_TRY(check_member_name(path, name->id, name->key));
+      const std::string id(name->id);
+      auto [it, fresh] = in_this_tar.emplace(id, source.samples.size());
+      if (fresh) {
+        if (auto [other, inserted] = seen.emplace(id, path); !inserted) {
+          return invalid(path + ": sample \"" + id + "\" appears in two tars (also in " + other->second +
+                         "); a sample's members must all be in one tar");
+        }
+        source.samples.push_back(SourceSample{id, path + ": sample \"" + id + "\"", {}});
       }
-      source.samples.push_back(std::move(record));
-      return ok();
-    });
-    if (!read) return read.error();
+      SourceSample& sample = source.samples[it->second];
+      if (!sample.members.emplace(std::string(name->key), (*member)->data).second) {
+        return invalid(path + ": sample \"" + id + "\" has the key \"" + std::string(name->key) +
+                       "\" twice (member \"" + std::string((*member)->name) + "\")");
+      }
+    }
   }
   return ok();
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -16,7 +17,14 @@ namespace {
 
 Level initial_level() {
   Level out = Level::warning;
-  if (const char* env = std::getenv("DATAVO_LOG_LEVEL")) parse_level(env, out);
+  const char* env = std::getenv("DATAVO_LOG_LEVEL");
+  if (env != nullptr && *env != '\0' && !parse_level(env, out)) {
+    // A library has no usage error to give (the CLI refuses the value before it logs); say it once, loudly.
+    const std::string line = "datavo: WARNING: DATAVO_LOG_LEVEL=" + std::string(env) +
+                             " is not one of error, warning, info, debug; logging at warning\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+  }
   return out;
 }
 
@@ -52,7 +60,9 @@ Level level() { return static_cast<Level>(level_storage().load(std::memory_order
 void set_level(Level l) { level_storage().store(static_cast<int>(l), std::memory_order_relaxed); }
 bool enabled(Level l) { return static_cast<int>(l) <= level_storage().load(std::memory_order_relaxed); }
 
-bool parse_level(std::string_view text, Level& out) {
+bool parse_level(std::string_view raw, Level& out) {
+  std::string text(raw);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (text == "error")
     out = Level::error;
   else if (text == "warning" || text == "warn")

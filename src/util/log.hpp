@@ -1,5 +1,6 @@
-// Process-wide logging to stderr, levelled by $DATAVO_LOG_LEVEL (error, warning, info, debug; default warning)
-// or set_log_level(). Formatting is skipped when the level is disabled. Thread-safe: one line per call.
+// Process-wide logging to stderr, levelled by $DATAVO_LOG_LEVEL (error, warning, info, debug, in any case; default
+// warning; an unknown value is said once on stderr) or set_log_level(). Formatting is skipped when the level is
+// disabled. Thread-safe: one line per call.
 #pragma once
 
 #include <sstream>
@@ -12,7 +13,7 @@ enum class Level { error = 0, warning = 1, info = 2, debug = 3 };
 
 Level level();
 void set_level(Level level);
-// Parses "error", "warning"/"warn", "info", "debug"; nullopt-like false when unknown.
+// Parses "error", "warning"/"warn", "info", "debug", ASCII case-insensitively; false when unknown.
 bool parse_level(std::string_view text, Level& out);
 bool enabled(Level level);
 void write(Level level, std::string_view message);

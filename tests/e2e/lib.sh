@@ -8,6 +8,7 @@
 #   - an EXIT trap that stops every process the suite registered (by PID: TERM, then KILL after a deadline, then
 #     wait), runs the suite's cleanup hooks (umount, ...) and removes $E2E_TMP;
 #   - the loopback fault server (tests/support/http_fault_server.py): start_server / stop_server / server_requests;
+#   - the reference origin: start_origin (`datavo serve` on an ephemeral port), origin_requests, make_samples;
 #   - pass / fail counters ("ok - <what>" / "FAIL - <what>: <details>") and `finish`, which prints exactly
 #     "N passed, M failed" and exits non-zero when anything failed (or when nothing was asserted at all);
 #   - expect_stat TIER FIELD VALUE against `datavo cache stats --json`;
@@ -234,6 +235,42 @@ print(v if isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance
 ' "$1"
 }
 
+# json_vocabulary < JSON: the field names that break docs/cli.md's vocabulary, one a line (nothing when none):
+# "name", "hash", "size", "bytes", "index", "used_after" and friends have one spelling each (tier, content_hash,
+# size_bytes, shard_index, used_bytes), every byte count ends in "_bytes" (the counters under "stats" keep the names
+# of include/datavo/tier.hpp), and "shards", "entries" and "samples" are always counts.
+json_vocabulary() {
+  python3 -c '
+import json, sys
+renamed = {"name": "tier or setting", "hash": "content_hash", "size": "size_bytes", "bytes": "size_bytes or field_bytes",
+           "index": "shard_index", "used_after": "used_bytes", "bytes_freed": "freed_bytes", "bytes_added": "added_bytes"}
+problems = []
+def walk(value, path, in_stats):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = path + "." + key
+            if key in renamed and renamed[key]:
+                problems.append("%s (say %s)" % (where, renamed[key]))
+            if "bytes" in key and not key.endswith("_bytes") and not in_stats and key not in renamed:
+                problems.append("%s (a byte count ends in _bytes)" % where)
+            if key in ("shards", "entries", "samples") and (not isinstance(item, int) or isinstance(item, bool)):
+                problems.append("%s is a %s, not a count" % (where, type(item).__name__))
+            walk(item, where, in_stats or key == "stats")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            walk(item, "%s[%d]" % (path, i), in_stats)
+try:
+    doc = json.load(sys.stdin)
+except Exception as e:
+    print("not JSON: %s" % e)
+    sys.exit(0)
+if not isinstance(doc, dict):
+    problems.append("the document is a %s, not an object" % type(doc).__name__)
+walk(doc, "", False)
+print("\n".join(problems))
+'
+}
+
 # --- polling ----------------------------------------------------------------------------------------------------
 
 # wait_until SECONDS CMD...: polls CMD every 50 ms until it succeeds (0) or the deadline passes (1).
@@ -288,11 +325,60 @@ server_requests() {
   server_stats | json "j['paths'].get('$1', {}).get('requests', 0)"
 }
 
+# --- the reference origin (`datavo serve`) ---------------------------------------------------------------------
+
+# start_origin STORE [SERVE OPTIONS...]: `datavo serve` on an ephemeral loopback port; sets ORIGIN_PID, ORIGIN_URL.
+start_origin() {
+  local store=$1
+  shift
+  local port_file="$E2E_TMP/.origin.port.$RANDOM"
+  "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
+  ORIGIN_PID=$!
+  track_pid "$ORIGIN_PID"
+  if ! wait_until 15 origin_up "$port_file"; then
+    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
+  fi
+  ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
+}
+origin_up() { [ -s "$1" ] || { kill -0 "$ORIGIN_PID" 2>/dev/null || return 2; return 1; }; }
+
+# origin_requests ROUTE [STATUS]: datavo_requests_total of the origin at $ORIGIN_URL for ROUTE (summed over
+# statuses unless given), from its /v1/metrics.
+origin_requests() {
+  python3 - "$ORIGIN_URL" "$1" "${2:-}" <<'PY'
+import re, sys, urllib.request
+url, route, status = sys.argv[1], sys.argv[2], sys.argv[3]
+text = urllib.request.urlopen(url + "/v1/metrics", timeout=10).read().decode()
+total = 0
+for line in text.splitlines():
+    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
+    if not m:
+        continue
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+    if labels.get("route") == route and (not status or labels.get("status") == status):
+        total += int(float(m.group(2)))
+print(total)
+PY
+}
+# make_samples DIR N BYTES: N samples s_0000 ... as <id>.bin (BYTES random bytes) and <id>.txt, for `datavo pack`.
+make_samples() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import os, sys
+root, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(root, exist_ok=True)
+for i in range(n):
+    with open(os.path.join(root, "s_%04d.bin" % i), "wb") as f:
+        f.write(os.urandom(size))
+    with open(os.path.join(root, "s_%04d.txt" % i), "w") as f:
+        f.write("sample %d\n" % i)
+PY
+}
+
 # --- cache state ------------------------------------------------------------------------------------------------
 
 # stat_of TIER FIELD: one counter of `datavo cache stats --json` (empty when the tier or field is missing).
 stat_of() {
-  dv --json cache stats 2>/dev/null | json "[r['stats']['$2'] for r in j if r['tier'] == '$1'][0]" 2>/dev/null
+  dv --json cache stats 2>/dev/null | json "[r['stats']['$2'] for r in j['tiers'] if r['tier'] == '$1'][0]" 2>/dev/null
 }
 
 # expect_stat TIER FIELD VALUE: VALUE is a number (equality) or ">=N", "<=N", ">N", "<N".
@@ -311,7 +397,7 @@ expect_stat() {
 
 # info_of TIER FIELD: a field of the tier in `datavo cache info --json` (used_bytes, entries, ...).
 info_of() {
-  dv --json cache info 2>/dev/null | json "[t['$2'] for t in j['tiers'] if t['name'] == '$1'][0]" 2>/dev/null
+  dv --json cache info 2>/dev/null | json "[t['$2'] for t in j['tiers'] if t['tier'] == '$1'][0]" 2>/dev/null
 }
 
 # staging_files TIER_PATH: the names in TIER_PATH/.staging/, one a line.

@@ -43,6 +43,32 @@ run --instance "bad/instance" cache ls
 expect_eq "--instance with a '/': exit 2" 2 "$RC"
 expect_contains "--instance with a '/': the message names the byte offset" "byte offset 3" "$ERR"
 
+# --version: the project's version (CMakeLists.txt) and the features of this build (the tier types it provides).
+version=$(sed -n 's/^project(datavo VERSION \([0-9.]*\).*/\1/p' "$DATAVO_SOURCE_DIR/CMakeLists.txt")
+run --version
+expect_eq "--version: exit 0" 0 "$RC"
+expect_eq "--version: first line is 'datavo <CMake project version>'" "datavo $version" "$(head -1 <<<"$OUT")"
+expect_match "--version: a features line naming the folder tier" "Features: .*folder-tier" "$OUT"
+run --json --version
+expect_eq "--json --version" "[\"$version\", true]" "$(json "[j['version'], 'folder-tier' in j['features']]" <<<"$OUT")"
+
+# DATAVO_LOG_LEVEL: case-insensitive; an unknown value is a usage error naming the variable.
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=Info "$DATAVO_BIN" --config "$E2E_CONFIG" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=Info: exit 0" 0 "$RC"
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=loud "$DATAVO_BIN" --config "$E2E_CONFIG" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=loud: exit 2" 2 "$RC"
+expect_contains "DATAVO_LOG_LEVEL=loud: names the variable and its value" "DATAVO_LOG_LEVEL=loud" "$ERR"
+RC=0
+OUT=$(DATAVO_LOG_LEVEL=loud "$DATAVO_BIN" --json --config "$E2E_CONFIG" cache ls 2>/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=loud --json: an error object" invalid_argument "$(json "j['error']['code']" <<<"$OUT")"
+
+# --help names the environment variables, DATAVO_TOKEN among them.
+run --help
+expect_contains "--help names DATAVO_TOKEN" "DATAVO_TOKEN" "$OUT"
+expect_contains "--help names DATAVO_SERVER" "DATAVO_SERVER" "$OUT"
+
 # --- config errors: exit 2 --------------------------------------------------------------------------------------
 
 printf 'tiers:\n  - name: a\n    path: %s/a\n    max_bytes: 12XB\n' "$E2E_TMP" >"$E2E_TMP/bad_size.yaml"
@@ -87,6 +113,32 @@ expect_match "content-hash output is 64 lowercase hex" '^[0-9a-f]{64}$' "$OUT"
 run content-hash --revision 42 --shard-index 3 --key audio.wav
 expect_eq "content-hash without --manifest-ref: exit 2" 2 "$RC"
 
+# Revisions as the server emits them (positive decimal, no leading zero, at most 18 digits) and sample ids as its
+# store accepts them; anything else could never match a server's hash.
+for bad in abc "" 0 042 -1 +5 1.0 " 42" 1234567890123456789; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision "$bad" --shard-index 3 --key audio.wav \
+    --sample-id utt_0001
+  expect_eq "content-hash --revision '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --revision '$bad': the message names --revision" "--revision" "$ERR"
+  expect_eq "content-hash --revision '$bad': nothing on stdout" "" "$OUT"
+done
+for bad in ../x /abs a/../b "" a.b a//b .hidden "x y" "a/./b" trailing/; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 42 --shard-index 3 --key audio.wav \
+    --sample-id utt_0001 --sample-id "$bad"
+  expect_eq "content-hash --sample-id '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --sample-id '$bad': the message names --sample-id and the id" "--sample-id '$bad'" "$ERR"
+done
+for bad in ../k "" .wav "a/b"; do
+  run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 42 --shard-index 3 --key "$bad"
+  expect_eq "content-hash --key '$bad': exit 2" 2 "$RC"
+  expect_contains "content-hash --key '$bad': the message names --key" "--key '$bad'" "$ERR"
+done
+run content-hash --manifest-ref "" --revision 42 --shard-index 3 --key audio.wav
+expect_eq "content-hash --manifest-ref '': exit 2" 2 "$RC"
+run content-hash --manifest-ref voice_demo_v1/train@m1 --revision 18 --shard-index 0 --key audio.wav \
+  --sample-id train/utt_0001 --sample-id v1.2/utt_7 --sample-id a-b_c
+expect_eq "content-hash: ids with directories, dots in directories, - and _ are accepted" 0 "$RC"
+
 # --- cache info --json: the documented shape --------------------------------------------------------------------
 
 write_config <<EOF
@@ -116,16 +168,16 @@ if isinstance(config, dict):
     need(config, "source", str, "config")
 tiers = need(j, "tiers", list, "")
 for i, t in enumerate(tiers or []):
-    for key, types in (("name", str), ("type", str), ("path", str), ("max_bytes", (int, type(None))),
+    for key, types in (("tier", str), ("type", str), ("path", str), ("max_bytes", (int, type(None))),
                        ("used_bytes", (int, type(None))), ("entries", (int, type(None)))):
         need(t, key, types, "tiers[%d]" % i)
 print("; ".join(problems) if problems else "ok")
 ' "$OUT" 2>&1)
-expect_eq "cache info --json has {config: {path, source}, tiers: [{name, type, path, max_bytes, used_bytes, entries}]}" \
+expect_eq "cache info --json has {config: {path, source}, tiers: [{tier, type, path, max_bytes, used_bytes, entries}]}" \
   ok "$shape"
 expect_eq "cache info --json: config.path is the --config file" "$E2E_CONFIG" "$(json "j['config']['path']" <<<"$OUT")"
 expect_eq "cache info --json: config.source is argument" argument "$(json "j['config']['source']" <<<"$OUT")"
-expect_eq "cache info --json: tiers fastest first" '["fast", "slow"]' "$(json "[t['name'] for t in j['tiers']]" <<<"$OUT")"
+expect_eq "cache info --json: tiers fastest first" '["fast", "slow"]' "$(json "[t['tier'] for t in j['tiers']]" <<<"$OUT")"
 expect_eq "cache info --json: tier type" '["folder", "folder"]' "$(json "[t['type'] for t in j['tiers']]" <<<"$OUT")"
 expect_eq "cache info --json: tier paths" "[\"$E2E_TMP/fast\", \"$E2E_TMP/slow\"]" \
   "$(json "[t['path'] for t in j['tiers']]" <<<"$OUT")"
@@ -133,6 +185,39 @@ expect_eq "cache info --json: max_bytes 1MiB and unbounded (null)" '[1048576, nu
   "$(json "[t['max_bytes'] for t in j['tiers']]" <<<"$OUT")"
 expect_eq "cache info --json: empty tiers have used_bytes 0 and 0 entries" '[[0, 0], [0, 0]]' \
   "$(json "[[t['used_bytes'], t['entries']] for t in j['tiers']]" <<<"$OUT")"
+
+# Every effective setting of each tier and where it came from (like ccache -p), and the lock mechanism.
+write_config <<EOF
+tiers:
+  - name: fast
+    path: $E2E_TMP/fast
+    max_bytes: 1MiB
+    durability: none
+  - name: slow
+    type: folder
+    path: $E2E_TMP/slow
+EOF
+run --json cache info
+settings_of() { json "{s['setting']: [s['value'], s['origin']] for s in [t for t in j['tiers'] if t['tier'] == '$1'][0]['settings']}" <<<"$OUT"; }
+expect_eq "cache info --json: fast's durability and where it came from" "[\"none\", \"$E2E_CONFIG:5\"]" \
+  "$(settings_of fast | json "j['durability']")"
+expect_eq "cache info --json: fast's max_bytes from line 4" "[\"1 MiB\", \"$E2E_CONFIG:4\"]" \
+  "$(settings_of fast | json "j['max_bytes']")"
+expect_eq "cache info --json: slow's max_age, durability and verify are defaults" \
+  '[["none", "default"], ["fsync", "default"], ["size", "default"]]' \
+  "$(settings_of slow | json "[j['max_age'], j['durability'], j['verify']]")"
+expect_eq "cache info --json: no lock mechanism before the tier exists" "null" \
+  "$(json "j['tiers'][0]['lock_mechanism']" <<<"$OUT")"
+run cache put "$(hash_for info-lock)" "$E2E_TMP/bad_size.yaml"
+run --json cache info
+expect_eq "cache info --json: the folder tiers' lock mechanism once they exist" '["flock", "flock"]' \
+  "$(json "[t['lock_mechanism'] for t in j['tiers']]" <<<"$OUT")"
+run cache info
+expect_match "cache info: durability, its value and its origin" "durability += none +\($E2E_CONFIG:5\)" "$OUT"
+expect_match "cache info: max_age is shown with its default" "max_age += none +\(default\)" "$OUT"
+expect_contains "cache info: the lock mechanism" "lock mechanism: flock" "$OUT"
+run cache rm "$(hash_for info-lock)"
+rm -rf "$E2E_TMP/fast" "$E2E_TMP/slow"
 
 # --- config resolution: the explanation lists the candidates skipped --------------------------------------------
 
@@ -159,6 +244,9 @@ else
     "$(json "[[c['path'], c['reason']] for c in j['config']['skipped']]" <<<"$OUT")"
   OUT=$(DATAVO_SHARD_CACHE_DIR="$E2E_TMP/envdir" timeout 60 "$DATAVO_BIN" --json cache info)
   expect_eq "built-in default honours \$DATAVO_SHARD_CACHE_DIR" "$E2E_TMP/envdir" "$(json "j['tiers'][0]['path']" <<<"$OUT")"
+  expect_eq "built-in default: every setting shown, the path from \$DATAVO_SHARD_CACHE_DIR" \
+    '[["$DATAVO_SHARD_CACHE_DIR"], ["none", "built-in default"], ["fsync", "built-in default"], ["size", "built-in default"]]' \
+    "$(json "[[s['origin'] for s in j['tiers'][0]['settings'] if s['setting'] == 'path']] + [[s['value'], s['origin']] for n in ('max_age', 'durability', 'verify') for s in j['tiers'][0]['settings'] if s['setting'] == n]" <<<"$OUT")"
 
   # A user file: used, with /etc listed as skipped.
   mkdir -p "$HOME/.config/datavo"
@@ -199,6 +287,13 @@ mkdir -p "$E2E_TMP/www"
 sha=$(make_shard "$E2E_TMP/www/shard.bin" 200000)
 start_server "$E2E_TMP/www"
 
+RC=0
+ERR=$(DATAVO_LOG_LEVEL=DEBUG "$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$(hash_for debug)" \
+  --url "$SERVER_URL/shard.bin" 2>&1 >/dev/null) || RC=$?
+expect_eq "DATAVO_LOG_LEVEL=DEBUG (upper case): exit 0" 0 "$RC"
+expect_contains "DATAVO_LOG_LEVEL=DEBUG (upper case): debug lines are logged" "DEBUG:" "$ERR"
+run cache rm "$(hash_for debug)"
+
 h=$(hash_for mismatch)
 wrong=$(printf 'not the shard' | sha256sum | cut -c1-64)
 run cache fetch "$h" --url "$SERVER_URL/shard.bin" --sha256 "$wrong"
@@ -211,7 +306,7 @@ expect_empty_dir "--sha256 mismatch: nothing left in fast/.staging" "$E2E_TMP/fa
 expect_empty_dir "--sha256 mismatch: nothing left in slow/.staging" "$E2E_TMP/slow/.staging"
 expect_eq "--sha256 mismatch: no per-shard lock left" "" "$(shard_locks "$E2E_TMP/fast")"
 run --json cache ls
-expect_eq "--sha256 mismatch: cache ls is empty" "[]" "$OUT"
+expect_eq "--sha256 mismatch: cache ls is empty" "[0, []]" "$(json "[j['entries'], j['entry_list']]" <<<"$OUT")"
 
 run cache fetch "$h" --url "$SERVER_URL/shard.bin" --size 1234
 expect_eq "--size mismatch: exit 1" 1 "$RC"
@@ -243,7 +338,63 @@ expect_eq "matching --sha256 and --size: exit 0" 0 "$RC"
 expect_eq "matching fetch prints the entry path in the fastest tier" "$E2E_TMP/fast/local/$h.tar" "$OUT"
 run --json cache fetch "$h" --url "$SERVER_URL/shard.bin"
 expect_eq "second fetch --json" "[\"$E2E_TMP/fast/local/$h.tar\", \"fast\", \"hit\", 200000]" \
-  "$(json "[j['path'], j['tier'], j['source'], j['size']]" <<<"$OUT")"
+  "$(json "[j['path'], j['tier'], j['source'], j['size_bytes']]" <<<"$OUT")"
+
+# --- one output contract (docs/cli.md) ---------------------------------------------------------------------------
+
+# With --json every failure prints {"error": {"code", "message"}} on stdout, and the message on stderr.
+run --json cache fetch abc --url "file:///dev/null"
+expect_eq "--json, bad hash: exit 2" 2 "$RC"
+expect_eq "--json, bad hash: {error: {code: invalid_argument, message}} on stdout" '["invalid_argument", true]' \
+  "$(json "[j['error']['code'], 'content hash' in j['error']['message']]" <<<"$OUT")"
+expect_contains "--json, bad hash: the message on stderr too" "content hash must be 64" "$ERR"
+run --json frobnicate
+expect_eq "--json, unknown command: exit 2" 2 "$RC"
+expect_eq "--json, unknown command: an error object on stdout" invalid_argument "$(json "j['error']['code']" <<<"$OUT")"
+run --json cache fetch "$h404" --url "$SERVER_URL/no-such-shard.bin"
+expect_eq "--json, 404: exit 1" 1 "$RC"
+expect_eq "--json, 404: error code not_found" not_found "$(json "j['error']['code']" <<<"$OUT")"
+expect_contains "--json, 404: the message names the status" "404" "$(json "j['error']['message']" <<<"$OUT")"
+RC=0
+OUT=$("$DATAVO_BIN" --json --config "$E2E_TMP/bad_key.yaml" cache info 2>/dev/null) || RC=$?
+expect_eq "--json, config error: exit 2, error code config" "[2, \"config\"]" "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
+
+# cache rm: several hashes at once; an absent entry is exit 1 and said so.
+hx=$(hash_for rm-x)
+hy=$(hash_for rm-y)
+run cache put "$hx" "$E2E_TMP/www/shard.bin"
+run cache put "$hy" "$E2E_TMP/www/shard.bin"
+run --json cache rm "$hx" "$hy"
+expect_eq "cache rm of two cached hashes: exit 0" 0 "$RC"
+expect_eq "cache rm of two cached hashes: both removed from both tiers" \
+  "[[\"$hx\", [\"fast\", \"slow\"]], [\"$hy\", [\"fast\", \"slow\"]]]" \
+  "$(json "[[e['content_hash'], sorted(e['removed_from'])] for e in j['entry_list']]" <<<"$OUT")"
+expect_no_file "cache rm: the entry is gone" "$E2E_TMP/fast/local/$hx.tar"
+run cache rm "$hx"
+expect_eq "cache rm of an absent entry: exit 1" 1 "$RC"
+expect_contains "cache rm of an absent entry: says it is not cached" "$hx is not cached" "$ERR"
+run --json cache rm "$hx"
+expect_eq "cache rm --json of an absent entry: the report and an error" '[1, 0, "not_found"]' \
+  "[$RC, $(json "j['removed']" <<<"$OUT"), \"$(json "j['error']['code']" <<<"$OUT")\"]"
+
+# cache ls on a tier whose path is a file: exit 1.
+echo "not a directory" >"$E2E_TMP/tier_file"
+printf 'tiers:\n  - name: f\n    path: %s\n' "$E2E_TMP/tier_file" >"$E2E_TMP/file_tier.yaml"
+RC=0
+ERR=$("$DATAVO_BIN" --config "$E2E_TMP/file_tier.yaml" cache ls 2>&1 >/dev/null) || RC=$?
+expect_eq "cache ls on a tier path that is a file: exit 1" 1 "$RC"
+expect_contains "cache ls on a tier path that is a file: names the tier" "tier 'f'" "$ERR"
+
+# One vocabulary of field names across commands.
+hv=$(hash_for vocabulary)
+for cmd in "cache info" "cache put $hv $E2E_TMP/www/shard.bin" "cache fetch $hv --url $SERVER_URL/shard.bin" \
+  "cache ls" "cache ls --all-instances" "cache stats" "cache gc --dry-run" "cache gc" "cache verify" "cache rm $hv" \
+  "content-hash --manifest-ref m --revision 1 --shard-index 0 --key a"; do
+  # shellcheck disable=SC2086
+  run --json $cmd
+  expect_eq "--json $cmd: exit 0" 0 "$RC"
+  expect_eq "--json $cmd: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
+done
 
 stop_server
 finish

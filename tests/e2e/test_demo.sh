@@ -15,6 +15,7 @@ run --json demo
 expect_eq "demo: exit 0 within 60 s" 0 "$RC"
 [ "$RC" -eq 0 ] || die "demo" "$ERR"
 shards=$(json "j['shards']" <<<"$OUT")
+expect_eq "demo --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
 expect_eq "demo: 2000 samples in each pass, every WAV valid" "[2000, 2000, 2000, 2000]" \
   "$(json "[j['cold']['samples'], j['cold']['valid_wavs'], j['warm']['samples'], j['warm']['valid_wavs']]" <<<"$OUT")"
 expect_cmp "demo: several shards" "$shards" -gt 1

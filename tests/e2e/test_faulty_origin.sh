@@ -209,7 +209,7 @@ print("; ".join(problems) or "ok")
   local vrc=0 vout
   vout=$(dv --json cache verify 2>&1) || vrc=$?
   expect_eq "$what: datavo cache verify exits 0, $SHARDS entries checked, $SHARDS ok, none bad" "0 $SHARDS $SHARDS 0" \
-    "$vrc $(printf '%s' "$vout" | json '"%d %d %d" % tuple(sum(r[k] for r in j) for k in ("checked", "ok", "bad"))' 2>/dev/null)"
+    "$vrc $(printf '%s' "$vout" | json '"%d %d %d" % tuple(sum(r[k] for r in j["tiers"]) for k in ("checked", "ok", "bad"))' 2>/dev/null)"
   expect_empty_dir "$what: nothing left in .staging" "$CACHE/.staging"
 }
 

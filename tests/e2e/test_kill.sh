@@ -40,7 +40,7 @@ staging_with_bytes() {
   return 1
 }
 pid_of_staging() { basename "$1" | awk -F. '{print $2}'; }
-gc_field() { json "[r['$2'] for r in j if r['tier'] == '$1'][0]"; }
+gc_field() { json "[r['$2'] for r in j['tiers'] if r['tier'] == '$1'][0]"; }
 
 # --- A. SIGKILL mid-download ------------------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ staged_size=$(file_size "$staged")
 expect_cmp "A: the staging file is partial ($staged_size of $big_size bytes)" "$staged_size" -lt "$big_size"
 expect_no_file "A: nothing under the final name in t1" "$t1/local/$ha.tar"
 expect_no_file "A: nothing under the final name in t2" "$t2/local/$ha.tar"
-expect_eq "A: cache ls shows no entry" "[]" "$(dv --json cache ls)"
+expect_eq "A: cache ls shows no entry" "[0, []]" "$(dv --json cache ls | json "[j['entries'], j['entry_list']]")"
 expect_file "A: the killed writer's lock file is left behind" "$t1/.locks/local.$ha.lock"
 
 # A dry run sees the dead writer's staging file, but not the lock: it is younger than the 60 s orphan guard.
@@ -225,7 +225,7 @@ expect_eq "B: one more request" $((before + 1)) "$(server_requests /mid.bin)"
 expect_eq "B: the next fetch installs the right bytes" "$sha_mid" "$(sha256_of "$t1/local/$hb.tar" 2>&1)"
 run --json cache gc
 expect_eq "B: a final gc has nothing left to sweep" '[0, 0]' \
-  "$(json "[sum(r['staging_swept'] for r in j), sum(r['locks_swept'] for r in j)]" <<<"$OUT")"
+  "$(json "[sum(r['staging_swept'] for r in j['tiers']), sum(r['locks_swept'] for r in j['tiers'])]" <<<"$OUT")"
 expect_empty_dir "B: t1/.staging is empty" "$t1/.staging"
 expect_empty_dir "B: t2/.staging is empty" "$t2/.staging"
 expect_eq "no per-shard lock files left" "" "$(shard_locks "$t1")"

@@ -154,8 +154,9 @@ wait_until 10 bash -c "! kill -0 $SERVE_PID 2>/dev/null || [ \"\$(awk '{print \$
 wait "$SERVE_PID" || SERVE_RC=$?
 expect_eq "SIGTERM: exit 0" 0 "$SERVE_RC"
 
-run serve "$E2E_TMP/no-such-store" --port 0
-expect_eq "serve of a missing store exits 2" 2 "$RC"
+echo "not a directory" >"$E2E_TMP/store-is-a-file"
+run serve "$E2E_TMP/store-is-a-file" --port 0
+expect_eq "serve of a store path that is a file exits 2" 2 "$RC"
 run serve "$STORE" --port 0 --token-file "$E2E_TMP/no-such-token"
 expect_eq "serve with a missing token file exits 2" 2 "$RC"
 

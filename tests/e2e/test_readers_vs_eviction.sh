@@ -70,9 +70,9 @@ def cache_get(shard):
         counts["problems"].append("%s %s: exit %d: %s" % (mode, shard["name"], r.returncode, r.stderr.strip()[-300:]))
         return None
     j = json.loads(r.stdout)
-    if j["size"] != shard["size"]:
+    if j["size_bytes"] != shard["size"]:
         counts["wrong_size"] += 1
-        counts["problems"].append("%s %s: size %d" % (mode, shard["name"], j["size"]))
+        counts["problems"].append("%s %s: size %d" % (mode, shard["name"], j["size_bytes"]))
         return None
     counts["cli_ok"] += 1
     counts["sources"][j["source"]] = counts["sources"].get(j["source"], 0) + 1
@@ -217,7 +217,7 @@ expect_empty_dir "nothing left in .staging" "$tier/.staging"
 expect_eq "no per-shard lock left" "" "$(shard_locks "$tier")"
 run --json cache gc
 expect_eq "gc after the churn: exit 0" 0 "$RC"
-expect_cmp "gc after the churn: usage within max_bytes" "$(json "j[0]['used_after']" <<<"$OUT")" -le 1572864
+expect_cmp "gc after the churn: usage within max_bytes" "$(json "j['tiers'][0]['used_bytes']" <<<"$OUT")" -le 1572864
 run --json cache info
 expect_cmp "after the churn: at most one 1 MiB entry fits" "$(json "j['tiers'][0]['entries']" <<<"$OUT")" -le 1
 run cache verify

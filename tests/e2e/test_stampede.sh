@@ -62,7 +62,7 @@ if [ "$rcs" != "0x$N " ]; then
 fi
 expect_eq "cold stampede: $N JSON results" "$N" "$(summarize cold 'len(j)')"
 expect_eq "cold stampede: all print the same path" "[\"$t1/local/$h.tar\"]" "$(summarize cold 'sorted(set(x["path"] for x in j))')"
-expect_eq "cold stampede: all report the full size" "[2097152]" "$(summarize cold 'sorted(set(x["size"] for x in j))')"
+expect_eq "cold stampede: all report the full size" "[2097152]" "$(summarize cold 'sorted(set(x["size_bytes"] for x in j))')"
 expect_eq "cold stampede: exactly one process fetched, the others hit after waiting" '{"fetched": 1, "hit": 15}' \
   "$(summarize cold '{s: [x["source"] for x in j].count(s) for s in sorted(set(x["source"] for x in j))}')"
 expect_eq "cold stampede: the installed bytes are right" "$sha" "$(sha256_of "$t1/local/$h.tar" 2>&1)"

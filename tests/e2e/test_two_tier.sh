@@ -40,7 +40,7 @@ run --json cache fetch "$ha" --url "$SERVER_URL/a.bin"
 expect_eq "populate: exit 0" 0 "$RC"
 expect_eq "populate: source fetched, served from fast, size" \
   "[\"fetched\", \"fast\", \"$fast/local/$ha.tar\", 300000]" \
-  "$(json "[j['source'], j['tier'], j['path'], j['size']]" <<<"$OUT")"
+  "$(json "[j['source'], j['tier'], j['path'], j['size_bytes']]" <<<"$OUT")"
 expect_file "populate: entry in tier fast" "$fast/local/$ha.tar"
 expect_file "populate: entry in tier slow" "$slow/local/$ha.tar"
 expect_eq "populate: tier fast holds the right bytes" "$sha_a" "$(sha256_of "$fast/local/$ha.tar")"
@@ -95,23 +95,24 @@ run --json cache ls
 expect_eq "cache ls --json: exit 0" 0 "$RC"
 expected=$(json "sorted(j)" <<<"[[\"fast\", \"$ha\", 300000], [\"fast\", \"$hc\", 50000], [\"slow\", \"$ha\", 300000], [\"slow\", \"$hc\", 50000]]")
 expect_eq "cache ls --json: both shards in both tiers" "$expected" \
-  "$(json "sorted([r['tier'], r['hash'], r['size']] for r in j)" <<<"$OUT")"
+  "$(json "sorted([r['tier'], r['content_hash'], r['size_bytes']] for r in j['entry_list'])" <<<"$OUT")"
 expect_eq "cache ls --json: instance local, last_access ISO-8601" "true" \
-  "$(json "all(r['instance'] == 'local' and len(r['last_access']) == 20 and r['last_access'].endswith('Z') for r in j)" <<<"$OUT")"
+  "$(json "all(r['instance'] == 'local' and len(r['last_access']) == 20 and r['last_access'].endswith('Z') for r in j['entry_list'])" <<<"$OUT")"
 run cache ls
-expect_eq "cache ls (text): 4 lines" 4 "$(grep -c . <<<"$OUT")"
-expect_match "cache ls (text): tier, instance, hash, size" "fast	local	$ha	300000" "$OUT"
+expect_eq "cache ls (text): a line per entry" 4 "$(grep -cE "$ha|$hc" <<<"$OUT")"
+expect_match "cache ls (text): tier, hash, human size, age" "fast +$ha +293\\.0 KiB +[0-9]+ s ago" "$OUT"
+expect_contains "cache ls (text): a total" "total: 4 entries, 683.6 KiB (instance local)" "$OUT"
 
 # --- cache rm ---------------------------------------------------------------------------------------------------
 
 run --json cache rm "$hc"
 expect_eq "cache rm: exit 0" 0 "$RC"
-expect_eq "cache rm --json: removed from both tiers" '["fast", "slow"]' "$(json "sorted(j['removed_from'])" <<<"$OUT")"
+expect_eq "cache rm --json: removed from both tiers" '["fast", "slow"]' "$(json "sorted(j['entry_list'][0]['removed_from'])" <<<"$OUT")"
 expect_no_file "cache rm: gone from fast" "$fast/local/$hc.tar"
 expect_no_file "cache rm: gone from slow" "$slow/local/$hc.tar"
 run cache rm "$hc"
-expect_eq "cache rm of an uncached hash: exit 0" 0 "$RC"
-expect_contains "cache rm of an uncached hash: says so" "is not cached" "$OUT"
+expect_eq "cache rm of an uncached hash: exit 1" 1 "$RC"
+expect_contains "cache rm of an uncached hash: says so" "is not cached" "$ERR"
 expect_stat fast evictions 1
 before=$(server_requests /c.bin)
 run --json cache fetch "$hc" --url "$SERVER_URL/c.bin"
@@ -130,13 +131,13 @@ expect_contains "verify names the corrupt path" "$fast/local/$ha.tar" "$OUT"
 run --json cache verify
 expect_eq "verify --json: exit 1" 1 "$RC"
 expect_eq "verify --json: bad_paths of fast" "[\"$fast/local/$ha.tar\"]" \
-  "$(json "[r['bad_paths'] for r in j if r['tier'] == 'fast'][0]" <<<"$OUT")"
-expect_eq "verify --json: slow is clean" 0 "$(json "[r['bad'] for r in j if r['tier'] == 'slow'][0]" <<<"$OUT")"
+  "$(json "[r['bad_paths'] for r in j['tiers'] if r['tier'] == 'fast'][0]" <<<"$OUT")"
+expect_eq "verify --json: slow is clean" 0 "$(json "[r['bad'] for r in j['tiers'] if r['tier'] == 'slow'][0]" <<<"$OUT")"
 expect_file "verify without --repair leaves the entry" "$fast/local/$ha.tar"
 run --json cache verify --repair
 expect_eq "verify --repair: exit 0" 0 "$RC"
 expect_eq "verify --repair: quarantined 1 in fast" 1 \
-  "$(json "[r['quarantined'] for r in j if r['tier'] == 'fast'][0]" <<<"$OUT")"
+  "$(json "[r['quarantined'] for r in j['tiers'] if r['tier'] == 'fast'][0]" <<<"$OUT")"
 expect_no_file "verify --repair: entry gone from its final name" "$fast/local/$ha.tar"
 expect_eq "verify --repair: entry moved to .quarantine/" 1 \
   "$(find "$fast/.quarantine" -name "local.$ha.*.tar" | wc -l)"
@@ -155,7 +156,7 @@ hp=$(hash_for put)
 run --json cache put "$hp" "$E2E_TMP/local_file.bin"
 expect_eq "put: exit 0" 0 "$RC"
 expect_eq "put: installed in fast" "[\"fast\", \"$fast/local/$hp.tar\", 77777]" \
-  "$(json "[j['tier'], j['path'], j['size']]" <<<"$OUT")"
+  "$(json "[j['tier'], j['path'], j['size_bytes']]" <<<"$OUT")"
 expect_eq "put: right bytes in fast" "$sha_p" "$(sha256_of "$fast/local/$hp.tar" 2>&1)"
 expect_eq "put: right bytes in slow" "$sha_p" "$(sha256_of "$slow/local/$hp.tar" 2>&1)"
 expect_eq "put: digest recorded" "$sha_p" "$(digest_of_entry "$fast/local/$hp.tar")"
@@ -171,11 +172,11 @@ run --instance a --json cache fetch "$hi" --url "$SERVER_URL/b.bin"
 expect_eq "instance a: fetched into fast/a/" "[\"fetched\", \"$fast/a/$hi.tar\"]" \
   "$(json "[j['source'], j['path']]" <<<"$OUT")"
 run --instance a --json cache ls
-expect_eq "instance a: cache ls sees its entry" true "$(json "any(r['hash'] == '$hi' for r in j)" <<<"$OUT")"
+expect_eq "instance a: cache ls sees its entry" true "$(json "any(r['content_hash'] == '$hi' for r in j['entry_list'])" <<<"$OUT")"
 run --instance b --json cache ls
 expect_eq "instance b: cache ls does not see instance a's entry" false \
-  "$(json "any(r['hash'] == '$hi' for r in j)" <<<"$OUT")"
-expect_eq "instance b: cache ls lists only instance b" true "$(json "all(r['instance'] == 'b' for r in j)" <<<"$OUT")"
+  "$(json "any(r['content_hash'] == '$hi' for r in j['entry_list'])" <<<"$OUT")"
+expect_eq "instance b: cache ls lists only instance b" true "$(json "all(r['instance'] == 'b' for r in j['entry_list'])" <<<"$OUT")"
 before=$(server_requests /b.bin)
 run --instance b --json cache fetch "$hi" --url "$SERVER_URL/b.bin"
 expect_eq "instance b: the same hash is a miss, fetched into fast/b/" "[\"fetched\", \"$fast/b/$hi.tar\"]" \
@@ -183,7 +184,7 @@ expect_eq "instance b: the same hash is a miss, fetched into fast/b/" "[\"fetche
 expect_eq "instance b: one more request" $((before + 1)) "$(server_requests /b.bin)"
 run --json cache ls --all-instances
 expect_eq "cache ls --all-instances: the hash under both instances, both tiers" '["a", "a", "b", "b"]' \
-  "$(json "sorted(r['instance'] for r in j if r['hash'] == '$hi')" <<<"$OUT")"
+  "$(json "sorted(r['instance'] for r in j['entry_list'] if r['content_hash'] == '$hi')" <<<"$OUT")"
 run --instance b --json cache rm "$hi"
 expect_file "rm --instance b leaves instance a's entry" "$fast/a/$hi.tar"
 
@@ -200,7 +201,7 @@ OUT=$(DATAVO_SERVER=http://127.0.0.1:8080 dv --instance a --json cache info)
 expect_eq "--instance beats DATAVO_SERVER" a "$(json "j['instance']" <<<"$OUT")"
 run --json cache ls
 expect_eq "instance local does not see the 127.0.0.1_8080 entry" false \
-  "$(json "any(r['hash'] == '$hs' for r in j)" <<<"$OUT")"
+  "$(json "any(r['content_hash'] == '$hs' for r in j['entry_list'])" <<<"$OUT")"
 
 # --- a tier too small for a shard -------------------------------------------------------------------------------
 
@@ -291,7 +292,8 @@ expect_eq "read-only tier first: a miss is installed in rw only" "[\"fetched\", 
   "$(json "[j['source'], j['tier']]" <<<"$OUT")"
 expect_no_file "read-only tier first: nothing written into ro" "$ro/local/$hw.tar"
 run --json cache rm "$hr"
-expect_eq "read-only tier: cache rm does not touch it" "[]" "$(json "j['removed_from']" <<<"$OUT")"
+expect_eq "read-only tier: cache rm does not touch it (not cached in a writable tier: exit 1)" "[1, []]" \
+  "[$RC, $(json "j['entry_list'][0]['removed_from']" <<<"$OUT")]"
 run cache gc
 expect_eq "read-only tier: cache gc exit 0" 0 "$RC"
 
@@ -345,11 +347,11 @@ hm2=$(hash_for age2)
 run cache fetch "$hm2" --url "$SERVER_URL/b.bin"
 touch -d '2 days ago' "$E2E_TMP/age_fast/local/$hm2.tar" "$E2E_TMP/age_slow/local/$hm2.tar"
 run --json cache gc --dry-run
-expect_eq "gc --dry-run: reports 1 expired per tier" '[1, 1]' "$(json "[r['expired'] for r in j]" <<<"$OUT")"
+expect_eq "gc --dry-run: reports 1 expired per tier" '[1, 1]' "$(json "[r['expired'] for r in j['tiers']]" <<<"$OUT")"
 expect_file "gc --dry-run: removes nothing" "$E2E_TMP/age_fast/local/$hm2.tar"
 run --json cache gc
 expect_eq "gc: exit 0" 0 "$RC"
-expect_eq "gc: 1 expired per tier" '[["age_fast", 1], ["age_slow", 1]]' "$(json "[[r['tier'], r['expired']] for r in j]" <<<"$OUT")"
+expect_eq "gc: 1 expired per tier" '[["age_fast", 1], ["age_slow", 1]]' "$(json "[[r['tier'], r['expired']] for r in j['tiers']]" <<<"$OUT")"
 expect_no_file "gc: the expired entry is gone from age_fast" "$E2E_TMP/age_fast/local/$hm2.tar"
 expect_no_file "gc: the expired entry is gone from age_slow" "$E2E_TMP/age_slow/local/$hm2.tar"
 expect_file "gc: the fresh entry stays" "$E2E_TMP/age_fast/local/$hm.tar"

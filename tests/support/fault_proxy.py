@@ -31,11 +31,14 @@ One line: a mode name and optional key=value options, e.g.
     wrongbytes                  send the upstream body with every byte inverted, keeping status, headers and length
     wrongsize                   send the upstream body without its last byte, with a Content-Length to match: a
                                 complete, well-formed answer that is one byte shorter than the ticket's size
+    slow rate=65536             send the whole upstream body, correctly, at `rate` bytes/s (a slow link: for
+                                tests that interrupt a transfer in the middle)
 
 Options:
     count=K       the fault hits the first K shard requests after the mode (re)armed, then requests pass through.
                   Without count, every shard request is hit.
     seconds=S     how long a stall lasts (default 5).
+    rate=B        slow only: body bytes per second (default 65536).
     linger_ms=N   reset only: pause N ms (default 200) between the half body and the RST, so that the client has
                   read the half before the RST arrives (a RST lets the receiving kernel drop unread data).
 
@@ -87,7 +90,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 # Faults that cut a body: the status line and headers come from the upstream, the body stops halfway.
 BODY_CUTS = {"truncate", "reset", "stall"}
-KNOWN_MODES = BODY_CUTS | {"ok", "wrongbytes", "wrongsize"}
+KNOWN_MODES = BODY_CUTS | {"ok", "wrongbytes", "wrongsize", "slow"}
 
 # The error code of docs/protocol.md for an injected status (the JSON body of a status<NNN> fault).
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 410: "expired",
@@ -127,6 +130,7 @@ class Mode:
         self.count = int(self.options["count"]) if "count" in self.options else None  # None: every request
         self.seconds = float(self.options.get("seconds", "5"))
         self.linger_ms = int(self.options.get("linger_ms", "200"))
+        self.rate = int(self.options.get("rate", "65536"))
 
     def status(self):
         """The injected status of a status<NNN> mode, else None."""
@@ -401,6 +405,19 @@ class Handler(BaseHTTPRequestHandler):
         if length < upstream_length:
             cut_at = length  # wrongsize: stop one byte early, then carry on as if all was well
         sent = 0
+        if fault is not None and fault.name == "slow":
+            # Small slices at a steady pace, so that a client interrupted mid-download sees a steady trickle.
+            step = max(1, fault.rate // 10)
+            started = time.monotonic()
+            for chunk in chunks:
+                for i in range(0, len(chunk), step):
+                    piece = chunk[i:i + step]
+                    self.write(piece)
+                    sent += len(piece)
+                    ahead = sent / fault.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            return sent
         for chunk in chunks:
             if cut_at is not None and sent + len(chunk) > cut_at:
                 chunk = chunk[:cut_at - sent]

@@ -313,16 +313,23 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   }
 
   if (touch == Touch::yes) {
-    // The LRU clock. A file owned by another user, or a read-only mount, refuses: the hit stands regardless.
-    // UTIME_NOW, unless this host's clock is off the filesystem's: where the client stamps the time (some
-    // shared filesystems), a host a day behind would otherwise make its hits the first to be evicted.
-    struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    // The LRU clock. Both times are set, atime too: the kernel lets a user who may write the file but does not own
+    // it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both; any other
+    // combination needs ownership. Where this host's clock is off the filesystem's (the client stamps the time on
+    // some shared filesystems), the filesystem's time is given explicitly, so that a host a day behind does not make
+    // its hits the first to be evicted; a non-owner then falls back to "now". A read-only mount, or an entry the
+    // user may not write, refuses: the hit stands regardless.
+    static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+    int bumped = -1;
     if (!read_only()) {
       if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
-        times[1] = folder::to_timespec(std::chrono::system_clock::now() + offset);
+        const struct timespec fs_now = folder::to_timespec(std::chrono::system_clock::now() + offset);
+        const struct timespec times[2] = {fs_now, fs_now};
+        bumped = ::futimens(fd, times);
       }
+      if (bumped != 0) bumped = ::futimens(fd, now_times);
     }
-    if (!read_only() && ::futimens(fd, times) != 0) {
+    if (!read_only() && bumped != 0) {
       if (errno != EPERM && errno != EACCES && errno != EROFS) {
         LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
       }

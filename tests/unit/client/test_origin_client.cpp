@@ -220,10 +220,11 @@ TEST_F(OriginClientFakeTest, CorruptCachedManifestIsRefetched) {
   EXPECT_EQ(origin.manifest_requests.load(), 2);
 }
 
-TEST_F(OriginClientFakeTest, UnknownDatasetIsNotFound) {
+// An unknown dataset is the caller's bad input (the CLI's exit 2), like an unknown key.
+TEST_F(OriginClientFakeTest, UnknownDatasetIsInvalidArgument) {
   auto manifest = client()->manifest(DatasetName{"nope", "train"}, std::nullopt);
   ASSERT_FALSE(manifest);
-  EXPECT_EQ(manifest.error().code, ErrorCode::not_found);
+  EXPECT_EQ(manifest.error().code, ErrorCode::invalid_argument);
   EXPECT_NE(manifest.error().message.find("nope/train"), std::string::npos) << manifest.error().message;
 }
 

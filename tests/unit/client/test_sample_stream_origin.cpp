@@ -203,6 +203,55 @@ TEST_F(SampleStreamOriginTest, WarmPassOfflineMakesZeroRequests) {
   EXPECT_EQ(minus(requests(), before), (Counts{0, 0, 0}));
 }
 
+// huggingface_hub's automatic offline fallback: with the origin gone (connection refused) and the manifest cached, a
+// stream goes on from the cached manifest and reads every cached shard; a shard that is not cached fails at once.
+TEST_F(SampleStreamOriginTest, OriginDownReadsFromTheCachedManifest) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  auto down = options();
+  server.reset();  // nothing listens on its port any more
+  EXPECT_EQ(read_all(down), k_samples);
+
+  auto client = clienttest::make_client(down.origin);
+  auto manifest = client->manifest(DatasetName{"voice_demo_v1", "train"}, std::nullopt);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->source, ManifestSource::fallback);
+  EXPECT_EQ(manifest->manifest.revision, revision);
+  // Not cached: the ticket request is not even attempted (the manifest request found the origin unreachable).
+  const auto started = std::chrono::steady_clock::now();
+  auto ticket = client->request_ticket(manifest->manifest, 0, {"audio.wav"});
+  ASSERT_FALSE(ticket);
+  EXPECT_EQ(ticket.error().code, ErrorCode::remote);
+  EXPECT_NE(ticket.error().message.find("not attempted"), std::string::npos) << ticket.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
+}
+
+// The instance is the server's own identity (GET /v1/instance), remembered per URL: http://localhost:P reads what
+// http://127.0.0.1:P cached, and an offline client finds the remembered identity without any request.
+TEST_F(SampleStreamOriginTest, TwoUrlsOfOneServerShareOneCache) {
+  EXPECT_EQ(read_all(options()), k_samples);
+  auto by_ip = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));
+  ASSERT_TRUE(by_ip->manifest(DatasetName{"voice_demo_v1", "train"}, std::nullopt));
+  const std::string id = by_ip->instance().name();
+  EXPECT_EQ(id.size(), 32u) << id;  // the store's instance_id, not "127.0.0.1_<port>"
+
+  const Counts before = requests();
+  auto by_name = options();
+  by_name.origin.server = "http://localhost:" + std::to_string(server->port());
+  EXPECT_EQ(read_all(by_name), k_samples);
+  EXPECT_EQ(minus(requests(), before)[1], 0u) << "no ticket: every shard was cached under the server's identity";
+  EXPECT_EQ(minus(requests(), before)[2], 0u);
+
+  auto offline = clienttest::make_client(clienttest::client_options(
+      "http://localhost:" + std::to_string(server->port()), dir.sub("manifests"), Offline::yes));
+  EXPECT_EQ(offline->instance().name(), id);
+  auto remembered = OriginClient::remembered_instance(nullptr, server->base_url(), dir.sub("manifests"));
+  ASSERT_TRUE(remembered);
+  EXPECT_EQ(remembered->name(), id);
+  const std::string elsewhere = "elsewhere";
+  EXPECT_EQ(OriginClient::remembered_instance(&elsewhere, server->base_url(), dir.sub("manifests"))->name(),
+            "elsewhere");
+}
+
 TEST_F(SampleStreamOriginTest, WarmPassWithoutAPinMakesOneConditionalRequest) {
   EXPECT_EQ(read_all(options()), k_samples);
   auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("manifests")));

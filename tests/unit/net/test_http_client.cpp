@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "net/http_client.hpp"
 #include "support/test_server.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::net {
@@ -122,6 +124,30 @@ class HttpClientTest : public ::testing::Test {
 
 FaultServer* HttpClientTest::server_ = nullptr;
 std::filesystem::path* HttpClientTest::root_ = nullptr;
+
+// A cancellation request (util::request_cancel: the CLI's SIGINT and SIGTERM) stops a transfer in the middle within a
+// fraction of a second, unretried, with ErrorCode::cancelled. The request is process-wide and sticky, so the case
+// runs in a child process of its own (a death test re-executing this binary).
+TEST_F(HttpClientTest, CancellationStopsATransferAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        StringSink sink;
+        HttpClient http(TransportOptions{});  // the real clock: the backoff sleeps are cancellable too
+        std::thread canceller([] {
+          std::this_thread::sleep_for(500ms);
+          util::request_cancel(SIGINT);
+        });
+        const auto started = std::chrono::steady_clock::now();
+        auto response = http.perform(get(server_->url("/big.bin?rate=20000"), &sink));  // 15 s at that rate
+        const auto took = std::chrono::steady_clock::now() - started;
+        canceller.join();
+        const bool stopped = !response && response.error().code == ErrorCode::cancelled &&
+                             response.error().message.find("interrupted by SIGINT") != std::string::npos;
+        std::_Exit(stopped && took < 3s && sink.written().count() > 0 && server_->requests("/big.bin") == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
 
 TEST_F(HttpClientTest, GetsBodyIntoStringWithContentLength) {
   auto http = client();
@@ -328,6 +354,10 @@ TEST_F(HttpClientTest, ConnectionRefusedIsRetriedThenRemote) {
   ASSERT_FALSE(response);
   EXPECT_EQ(response.error().code, ErrorCode::remote);
   EXPECT_THAT(response.error().message, HasSubstr("gave up after 2 attempts"));
+  // The cause is kept for callers that go offline or fail fast (net::is_unreachable).
+  EXPECT_EQ(response.error().sys_errno, ECONNREFUSED);
+  EXPECT_THAT(response.error().message, HasSubstr("Connection refused"));
+  EXPECT_TRUE(is_unreachable(response.error()));
   EXPECT_EQ(clock_->sleeps().size(), 1u);
 }
 

@@ -163,6 +163,27 @@ TEST(OriginPack, FromTarShardsInFileOrderThenArchiveOrder) {
   EXPECT_EQ(more->revision, 2u);
 }
 
+// bsdtar and an unsorted GNU tar (`tar cf x.tar .`) list a.wav b.wav a.txt b.txt: two samples, not four.
+TEST(OriginPack, GroupsTheMembersOfASampleWhereverTheTarListsThem) {
+  TempDir dir;
+  write_tar(dir.sub("apart.tar"),
+            {{"b.wav", "Wb"}, {"a.wav", "Wa"}, {"b.txt", "Tb"}, {"README", "skipped"}, {"a.txt", "Ta"}});
+  auto report = pack(dir.sub("apart.tar"), dir.sub("store"), 10);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->samples_added, 2u);
+  Revision rev = load(dir.sub("store"), 1);
+  EXPECT_EQ(shard_ids(rev), (std::vector<std::vector<std::string>>{{"b", "a"}}));  // order of first members
+  EXPECT_EQ(rev.keys, (std::vector<std::string>{"txt", "wav"}));
+  EXPECT_EQ(object_text(dir.sub("store"), rev, "a", "txt"), "Ta");
+  EXPECT_EQ(object_text(dir.sub("store"), rev, "b", "wav"), "Wb");
+
+  write_tar(dir.sub("twice.tar"), {{"a.wav", "1"}, {"b.wav", "2"}, {"a.wav", "3"}});
+  auto twice = pack(dir.sub("twice.tar"), dir.sub("store2"), 10);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(twice.error().message.find("\"a\" has the key \"wav\" twice"), std::string::npos) << twice.error().message;
+}
+
 bool have_gnu_tar() { return std::system("tar --version 2>/dev/null | grep -q 'GNU tar'") == 0; }
 
 TEST(OriginPack, FromGnuTarInGnuAndPaxFormats) {

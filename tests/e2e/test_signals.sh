@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# SIGINT and SIGTERM stop transfers cleanly: `datavo warm`, `datavo read` and `datavo cache fetch` are interrupted
+# in the middle of a slow download (the fault proxy's `slow` mode in front of `datavo serve`, the fault server's
+# rate= for cache fetch). Each exits 130 (SIGINT) or 143 (SIGTERM) within seconds, prints one line saying so (and,
+# under --json, an error object with code "cancelled"), closes the progress bar's line, and leaves no staging file,
+# no per-shard lock and no entry behind.
+. "$(dirname "$0")/lib.sh"
+unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
+PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
+
+# 3 shards of 2 MB; through the proxy at 256 KiB/s each takes 8 s.
+make_samples "$E2E_TMP/src" 3 2000000
+run pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset slow/train --samples-per-shard 1
+expect_eq "pack: exit 0" 0 "$RC"
+start_origin "$E2E_TMP/store"
+printf 'slow rate=262144\n' >"$E2E_TMP/proxy.mode"
+python3 "$PROXY_SCRIPT" --upstream "$ORIGIN_URL" --mode-file "$E2E_TMP/proxy.mode" --port-file "$E2E_TMP/proxy.port" \
+  >"$E2E_TMP/proxy.log" 2>&1 &
+proxy_pid=$!
+track_pid "$proxy_pid"
+proxy_up() { [ -s "$E2E_TMP/proxy.port" ] || { kill -0 "$proxy_pid" 2>/dev/null || return 2; return 1; }; }
+wait_until 15 proxy_up || die "start the fault proxy" "$(cat "$E2E_TMP/proxy.log")"
+export DATAVO_SERVER="http://127.0.0.1:$(cat "$E2E_TMP/proxy.port")"
+
+cache="$E2E_TMP/cache"
+write_config <<EOF
+tiers:
+  - name: local
+    path: $cache
+EOF
+
+mkdir -p "$E2E_TMP/www"
+sha=$(make_shard "$E2E_TMP/www/big.bin" $((4 * 1024 * 1024)))
+start_server "$E2E_TMP/www"
+
+staging_has_bytes() {
+  local f
+  for f in "$cache"/.staging/*.tmp; do [ -s "$f" ] && return 0; done
+  return 1
+}
+# alive PID: still running (a zombie is not).
+alive() { kill -0 "$1" 2>/dev/null && ! e2e_is_zombie "$1"; }
+
+# "${WITH_SIGINT[@]}" CMD...: execs CMD with SIGINT at its default disposition. A background job of a
+# non-interactive shell starts with SIGINT ignored (so that a Ctrl-C on the terminal spares it), and datavo keeps an
+# ignored SIGINT ignored, as programs should; a user's Ctrl-C reaches a foreground datavo, which this stands in for.
+# (An array, not a function: a function run with & is a subshell, and $! would be the subshell's pid.)
+WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
+
+# interrupt SIGNAL NAME CMD...: runs datavo CMD in the background, waits until its download has bytes in .staging,
+# sends SIGNAL, waits for the exit; sets RC, OUT, ERR and SECONDS_TO_EXIT.
+interrupt() {
+  local sig=$1 name=$2 pid start deadline
+  shift 2
+  "${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" "$@" >"$E2E_TMP/$name.out" 2>"$E2E_TMP/$name.err" &
+  pid=$!
+  track_pid "$pid"
+  wait_until 30 staging_has_bytes || fail "$name: a download started" "no staging file with bytes after 30 s"
+  start=$(date +%s%N)
+  kill "-$sig" "$pid"
+  deadline=$(($(date +%s) + 20))
+  while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  local timed_out=0
+  if alive "$pid"; then
+    timed_out=1
+    kill -KILL "$pid"
+  fi
+  wait "$pid"
+  RC=$?
+  [ "$timed_out" -eq 0 ] || RC="timeout (killed)"
+  SECONDS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+  OUT=$(cat "$E2E_TMP/$name.out")
+  ERR=$(cat "$E2E_TMP/$name.err")
+}
+
+# expect_clean NAME EXIT_CODE SIGNAL_NAME: the assertions every interrupted command must pass.
+expect_clean() {
+  local name=$1 code=$2 signame=$3
+  expect_eq "$name: exit $code" "$code" "$RC"
+  expect_cmp "$name: stops within 5 s of the signal (${SECONDS_TO_EXIT} ms)" "$SECONDS_TO_EXIT" -le 5000
+  expect_eq "$name: one line says it was interrupted by $signame" 1 "$(grep -c "interrupted by $signame" <<<"$ERR")"
+  expect_eq "$name: nothing else on stderr (no FAILED, no ERROR per shard)" 1 "$(grep -c . <<<"$ERR")"
+  expect_eq "$name: no staging file left" "" "$(find "$cache/.staging" -name '*.tmp' 2>/dev/null)"
+  expect_eq "$name: no per-shard lock left" "" "$(shard_locks "$cache")"
+  expect_eq "$name: no entry installed" "" "$(find "$cache" -name '*.tar' -not -path '*/.staging/*' 2>/dev/null)"
+}
+
+for sig in INT TERM; do
+  code=$((128 + $(kill -l "$sig")))
+  rm -rf "$cache"
+  interrupt "$sig" "warm-$sig" warm slow/train --key bin --key txt --jobs 2
+  expect_clean "warm, SIG$sig" "$code" "SIG$sig"
+
+  rm -rf "$cache"
+  interrupt "$sig" "read-$sig" read slow/train --key bin
+  expect_clean "read, SIG$sig" "$code" "SIG$sig"
+
+  rm -rf "$cache"
+  interrupt "$sig" "fetch-$sig" --json cache fetch "$(hash_for "big-$sig")" --url "$SERVER_URL/big.bin?rate=262144" \
+    --sha256 "$sha"
+  expect_clean "cache fetch --json, SIG$sig" "$code" "SIG$sig"
+  expect_eq "cache fetch --json, SIG$sig: an error object with code cancelled" cancelled \
+    "$(json "j['error']['code']" <<<"$OUT")"
+done
+
+# On a terminal: the progress bar's line is closed before the message (the message starts a line of its own).
+rm -rf "$cache"
+script -qfec "exec python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); \
+os.execvp(sys.argv[1], sys.argv[1:])' '$DATAVO_BIN' --config '$E2E_CONFIG' warm slow/train --key bin --jobs 1" \
+  "$E2E_TMP/typescript" >/dev/null 2>&1 &
+script_pid=$!
+track_pid "$script_pid"
+wait_until 30 staging_has_bytes || fail "warm on a terminal: a download started" "no staging bytes after 30 s"
+warm_pid=$(pgrep -P "$script_pid" | head -1)
+kill -INT "$warm_pid"
+wait "$script_pid" && RC=0 || RC=$?
+expect_eq "warm on a terminal, SIGINT: exit 130" 130 "$RC"
+typescript=$(tr -d '\000' <"$E2E_TMP/typescript")
+expect_contains "warm on a terminal: the bar was drawn" "shards" "$typescript"
+expect_match "warm on a terminal: the bar's line is ended before the message" \
+  $'\n''datavo: interrupted by SIGINT' "$typescript"
+expect_eq "warm on a terminal: no staging file left" "" "$(find "$cache/.staging" -name '*.tmp' 2>/dev/null)"
+
+finish
