@@ -79,8 +79,8 @@ swept_total=0 expired_total=0
 for mode in true-stat; do
   for skew in "${skews[@]}"; do
     skewed "$skew" "$mode" -- --json cache gc
-    swept=$(json "j[0]['staging_swept']" <<<"$OUT" 2>/dev/null)
-    evicted=$(json "j[0]['evicted']" <<<"$OUT" 2>/dev/null)
+    swept=$(json "j['tiers'][0]['staging_swept']" <<<"$OUT" 2>/dev/null)
+    evicted=$(json "j['tiers'][0]['evicted']" <<<"$OUT" 2>/dev/null)
     if [ "$RC" -eq 0 ] && [ "$swept" = 0 ] && [ "$evicted" = 0 ] && [ -e "$live" ] && [ -e "$(entry_of fresh)" ]; then
       pass "A: $mode $skew: gc sweeps no live staging file and expires no fresh entry"
     else
