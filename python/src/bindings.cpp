@@ -62,6 +62,9 @@ Globals& globals() {
   auto& g = globals();
   py::object type = g.error_base;
   const char* code = to_string(error.code);
+  // A bad argument that names something absent (a dataset or revision the origin does not have) is a
+  // FileNotFoundError to Python, whatever its code.
+  if (error.code == ErrorCode::invalid_argument && error.sys_errno == ENOENT) code = "not_found";
   if (g.error_types && g.error_types.contains(code)) type = g.error_types[code];
   if (!type) throw std::runtime_error(error.message);  // the package was not initialised; never in practice
   py::object exception = type(error.message);

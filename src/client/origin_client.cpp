@@ -1,6 +1,7 @@
 #include "datavo/origin_client.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -407,11 +408,14 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
     return std::move(response).error();
   }
   if (response->status == 404) {
+    // Bad input (exit 2 in the CLI) that names something absent: ENOENT says which kind, for the Python SDK's
+    // FileNotFoundError.
     std::string detail = server_message(response->body);
     return Error{ErrorCode::invalid_argument,
                  "manifest of " + name.full() + (revision ? " revision " + std::to_string(*revision) : std::string()) +
                      ": the origin " + log::redact_url(server) + " has no such dataset, split or revision (HTTP 404" +
-                     (detail.empty() ? std::string() : ": " + detail) + ")"};
+                     (detail.empty() ? std::string() : ": " + detail) + ")",
+                 ENOENT};
   }
   if (response->status == 304) {
     if (conditional) return ResolvedManifest{std::move(*latest_manifest), ManifestSource::revalidated};
