@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 
 namespace datavo::cli {
@@ -70,6 +71,14 @@ class InterruptOnSignal {
  private:
   std::unique_ptr<State> state_;
 };
+
+// Waits (bounded) for the background uploads to remote tiers of `cache`, so that a command reports their outcome
+// before it exits. Returns nullopt when the hierarchy has no remote tier.
+std::optional<UploadSummary> wait_for_uploads(ShardCacheHierarchy& cache);
+// {"uploaded", "already_present", "failed", "pending"} of a summary.
+nlohmann::json uploads_json(const UploadSummary& summary);
+// "uploads to remote tiers: 3 uploaded, 1 already there, 0 failed" for people.
+std::string describe_uploads(const UploadSummary& summary);
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -56,15 +56,21 @@ nlohmann::json stats_json(const TierStats& s) {
   return out;
 }
 
-void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const FetchResult& result) {
+// `uploads`: what went up to remote tiers before the command returns (nullopt without remote tiers).
+void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const FetchResult& result,
+                        const std::optional<UploadSummary>& uploads = std::nullopt) {
   if (global.json) {
-    print_json({{"content_hash", key.hash.hex()},
-                {"path", result.handle.path()},
-                {"tier", result.tier_name},
-                {"source", to_string(result.source)},
-                {"size_bytes", result.handle.size().count()}});
+    nlohmann::json out = {{"content_hash", key.hash.hex()},
+                          {"path", result.handle.path()},
+                          {"tier", result.tier_name},
+                          {"source", to_string(result.source)},
+                          {"size_bytes", result.handle.size().count()}};
+    if (uploads) out["uploads"] = uploads_json(*uploads);
+    print_json(out);
   } else {
     std::cout << result.handle.path() << "\n";
+    if (uploads && (uploads->uploaded + uploads->already_present + uploads->failed + uploads->pending) > 0)
+      std::cerr << "datavo: " << describe_uploads(*uploads) << "\n";
   }
 }
 
@@ -170,7 +176,7 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   // With a SHA-256 to check, a download a killed process left half-done can be continued safely.
   const PartialDownload partial = expected.sha256 ? PartialDownload::continue_verified : PartialDownload::restart;
   auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token, partial), expected));
-  print_fetch_result(global, key, result);
+  print_fetch_result(global, key, result, wait_for_uploads(*s.cache));
 }
 
 void cmd_put(const GlobalOptions& global, const std::string& hash, const std::string& file) {
@@ -196,7 +202,7 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     return Expectation{};
   };
   auto result = require(s.cache->get_or_fetch(key, from_file));
-  print_fetch_result(global, key, result);
+  print_fetch_result(global, key, result, wait_for_uploads(*s.cache));
 }
 
 // "12 s ago", "5 min ago", "3 h ago", "2 d ago": how long ago an entry was last read (its mtime).

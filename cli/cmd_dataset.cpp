@@ -312,6 +312,9 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     std::vector<std::jthread> workers;
     for (std::size_t i = 0; i < std::min(args.jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
   }
+  // The uploads to remote tiers go on in the background: wait for them, so that the report says where the shards
+  // are and what went up (a failed upload is a WARNING, not a failed warm: the shard is cached locally).
+  const std::optional<UploadSummary> uploads = wait_for_uploads(*cache);
   cache->flush_stats();
   if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("warm")};
 
@@ -350,7 +353,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                      {"promoted_into", by_tier[tier].second},
                      {"cached", truth.cached[i]}});
   }
-  const nlohmann::json report = {{"dataset", manifest.name.full()},
+  nlohmann::json report = {{"dataset", manifest.name.full()},
                                  {"revision", manifest.revision},
                                  {"keys", keys},
                                  {"shards", total},
@@ -360,6 +363,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                                  {"tiers", tiers},
                                  {"not_cached", truth.nowhere},
                                  {"seconds", seconds}};
+  if (uploads) report["uploads"] = uploads_json(*uploads);
   if (!global.json) {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
               << " revision " << manifest.revision << " (" << human_bytes(bytes) << ") in " << fixed(seconds, 2)
@@ -370,6 +374,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                 << " promoted into it; holds " << truth.cached[i] << " of the " << total << " shards now\n";
     }
     if (truth.nowhere > 0) std::cout << "  cached nowhere: " << truth.nowhere << " shards\n";
+    if (uploads) std::cout << "  " << describe_uploads(*uploads) << "\n";
   }
   if (failed > 0) {
     throw Fatal{k_exit_failed,

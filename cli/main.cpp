@@ -22,6 +22,31 @@ int exit_code_for(const Error& error) {
 
 void print_json(const nlohmann::json& value) { std::cout << value.dump() << std::endl; }
 
+std::optional<UploadSummary> wait_for_uploads(ShardCacheHierarchy& cache) {
+  // Long enough for a multi-GiB multipart upload on a slow link; a bucket that takes longer is reported as
+  // pending rather than holding the command forever.
+  constexpr Milliseconds k_bound{10 * 60 * 1000};
+  bool remote = false;
+  for (const auto& tier : cache.tiers()) remote = remote || tier->as_folder() == nullptr;
+  if (!remote) return std::nullopt;
+  return cache.flush_uploads(k_bound);
+}
+
+nlohmann::json uploads_json(const UploadSummary& summary) {
+  return {{"uploaded", summary.uploaded},
+          {"already_present", summary.already_present},
+          {"failed", summary.failed},
+          {"pending", summary.pending}};
+}
+
+std::string describe_uploads(const UploadSummary& summary) {
+  std::string out = "uploads to remote tiers: " + std::to_string(summary.uploaded) + " uploaded, " +
+                    std::to_string(summary.already_present) + " already there, " + std::to_string(summary.failed) +
+                    " failed";
+  if (summary.pending > 0) out += ", " + std::to_string(summary.pending) + " still pending";
+  return out;
+}
+
 std::string human_bytes(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double value = double(bytes);
