@@ -270,6 +270,52 @@ TEST_F(ConfigParse, DurabilityIsFsyncByDefaultOrNone) {
             Durability::fsync_before_commit);
 }
 
+TEST_F(ConfigParse, VerifyIsSizeByDefaultOrFullOrSampledEveryN) {
+  auto config = parse(
+      "tiers:\n  - {name: a, path: /a}\n  - {name: b, path: /b, verify: full}\n"
+      "  - {name: c, path: /c, verify: sampled, verify_sample_every: 50}\n  - {name: d, path: /d, verify: sampled}\n");
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(folder(config->tiers[0]).verify, VerifyOnHit::size);
+  EXPECT_EQ(folder(config->tiers[1]).verify, VerifyOnHit::full);
+  EXPECT_EQ(folder(config->tiers[2]).verify, VerifyOnHit::sampled);
+  EXPECT_EQ(folder(config->tiers[2]).verify_sample_every, 50u);
+  EXPECT_EQ(folder(config->tiers[3]).verify_sample_every, 100u);
+  EXPECT_THAT(
+      error_of("tiers:\n  - path: /a\n    verify: sometimes\n"),
+      HasSubstr(":3: tiers[0].verify: unknown verify \"sometimes\" (expected size (the default), full, sampled)"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n    verify: sampled\n    verify_sample_every: 0\n"),
+              HasSubstr(":4: tiers[0].verify_sample_every: expected a whole number from 1"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n    verify_sample_every: 10\n"),
+              HasSubstr(":3: tiers[0].verify_sample_every: applies to verify: sampled only"));
+}
+
+TEST_F(ConfigParse, CloudTiersTakeTheRemoteFields) {
+  auto config = parse(
+      "tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    part_size: 32MiB\n    concurrency: 4\n"
+      "    upload: sync\n    single_flight: false\n    lease_duration: 2m\n    endpoint_url: http://127.0.0.1:9000/\n"
+      "    addressing_style: virtual\n");
+  ASSERT_TRUE(config) << config.error().message;
+  const auto& s3 = s3_of(config->tiers[1]);
+  EXPECT_EQ(s3.remote.part_size, MiB(32));
+  EXPECT_EQ(s3.remote.concurrency, 4u);
+  EXPECT_EQ(s3.remote.upload, UploadMode::sync);
+  EXPECT_FALSE(s3.remote.single_flight);
+  EXPECT_EQ(s3.remote.lease_duration, Seconds{120});
+  EXPECT_EQ(s3.endpoint_url, "http://127.0.0.1:9000");
+  EXPECT_EQ(s3.addressing_style, AddressingStyle::virtual_hosted);
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    part_size: 1MiB\n"),
+              HasSubstr(":5: tiers[1].part_size: must be from 5 MiB to 5 GiB"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: gcs\n    bucket: abc\n    concurrency: 0\n"),
+              HasSubstr(":5: tiers[1].concurrency: expected a whole number from 1 to 64"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    upload: later\n"),
+              HasSubstr(":5: tiers[1].upload: unknown upload \"later\""));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    endpoint_url: ftp://x\n"),
+              HasSubstr(":5: tiers[1].endpoint_url: invalid endpoint_url"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: https://a.b/c\n"
+                       "    lease_duration: 1s\n"),
+              HasSubstr(":5: tiers[1].lease_duration: must be at least 3s"));
+}
+
 TEST_F(ConfigParse, BadDurabilityIsAnErrorNamingTheLine) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    durability: fast\n"),
             "/etc/datavo/shards.yaml:3: tiers[0].durability: unknown durability \"fast\" (expected fsync (the "

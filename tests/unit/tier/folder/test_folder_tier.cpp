@@ -836,5 +836,94 @@ TEST(FolderTier, ListReportsEveryEntryOfEveryInstance) {
   EXPECT_TRUE(saw_two);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Verify on hit: the size recorded at install, and with `verify: full | sampled` the bytes
+
+// Flips one byte of the entry at `path` in place (same size, same inode).
+void flip_byte(const std::string& path, off_t at) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+  c = char(~c);
+  ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+  ::close(fd);
+}
+
+TEST(FolderTierVerifyOnHit, AShortOrLongEntryIsQuarantinedAndIsAMiss) {
+  TempDir dir;
+  auto tier = make_folder(tier_root(dir));
+  for (const off_t new_size : {off_t(1000), off_t(9000)}) {
+    const ShardKey key = make_key(900 + std::uint64_t(new_size));
+    ASSERT_TRUE(commit_bytes(*tier, key, random_bytes(4096, 900)));
+    ASSERT_EQ(::truncate(tier->entry_path(key).c_str(), new_size), 0);  // shorter, then longer than recorded
+    const auto quarantined_before = tier->counters().snapshot().quarantined;
+    auto opened = tier->open(key);
+    ASSERT_TRUE(opened) << opened.error().message;
+    EXPECT_FALSE(*opened) << "a damaged entry must not be a hit (size " << new_size << ")";
+    EXPECT_FALSE(path_exists(tier->entry_path(key)));
+    EXPECT_EQ(tier->counters().snapshot().quarantined, quarantined_before + 1);
+  }
+  EXPECT_EQ(list_dir(tier_root(dir) + "/.quarantine").size(), 2u);
+}
+
+TEST(FolderTierVerifyOnHit, SizeModeServesASameSizeDamageAndFullModeRefusesIt) {
+  TempDir dir;
+  auto options = folder_options(tier_root(dir));
+  auto size_only = make_folder(options);
+  const ShardKey key = make_key(910);
+  ASSERT_TRUE(commit_bytes(*size_only, key, random_bytes(4096, 910)));
+  flip_byte(size_only->entry_path(key), 100);
+  // verify: size (the default) cannot see a flipped byte: the hit stands (cache verify finds it).
+  auto served = size_only->open(key);
+  ASSERT_TRUE(served && *served);
+
+  options.verify = VerifyOnHit::full;
+  auto full = make_folder(options);
+  auto refused = full->open(key);
+  ASSERT_TRUE(refused) << refused.error().message;
+  EXPECT_FALSE(*refused);
+  EXPECT_FALSE(path_exists(full->entry_path(key)));
+  EXPECT_EQ(full->counters().snapshot().quarantined, 1u);
+}
+
+TEST(FolderTierVerifyOnHit, SampledModeHashesOneHitInN) {
+  TempDir dir;
+  auto options = folder_options(tier_root(dir));
+  options.verify = VerifyOnHit::sampled;
+  options.verify_sample_every = 4;
+  auto tier = make_folder(options);
+  const ShardKey key = make_key(920);
+  ASSERT_TRUE(commit_bytes(*tier, key, random_bytes(4096, 920)));
+  // The first hit of the process is hashed (hit 0 of every 4): the entry is good, so it is served.
+  auto first = tier->open(key);
+  ASSERT_TRUE(first && *first);
+  flip_byte(tier->entry_path(key), 7);
+  // Hits 1, 2 and 3 check the size only and serve the damaged entry; hit 4 hashes it and refuses it.
+  for (int hit = 1; hit <= 3; ++hit) {
+    auto opened = tier->open(key);
+    ASSERT_TRUE(opened && *opened) << "hit " << hit;
+  }
+  auto fourth = tier->open(key);
+  ASSERT_TRUE(fourth);
+  EXPECT_FALSE(*fourth) << "the sampled hit did not hash the entry";
+  EXPECT_EQ(tier->counters().snapshot().quarantined, 1u);
+}
+
+TEST(FolderTierVerifyOnHit, AReadOnlyTierReportsADamagedEntryAsAMissAndLeavesIt) {
+  TempDir dir;
+  auto writer = make_folder(tier_root(dir));
+  const ShardKey key = make_key(930);
+  ASSERT_TRUE(commit_bytes(*writer, key, random_bytes(4096, 930)));
+  ASSERT_EQ(::truncate(writer->entry_path(key).c_str(), 100), 0);
+  auto options = folder_options(tier_root(dir));
+  options.access = Access::read_only;
+  auto reader = make_folder(options);
+  auto opened = reader->open(key);
+  ASSERT_TRUE(opened);
+  EXPECT_FALSE(*opened);
+  EXPECT_TRUE(path_exists(reader->entry_path(key))) << "a read-only tier must not move anything";
+}
+
 }  // namespace
 }  // namespace datavo
