@@ -41,7 +41,9 @@ jobs=${DATAVO_TEST_JOBS:-2}
 # The Python SDK (python/): a wheel built the way `pip install --no-build-isolation .` builds it (setup.py, reusing
 # the extension and CLI just built in build/), installed into build/python-site, then python/tests/ against that
 # installed package with /usr/bin/python3, torch required, the cloud emulators up and required.
-python_stage() {
+# A subshell: the emulators' exports (AZURITE_BLOB_ENDPOINT, ...) must not outlive the emulators, or the sanitizer
+# runs after this stage would find endpoints that are down.
+python_stage() (
   local py=/usr/bin/python3 site=$root/build/python-site dist=$root/build/python-dist started
   echo "== Python SDK: wheel, install, pytest"
   started=$(date +%s)
@@ -64,8 +66,8 @@ python_stage() {
     "$root/python/tests") || status=$?
   "$root/tests/support/emulators.sh" down >/dev/null 2>&1 || true
   echo "== Python SDK stage: $(($(date +%s) - started)) s"
-  return "$status"
-}
+  exit "$status"
+)
 
 case "$filter" in
   python)
