@@ -491,7 +491,8 @@ struct LeaseWait {
 };
 
 // Takes the cross-VM lease of `key` in remote tier `tier_index`, or waits for the VM that holds it: polls the
-// tier for the object with backoff until it appears, and takes over when the holder's lease runs out. A tier
+// tier for the object with backoff until it appears, asking for the lease again after each poll, so that it
+// takes over as soon as the holder's lease is released without the object or runs out. A tier
 // that cannot say is degraded and the caller fetches without a lease (at worst two VMs fetch the same shard).
 Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<Tier>>& tiers, std::size_t tier_index,
                                  ShardCacheHierarchy::Impl& impl, const ShardKey& key) {
@@ -512,18 +513,18 @@ Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<T
                               << "; waiting for its upload instead of calling the origin");
       told = true;
     }
-    while (std::chrono::system_clock::now() < attempt->expires) {
-      if (std::chrono::steady_clock::now() >= give_up) {
-        LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << key.hash.hex() << " for "
-                                   << k_max_lease_wait.count() << " min without uploading; fetching it here");
-        return LeaseWait{};
-      }
-      std::this_thread::sleep_for(poll);
-      poll = std::min(k_max_lease_poll, poll * 3 / 2);
-      auto found = walk.materialize_remote(tier_index, CountMisses::no);
-      if (found && *found) return LeaseWait{nullptr, std::move(**found)};
-      if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
+    if (std::chrono::steady_clock::now() >= give_up) {
+      LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << key.hash.hex() << " for "
+                                 << k_max_lease_wait.count() << " min without uploading; fetching it here");
+      return LeaseWait{};
     }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(k_max_lease_poll, poll * 3 / 2);
+    auto found = walk.materialize_remote(tier_index, CountMisses::no);
+    if (found && *found) return LeaseWait{nullptr, std::move(**found)};
+    if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
+    // No object yet: the next try_lease() says whether the holder still holds it, released it without an
+    // object (its fetch failed: take over now, not at its expiry) or let it expire.
   }
 }
 
