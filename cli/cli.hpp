@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 
 namespace datavo::cli {
@@ -48,6 +49,15 @@ void add_cache_check_command(CLI::App& cache, GlobalOptions& global);  // cmd_ch
 void add_content_hash_command(CLI::App& app, GlobalOptions& global);   // cmd_content_hash.cpp
 void add_origin_commands(CLI::App& app, GlobalOptions& global);        // cmd_origin.cpp: pack, serve
 void add_dataset_commands(CLI::App& app, GlobalOptions& global);       // cmd_dataset.cpp: warm, read, demo
+
+// Waits (at most ShardCacheHierarchy::k_destructor_upload_bound) for the background uploads to remote tiers and
+// returns what happened to them, {"uploaded", "already_present", "failed", "pending"}. A failed upload has been a
+// WARNING already; it does not fail the command (the read it served succeeded).
+nlohmann::json wait_for_uploads(ShardCacheHierarchy& cache);
+// "uploaded 3, already present 1, failed 0" (and ", 2 abandoned" when some did not finish in time).
+std::string describe_uploads(const nlohmann::json& uploads);
+// Whether any upload to a remote tier happened (so that a text report is worth a line).
+bool any_uploads(const nlohmann::json& uploads);
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -54,14 +54,19 @@ nlohmann::json stats_json(const TierStats& s) {
           {"bytes_installed", s.bytes_installed.count()}};
 }
 
-void print_fetch_result(const GlobalOptions& global, const FetchResult& result) {
+// Prints the shard's path (and, with --json, where it came from), after waiting for its uploads to remote tiers:
+// `fetch` and `put` report them (on stderr in text mode, where stdout is only the path).
+void print_fetch_result(const GlobalOptions& global, const FetchResult& result, ShardCacheHierarchy& cache) {
+  const nlohmann::json uploads = wait_for_uploads(cache);
   if (global.json) {
     print_json({{"path", result.handle.path()},
                 {"tier", result.tier_name},
                 {"source", to_string(result.source)},
-                {"size", result.handle.size().count()}});
+                {"size", result.handle.size().count()},
+                {"uploads", uploads}});
   } else {
     std::cout << result.handle.path() << "\n";
+    if (any_uploads(uploads)) std::cerr << "datavo: uploads to remote tiers: " << describe_uploads(uploads) << "\n";
   }
 }
 
@@ -129,7 +134,7 @@ void cmd_fetch(const GlobalOptions& global, const FetchArgs& args) {
   // With a SHA-256 to check, a download a killed process left half-done can be continued safely.
   const PartialDownload partial = expected.sha256 ? PartialDownload::continue_verified : PartialDownload::restart;
   auto result = require(s.cache->get_or_fetch(key, make_url_fetcher(args.url, transport, token, partial), expected));
-  print_fetch_result(global, result);
+  print_fetch_result(global, result, *s.cache);
 }
 
 void cmd_put(const GlobalOptions& global, const std::string& hash, const std::string& file) {
@@ -153,7 +158,7 @@ void cmd_put(const GlobalOptions& global, const std::string& hash, const std::st
     return Expectation{};
   };
   auto result = require(s.cache->get_or_fetch(key, from_file));
-  print_fetch_result(global, result);
+  print_fetch_result(global, result, *s.cache);
 }
 
 void cmd_ls(const GlobalOptions& global, bool all_instances) {

@@ -267,6 +267,8 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
     std::vector<std::jthread> workers;
     for (std::size_t i = 0; i < std::min(args.jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
   }
+  // The shards are local now; their uploads to remote tiers finish before warm says it is done.
+  const nlohmann::json uploads = wait_for_uploads(*cache);
   cache->flush_stats();
 
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_tier;  // tier -> (hits, promotions)
@@ -306,6 +308,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                 {"bytes", bytes},
                 {"origin", {{"shards", origin_shards}, {"bytes", origin_bytes}}},
                 {"tiers", tiers},
+                {"uploads", uploads},
                 {"seconds", seconds}});
   } else {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
@@ -315,6 +318,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
       std::cout << "  tier " << tier->name() << ": " << by_tier[tier->name()].first << " hits, "
                 << by_tier[tier->name()].second << " promoted into it\n";
     }
+    if (any_uploads(uploads)) std::cout << "  uploads to remote tiers: " << describe_uploads(uploads) << "\n";
   }
   if (failed > 0) {
     throw Fatal{k_exit_failed, Error{ErrorCode::remote, std::to_string(failed) + " of " + std::to_string(total) +

@@ -33,6 +33,30 @@ std::string human_bytes(std::uint64_t bytes) {
   return buffer;
 }
 
+nlohmann::json wait_for_uploads(ShardCacheHierarchy& cache) {
+  const UploadSummary s = cache.flush_uploads(ShardCacheHierarchy::k_destructor_upload_bound);
+  return {
+      {"uploaded", s.uploaded}, {"already_present", s.already_present}, {"failed", s.failed}, {"pending", s.pending}};
+}
+
+std::string describe_uploads(const nlohmann::json& uploads) {
+  std::string out = "uploaded " + std::to_string(uploads["uploaded"].get<std::uint64_t>()) + ", already present " +
+                    std::to_string(uploads["already_present"].get<std::uint64_t>()) + ", failed " +
+                    std::to_string(uploads["failed"].get<std::uint64_t>());
+  if (const auto pending = uploads["pending"].get<std::uint64_t>(); pending > 0) {
+    out += ", " + std::to_string(pending) + " abandoned (not done within " +
+           std::to_string(ShardCacheHierarchy::k_destructor_upload_bound.count() / 1000) + " s)";
+  }
+  return out;
+}
+
+bool any_uploads(const nlohmann::json& uploads) {
+  for (const char* field : {"uploaded", "already_present", "failed", "pending"}) {
+    if (uploads[field].get<std::uint64_t>() > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace datavo::cli
 
 int main(int argc, char** argv) {
