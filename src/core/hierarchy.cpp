@@ -216,8 +216,10 @@ namespace {
 // The walk and the installs, shared by get() and get_or_fetch(). Holds no state beyond one call.
 class Walk {
  public:
-  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key, ShardCacheHierarchy::Impl& impl)
-      : tiers_(tiers), key_(key), impl_(impl) {}
+  // `expected`: what the caller knows about the bytes; a remote hit that does not match it is not installed.
+  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key, ShardCacheHierarchy::Impl& impl,
+       const Expectation& expected = {})
+      : tiers_(tiers), key_(key), impl_(impl), expected_(expected) {}
 
   // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere. A remote
   // tier is asked once: its read_into() is the lookup and the download (a miss is its 404).
@@ -311,7 +313,7 @@ class Walk {
         if (count_misses == CountMisses::yes) remote.counters().misses.fetch_add(1, std::memory_order_relaxed);
         return std::optional<FetchResult>{};
       }
-      auto verified = verify_fetched(key_, *staged, {}, **read, "remote tier");
+      auto verified = verify_fetched(key_, *staged, expected_, **read, "remote tier");
       if (!verified) {
         if (verified.error().code != ErrorCode::integrity) {
           impl_.degrade(*folder, "staging", verified.error());
@@ -482,6 +484,7 @@ class Walk {
   const std::vector<std::shared_ptr<Tier>>& tiers_;
   const ShardKey& key_;
   ShardCacheHierarchy::Impl& impl_;
+  const Expectation expected_;
   bool lock_held_ = false;
 };
 
@@ -562,7 +565,7 @@ Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key)
 
 Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const Fetcher& fetcher,
                                                       const Expectation& expected) {
-  Walk walk(tiers_, key, *impl_);
+  Walk walk(tiers_, key, *impl_, expected);
   auto found = walk.find(CountMisses::yes);
   if (!found) return std::move(found).error();
   if (*found) {

@@ -150,6 +150,39 @@ TEST(HierarchyBreaker, ATrialSpentOnAnUploadDoesNotKeepTheTierSkippedForGood) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Integrity of remote hits
+
+// An object another tool wrote (no datavo metadata, or metadata that matches its own wrong bytes): the caller's
+// expectation is what catches it.
+TEST(HierarchyRemoteHit, IsCheckedAgainstTheCallersExpectationNotOnlyTheObjectsMetadata) {
+  TempDir dir;
+  auto local = make_folder(dir.sub("local"), "local");
+  auto remote = std::make_shared<ScriptedRemote>("bucket");
+  auto h = hierarchy({local, remote});
+  const ShardKey key = make_key(500);
+  const std::string good = random_bytes(10'000, 500);
+  const std::string other = random_bytes(10'000, 501);
+  ShardHandle source = handle_on_new_file(dir.sub("other"), other);
+  ASSERT_TRUE(remote->inner().install_copy(key, source, sha256_of(other)));  // consistent, but not the shard
+
+  CountingFetcher fetch(good);
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  const std::string logged = warnings_of([&] {
+    got = h->get_or_fetch(key, fetch.fetcher(), Expectation{Bytes{good.size()}, sha256_of(good)});
+  });
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1) << "the wrong object was taken for the shard";
+  EXPECT_EQ(got->source, ServedFrom::fetched);
+  EXPECT_TRUE(read_handle(got->handle) == good);
+  EXPECT_NE(logged.find("deleted the object"), std::string::npos) << logged;
+  (void)h->flush_uploads(Milliseconds{10'000});
+  StringSink sink;
+  auto now = remote->inner().read_into(key, sink);
+  ASSERT_TRUE(now && *now);
+  EXPECT_TRUE(sink.bytes() == good) << "the good bytes should have replaced the wrong object";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The cross-VM lease
 
 struct LeaseSetup {
