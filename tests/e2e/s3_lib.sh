@@ -48,7 +48,7 @@ s3_up() {
 start_proxy() {
   local name=$1 upstream=$2
   shift 2
-  local port_file="$E2E_TMP/.proxy.$name.port"
+  local port_file="$E2E_TMP/.proxy.$name.$RANDOM.port"
   python3 "$S3LIB_PROXY" --upstream "$upstream" --port-file "$port_file" "$@" >"$E2E_TMP/proxy.$name.log" 2>&1 &
   local pid=$!
   track_pid "$pid"

@@ -562,6 +562,9 @@ class Handler(BaseHTTPRequestHandler):
             if cut_at is not None and sent >= cut_at:
                 break
         if cut_at is None:
+            if sent < length:
+                self.abort_with_rst()  # the upstream's body ended early (it died): so does the client's
+                raise Aborted()
             return
         self.wfile.flush()
         if fault.name == "stall":
