@@ -510,7 +510,13 @@ Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<T
       impl.degrade(tier, "lease", attempt.error());
       return LeaseWait{};
     }
-    if (attempt->held) return LeaseWait{std::move(attempt->held), std::nullopt};
+    if (attempt->held) {
+      // Look once more now that the lease is ours: a holder may have uploaded the object and released the lease
+      // between this VM's lookup (or last poll) and its lease; fetching it again would cost a second origin fetch.
+      auto found = walk.materialize_remote(tier_index, CountMisses::no);
+      if (found && *found) return LeaseWait{nullptr, std::move(**found)};  // the lease is released here
+      return LeaseWait{std::move(attempt->held), std::nullopt};
+    }
     if (!told) {
       LOG_INFO(describe(tier) << ": " << attempt->holder << " is fetching shard " << key.hash.hex()
                               << "; waiting for its upload instead of calling the origin");

@@ -283,6 +283,30 @@ TEST(HierarchyLease, ItTakesOverALeaseReleasedWithoutTheObject) {
   EXPECT_LT(took, 15s) << "the waiter sat out the released lease's 60 s instead of taking over";
 }
 
+// The holder uploaded and released its lease between this VM's lookup and its lease request: the VM wins the
+// lease, but reads the object rather than fetching the shard a second time.
+TEST(HierarchyLease, AVmThatWinsTheLeaseAfterTheHoldersUploadReadsTheObjectInsteadOfFetching) {
+  LeaseSetup s;
+  const ShardKey key = make_key(425);
+  const std::string bytes = random_bytes(20'000, 425);
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    s.upload_elsewhere(key, bytes);  // the other VM's upload lands, then its lease goes
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(released);
+    return mine;
+  };
+  s.build();
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto got = s.h->get_or_fetch(key, failing_fetcher(calls));
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(calls->load(), 0) << "a second origin fetch of a shard that is in the bucket";
+  EXPECT_EQ(got->source, ServedFrom::promoted);
+  EXPECT_TRUE(read_handle(got->handle) == bytes);
+  EXPECT_TRUE(released->load()) << "the lease it did not need is still held";
+  EXPECT_EQ(s.remote->uploads_started.load(), 0);
+}
+
 TEST(HierarchyLease, TheHolderReleasesItsLeaseAfterItsUploadNotBefore) {
   LeaseSetup s;
   auto released = std::make_shared<std::atomic<bool>>(false);
