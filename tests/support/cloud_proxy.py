@@ -16,6 +16,13 @@ Starting it
 It listens on 127.0.0.1, on an ephemeral port by default, and writes the port to --port-file atomically once it
 listens. SIGTERM (or SIGINT) stops it at once with exit status 0, even while a handler sleeps in a stall.
 
+Conditional creates
+-------------------
+A PUT or POST with "If-None-Match: *" (PutObject, CompleteMultipartUpload) is forwarded one at a time per object:
+moto 5.2 checks that the key is absent and then stores it in two steps on a threaded server, so that two creates
+arriving together can both succeed, where AWS S3 makes the create atomic (one wins, the other gets 412). The proxy
+restores S3's semantics, so that the tests of single flight are not at the mercy of that race.
+
 What it counts
 --------------
 Every forwarded request is classified as one S3 operation: GetObject, HeadObject, PutObject, DeleteObject,
@@ -206,6 +213,7 @@ class State:
         self.matched = 0  # requests the mode selected since it was (re)armed
         self.started = time.monotonic()
         self.in_flight = {}  # not reset: requests under way when the counters are zeroed still end
+        self.create_locks = {}  # object path -> the lock its conditional creates are forwarded under
         self.reset()
 
     def reset(self):
@@ -300,6 +308,10 @@ class State:
         with self.lock:
             record["done"] = True
             self.in_flight[record["op"]] -= 1
+
+    def create_lock(self, path):
+        with self.lock:
+            return self.create_locks.setdefault(path, threading.Lock())
 
     def to_json(self):
         with self.lock:
@@ -478,6 +490,13 @@ class Handler(BaseHTTPRequestHandler):
             self.abort_with_rst()
             raise Aborted()
 
+        if self.headers.get("If-None-Match") == "*" and self.command in ("PUT", "POST"):
+            with state.create_lock(urllib.parse.urlsplit(self.path).path):
+                self.forward_upstream(record, fault, body, throttle)
+        else:
+            self.forward_upstream(record, fault, body, throttle)
+
+    def forward_upstream(self, record, fault, body, throttle):
         options = self.server.options
         upstream = http.client.HTTPConnection(options.upstream_host, options.upstream_port, timeout=120)
         try:
