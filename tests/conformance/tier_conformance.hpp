@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "datavo/tier.hpp"
@@ -92,6 +93,8 @@ struct TierKind {
   std::string name;  // the test-name suffix: folder, memory, s3rver, moto
   std::function<std::unique_ptr<TierHarness>()> make;
 };
+// How GoogleTest prints a parameter (its name, instead of a byte dump).
+inline void PrintTo(const TierKind& kind, std::ostream* os) { *os << kind.name; }
 
 TierKind folder_kind();
 TierKind memory_kind();
