@@ -111,7 +111,7 @@ expect_eq "fetch (miss): exit 0" 0 "$RC"
 expect_eq "fetch (miss): fetched into the local tier, uploaded once" '["fetched", "local", 1, 0, 0]' \
   "$(json "[j['source'], j['tier'], j['uploads']['uploaded'], j['uploads']['failed'], j['uploads']['pending']]" <<<"$OUT")"
 expect_eq "fetch (miss): the bytes" "$SMALL_SHA" "$(sha256_of "$(json "j['path']" <<<"$OUT")")"
-expect_eq "fetch (miss): one GET (the 404), one PUT, the lease created and deleted" "1 1 1 1" \
+expect_eq "fetch (miss): two GETs (the lookup's 404, the look again once the lease is held), one PUT, the lease created and deleted" "2 1 1 1" \
   "$(proxy_json "$MOTO_URL" "' '.join(str(j['ops'].get(o, 0)) for o in ['GetObject', 'PutObject', 'Lease:PutObject', 'Lease:DeleteObject'])")"
 meta=$(s3tool "$MOTO_S3_ENDPOINT" head cli-bucket "$(entry_key "$INSTANCE" "$H_SMALL")")
 expect_eq "fetch: the object carries datavo-sha256 and datavo-size" "[\"$SMALL_SHA\", \"300000\", 300000]" \
