@@ -24,8 +24,9 @@
 //     call's Error names each tier's cause (and its code and sys_errno are the last one's) instead of a WARNING
 //     per tier, so that a failure is reported once.
 //   - Integrity: bytes whose size or SHA-256 differ from what the fetcher (or the hints, or a remote tier's
-//     object metadata) expect are never installed. A remote object that does not match its metadata is deleted
-//     from its tier (when writable) with a WARNING, and the read falls through to the next tier or the origin.
+//     object metadata) expect are never installed. A remote object that does not match its metadata, or what the
+//     caller expects (get_or_fetch's `expected`), is deleted from its tier (when writable) with a WARNING, and the
+//     read falls through to the next tier or the origin.
 //   - Uploads to remote tiers run after the local install has committed, in a bounded background queue, so the
 //     reader gets its local path without waiting (upload: sync waits). flush_uploads() and the destructor wait
 //     for them, with a bound. A failed upload is a WARNING and an `upload_failures` count, not a failed read.

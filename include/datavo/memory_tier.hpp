@@ -1,6 +1,8 @@
 // An in-memory remote tier: supports_direct_read() == false, entries held in process memory. It exists as a
 // test double for the remote-tier path of the hierarchy (materialization through a folder tier) and proves
-// nothing about a real cloud tier. Thread-safe.
+// nothing about a real cloud tier. Like a cloud tier's object metadata, read_into() reports the SHA-256 that
+// install_copy() was given, not one computed from the bytes: a test can store bytes whose record lies, and see the
+// hierarchy refuse them. Thread-safe.
 #pragma once
 
 #include <memory>

@@ -216,8 +216,10 @@ namespace {
 // The walk and the installs, shared by get() and get_or_fetch(). Holds no state beyond one call.
 class Walk {
  public:
-  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key, ShardCacheHierarchy::Impl& impl)
-      : tiers_(tiers), key_(key), impl_(impl) {}
+  // `expected`: what the caller knows about the bytes; a remote hit that does not match it is not installed.
+  Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key, ShardCacheHierarchy::Impl& impl,
+       const Expectation& expected = {})
+      : tiers_(tiers), key_(key), impl_(impl), expected_(expected) {}
 
   // Finds the key in the first tier that has it and promotes it upward. nullopt on a miss everywhere. A remote
   // tier is asked once: its read_into() is the lookup and the download (a miss is its 404).
@@ -311,7 +313,7 @@ class Walk {
         if (count_misses == CountMisses::yes) remote.counters().misses.fetch_add(1, std::memory_order_relaxed);
         return std::optional<FetchResult>{};
       }
-      auto verified = verify_fetched(key_, *staged, {}, **read, "remote tier");
+      auto verified = verify_fetched(key_, *staged, expected_, **read, "remote tier");
       if (!verified) {
         if (verified.error().code != ErrorCode::integrity) {
           impl_.degrade(*folder, "staging", verified.error());
@@ -482,6 +484,7 @@ class Walk {
   const std::vector<std::shared_ptr<Tier>>& tiers_;
   const ShardKey& key_;
   ShardCacheHierarchy::Impl& impl_;
+  const Expectation expected_;
   bool lock_held_ = false;
 };
 
@@ -491,7 +494,8 @@ struct LeaseWait {
 };
 
 // Takes the cross-VM lease of `key` in remote tier `tier_index`, or waits for the VM that holds it: polls the
-// tier for the object with backoff until it appears, and takes over when the holder's lease runs out. A tier
+// tier for the object with backoff until it appears, asking for the lease again after each poll, so that it
+// takes over as soon as the holder's lease is released without the object or runs out. A tier
 // that cannot say is degraded and the caller fetches without a lease (at worst two VMs fetch the same shard).
 Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<Tier>>& tiers, std::size_t tier_index,
                                  ShardCacheHierarchy::Impl& impl, const ShardKey& key) {
@@ -506,24 +510,30 @@ Result<LeaseWait> wait_for_lease(Walk& walk, const std::vector<std::shared_ptr<T
       impl.degrade(tier, "lease", attempt.error());
       return LeaseWait{};
     }
-    if (attempt->held) return LeaseWait{std::move(attempt->held), std::nullopt};
+    if (attempt->held) {
+      // Look once more now that the lease is ours: a holder may have uploaded the object and released the lease
+      // between this VM's lookup (or last poll) and its lease; fetching it again would cost a second origin fetch.
+      auto found = walk.materialize_remote(tier_index, CountMisses::no);
+      if (found && *found) return LeaseWait{nullptr, std::move(**found)};  // the lease is released here
+      return LeaseWait{std::move(attempt->held), std::nullopt};
+    }
     if (!told) {
       LOG_INFO(describe(tier) << ": " << attempt->holder << " is fetching shard " << key.hash.hex()
                               << "; waiting for its upload instead of calling the origin");
       told = true;
     }
-    while (std::chrono::system_clock::now() < attempt->expires) {
-      if (std::chrono::steady_clock::now() >= give_up) {
-        LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << key.hash.hex() << " for "
-                                   << k_max_lease_wait.count() << " min without uploading; fetching it here");
-        return LeaseWait{};
-      }
-      std::this_thread::sleep_for(poll);
-      poll = std::min(k_max_lease_poll, poll * 3 / 2);
-      auto found = walk.materialize_remote(tier_index, CountMisses::no);
-      if (found && *found) return LeaseWait{nullptr, std::move(**found)};
-      if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
+    if (std::chrono::steady_clock::now() >= give_up) {
+      LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << key.hash.hex() << " for "
+                                 << k_max_lease_wait.count() << " min without uploading; fetching it here");
+      return LeaseWait{};
     }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(k_max_lease_poll, poll * 3 / 2);
+    auto found = walk.materialize_remote(tier_index, CountMisses::no);
+    if (found && *found) return LeaseWait{nullptr, std::move(**found)};
+    if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
+    // No object yet: the next try_lease() says whether the holder still holds it, released it without an
+    // object (its fetch failed: take over now, not at its expiry) or let it expire.
   }
 }
 
@@ -561,7 +571,7 @@ Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key)
 
 Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const Fetcher& fetcher,
                                                       const Expectation& expected) {
-  Walk walk(tiers_, key, *impl_);
+  Walk walk(tiers_, key, *impl_, expected);
   auto found = walk.find(CountMisses::yes);
   if (!found) return std::move(found).error();
   if (*found) {

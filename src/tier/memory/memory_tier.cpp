@@ -29,18 +29,17 @@ class MemoryTier final : public Tier {
 
   Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
     DATAVO_TRY(check_up());
-    std::string bytes;
+    Entry entry;
     {
       std::lock_guard lock(mu_);
       auto it = entries_.find(map_key(key));
       if (it == entries_.end()) return std::optional<Expectation>{};
-      bytes = it->second;
+      entry = it->second;
     }
     if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
-    DATAVO_TRY(sink.write(bytes.data(), bytes.size()));
-    Sha256Hasher hasher;
-    hasher.update(bytes.data(), bytes.size());
-    return std::optional<Expectation>{Expectation{Bytes{bytes.size()}, hasher.finish()}};
+    DATAVO_TRY(sink.write(entry.bytes.data(), entry.bytes.size()));
+    // What was recorded at install, as a cloud tier returns its object metadata: the caller checks the bytes.
+    return std::optional<Expectation>{Expectation{Bytes{entry.bytes.size()}, entry.digest}};
   }
 
   CheckReport check() override {
@@ -51,7 +50,7 @@ class MemoryTier final : public Tier {
     return report;
   }
 
-  Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256&) override {
+  Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {
     DATAVO_TRY(check_up());
     {
       std::lock_guard lock(mu_);
@@ -60,7 +59,7 @@ class MemoryTier final : public Tier {
     std::string bytes(source.size().count(), '\0');
     DATAVO_TRY(util::pread_all(source.fd(), bytes.data(), bytes.size(), 0, source.path()));
     std::lock_guard lock(mu_);
-    entries_.emplace(map_key(key), std::move(bytes));
+    entries_.emplace(map_key(key), Entry{std::move(bytes), digest});
     return InstallOutcome::installed;
   }
 
@@ -74,7 +73,7 @@ class MemoryTier final : public Tier {
     DATAVO_TRY(check_up());
     std::lock_guard lock(mu_);
     TierUsage u;
-    for (const auto& [k, v] : entries_) u.used += Bytes{v.size()};
+    for (const auto& [k, v] : entries_) u.used += Bytes{v.bytes.size()};
     u.entries = entries_.size();
     return u;
   }
@@ -85,8 +84,8 @@ class MemoryTier final : public Tier {
     std::vector<EntryInfo> out;
     for (const auto& [k, v] : entries_) {
       auto slash = k.find('/');
-      out.push_back(EntryInfo{k.substr(0, slash), ContentHash::parse(k.substr(slash + 1)).value(), Bytes{v.size()},
-                              std::chrono::system_clock::time_point{}});
+      out.push_back(EntryInfo{k.substr(0, slash), ContentHash::parse(k.substr(slash + 1)).value(),
+                              Bytes{v.bytes.size()}, std::chrono::system_clock::time_point{}});
     }
     return out;
   }
@@ -100,9 +99,13 @@ class MemoryTier final : public Tier {
     return {};
   }
 
+  struct Entry {
+    std::string bytes;
+    Sha256 digest;  // as install_copy was given it
+  };
   MemoryTierOptions options_;
   std::mutex mu_;
-  std::map<std::string, std::string> entries_;
+  std::map<std::string, Entry> entries_;
 };
 
 }  // namespace

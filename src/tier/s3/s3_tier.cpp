@@ -303,7 +303,9 @@ class S3Backend final : public BlobBackend {
 
   std::string bucket_url(const std::vector<std::pair<std::string, std::string>>& query) {
     (void)resolve();
-    return base_for_bucket() + "/?" + s3::encode_query(query);
+    // Path-style "/bucket?list-type=2", as boto3 sends it: s3rver refuses the signature of "/bucket/?..."
+    // (it canonicalises the path without the slash). Virtual-hosted, the path is "/".
+    return base_for_bucket() + (path_style_ ? "?" : "/?") + s3::encode_query(query);
   }
 
   // A 404 with NoSuchBucket is a missing bucket (an error that degrades the tier), not a missing object.

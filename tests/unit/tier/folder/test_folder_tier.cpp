@@ -788,29 +788,9 @@ TEST(FolderTier, LockShardExcludesAnotherProcess) {
 // ---------------------------------------------------------------------------------------------------------------
 // Tier interface
 
-TEST(FolderTier, ContainsAndReadIntoServeTheEntry) {
-  TempDir dir;
-  auto tier = make_folder(tier_root(dir));
-  const ShardKey key = make_key(200);
-  const std::string bytes = random_bytes(3 << 20, 200);  // larger than one read buffer
-  ASSERT_TRUE(commit_bytes(*tier, key, bytes));
-  auto contains = tier->contains(key);
-  ASSERT_TRUE(contains);
-  EXPECT_TRUE(*contains);
-  StringSink sink;
-  auto read = tier->read_into(key, sink);
-  ASSERT_TRUE(read);
-  EXPECT_TRUE(*read);
-  EXPECT_TRUE(sink.bytes() == bytes);
-
-  StringSink empty;
-  auto missed = tier->read_into(make_key(201), empty);
-  ASSERT_TRUE(missed);
-  EXPECT_FALSE(*missed);
-  EXPECT_TRUE(empty.bytes().empty());
-}
-
-TEST(FolderTier, ListReportsEveryEntryOfEveryInstance) {
+// The contract every tier shares (contains, read_into, list, usage, ...) is the conformance suite's
+// (tests/conformance/, instance Folder/...); what list() reports as last_access is the folder tier's own.
+TEST(FolderTier, ListReportsTheEntryMtimeAsItsLastAccess) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));
   ASSERT_TRUE(commit_bytes(*tier, make_key(210, "one"), random_bytes(100, 1)));
@@ -819,21 +799,13 @@ TEST(FolderTier, ListReportsEveryEntryOfEveryInstance) {
   auto listed = tier->list();
   ASSERT_TRUE(listed);
   ASSERT_EQ(listed->size(), 2u);
-  bool saw_one = false, saw_two = false;
   for (const auto& e : *listed) {
-    if (e.instance == "one") {
-      saw_one = true;
-      EXPECT_EQ(e.hash, make_key(210).hash);
-      EXPECT_EQ(e.size, Bytes{100});
-    } else if (e.instance == "two") {
-      saw_two = true;
-      EXPECT_EQ(e.hash, make_key(211).hash);
-      EXPECT_EQ(e.size, Bytes{200});
+    if (e.instance == "two") {
       EXPECT_LT(e.last_access, Clock::now() - 59min);
+    } else {
+      EXPECT_GT(e.last_access, Clock::now() - 1min);
     }
   }
-  EXPECT_TRUE(saw_one);
-  EXPECT_TRUE(saw_two);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
