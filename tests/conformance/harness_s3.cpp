@@ -29,7 +29,7 @@
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
-#include "tier/s3/xml.hpp"
+#include "tier/cloud/xml.hpp"
 
 namespace datavo::conformance {
 namespace {
@@ -186,14 +186,14 @@ class S3Harness final : public TierHarness {
   std::optional<int> open_uploads() override {
     if (server_.kind != "moto") return std::nullopt;  // s3rver answers ListMultipartUploads with 501
     auto response = admin(net::HttpMethod::get, "/" + bucket_ + "?uploads=", {}, std::string());
-    auto uploads = s3::xml_records(response.body, "Upload");
+    auto uploads = cloud::xml_records(response.body, "Upload");
     if (!uploads) throw std::runtime_error("ListMultipartUploads: malformed XML");
     return int(uploads->size());
   }
 
   std::optional<int> stored_objects() override {
     auto response = admin(net::HttpMethod::get, "/" + bucket_ + "?list-type=2", {}, std::string());
-    auto objects = s3::xml_records(response.body, "Contents");
+    auto objects = cloud::xml_records(response.body, "Contents");
     if (!objects) throw std::runtime_error("ListObjectsV2: malformed XML");
     return int(objects->size());
   }

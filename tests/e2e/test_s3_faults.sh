@@ -56,7 +56,7 @@ served_ok() {
 verify_local() {
   local out
   out=$(dv --json cache verify 2>&1)
-  expect_eq "$1: cache verify: nothing bad installed locally" 0 "$(json "sum(t['bad'] for t in j)" <<<"$out")"
+  expect_eq "$1: cache verify: nothing bad installed locally" 0 "$(json "sum(t['bad'] for t in j['tiers'])" <<<"$out")"
 }
 
 # mid_transfer OP: a request of OP is under way and has moved bytes (response bytes for GETs, request bytes else).

@@ -6,6 +6,9 @@
 #   tests/support/emulators.sh env [NAME...]  print the `export` lines of the running emulators again
 #   tests/support/emulators.sh down [NAME...] stop them (default: every one this run dir recorded)
 #   tests/support/emulators.sh install        only install the npm packages into the cache
+#   tests/support/emulators.sh clients        install the reference clients (npm @azure/storage-blob,
+#                                             @google-cloud/storage) into $DATAVO_EMULATOR_DIR/clients unless
+#                                             present; prints that directory's node_modules (for NODE_PATH)
 #
 # or, sourced (`. tests/support/emulators.sh`), the functions emulators_up / emulators_env / emulators_down /
 # emulators_install, where emulators_up also exports the variables into the calling shell. Typical use:
@@ -45,6 +48,11 @@ EMU_AZURITE_VERSION=3.35.0
 EMU_S3RVER_VERSION=4.0.4
 EMU_FIREBASE_VERSION=15.34.2
 EMU_ALL_NAMES=(azurite s3rver moto gcs)
+# The reference clients of the interop tests and benchmarks (tests/support/azure_tool.js, gcs_tool.js): the newest
+# versions whose engines allow Node 20 (@azure/storage-blob 12.33+ and @google-cloud/storage 8 want Node >= 22).
+# A directory of their own, so that neither install prunes the other's packages.
+EMU_AZURE_BLOB_VERSION=12.32.0
+EMU_GCS_CLIENT_VERSION=7.22.0
 EMU_HOST=127.0.0.1
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 EMU_AZURITE_ACCOUNT=devstoreaccount1
@@ -144,6 +152,54 @@ EOF
     fi
     emu_write_launchers "$dir"
   ) 9>"$dir/.install.lock"
+}
+
+emu_clients_current() {
+  local dir
+  dir="$(emu_dir)/clients"
+  [ "$(DATAVO_EMULATOR_DIR=$dir emu_installed_version @azure/storage-blob)" = "$EMU_AZURE_BLOB_VERSION" ] &&
+    [ "$(DATAVO_EMULATOR_DIR=$dir emu_installed_version @google-cloud/storage)" = "$EMU_GCS_CLIENT_VERSION" ]
+}
+
+# Installs the pinned reference clients into $DATAVO_EMULATOR_DIR/clients unless they are there, serialised with
+# flock as emulators_install is; prints their node_modules directory.
+emulators_clients() {
+  local dir node npm started
+  dir="$(emu_dir)/clients"
+  node=$(emu_node) || return 1
+  npm="$(dirname "$node")/npm"
+  mkdir -p "$dir" || return 1
+  (
+    flock 9 || exit 1
+    if emu_clients_current; then
+      emu_log "reference clients present in $dir: install skipped"
+    else
+      [ -x "$npm" ] || { emu_log "npm is missing: expected beside $node"; exit 1; }
+      started=$(emu_now_ms)
+      emu_log "installing @azure/storage-blob@$EMU_AZURE_BLOB_VERSION @google-cloud/storage@$EMU_GCS_CLIENT_VERSION" \
+        "into $dir"
+      cat >"$dir/package.json" <<EOF
+{
+  "name": "datavo-reference-clients",
+  "private": true,
+  "description": "Written by tests/support/emulators.sh; the reference clients of the Datavo interop tests",
+  "dependencies": {
+    "@azure/storage-blob": "$EMU_AZURE_BLOB_VERSION",
+    "@google-cloud/storage": "$EMU_GCS_CLIENT_VERSION"
+  }
+}
+EOF
+      (cd "$dir" && PATH="$(dirname "$node"):$PATH" "$npm" install --no-audit --no-fund --ignore-scripts \
+        --loglevel=error --no-save >"$dir/npm-install.log" 2>&1) || {
+        emu_log "npm install of the reference clients failed; the end of $dir/npm-install.log:"
+        tail -n 20 "$dir/npm-install.log" >&2
+        exit 1
+      }
+      emu_clients_current || { emu_log "npm install did not leave the pinned clients in $dir"; exit 1; }
+      emu_log "installed the reference clients in $(($(emu_now_ms) - started)) ms"
+    fi
+  ) 9>"$dir/.install.lock" || return 1
+  echo "$dir/node_modules"
 }
 
 emu_write_file() { # PATH < CONTENT: replaced atomically, so a concurrent run never starts a half-written file
@@ -473,8 +529,9 @@ case $command in
   down) emulators_down "$@" ;;
   env) emulators_env "$@" ;;
   install) emulators_install ;;
+  clients) emulators_clients ;;
   *)
-    echo "usage: $0 up|down|env [NAME...] | install   (NAMEs: ${EMU_ALL_NAMES[*]}; default all)" >&2
+    echo "usage: $0 up|down|env [NAME...] | install | clients   (NAMEs: ${EMU_ALL_NAMES[*]}; default all)" >&2
     exit 2
     ;;
 esac

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "datavo/azure_blob_tier.hpp"
+#include "tier/azure/azure_tier.hpp"
 #include "tier/azure/credentials.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/remote_tier.hpp"
@@ -334,14 +335,19 @@ class AzureBackend final : public BlobBackend {
 }  // namespace
 
 Result<std::shared_ptr<Tier>> make_azure_blob_tier(AzureBlobTierOptions options) {
+  return azure::make_azure_blob_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());
+}
+
+Result<std::shared_ptr<Tier>> azure::make_azure_blob_tier_with_env(AzureBlobTierOptions options,
+                                                                   cloud::CredentialEnv env) {
   DATAVO_TRY(cloud::validate_remote_options(options.remote));
   if (options.container_url.empty())
     return Error{ErrorCode::invalid_argument, "an Azure Blob tier needs a container_url"};
   if (options.remote.name.empty())
     options.remote.name = options.container_url.substr(0, options.container_url.find('?'));
   RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(
-      std::move(remote), std::make_unique<AzureBackend>(std::move(options), cloud::CredentialEnv::from_process()));
+  return cloud::make_remote_tier(std::move(remote),
+                                 std::make_unique<AzureBackend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

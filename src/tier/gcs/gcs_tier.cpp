@@ -14,6 +14,7 @@
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/credentials.hpp"
+#include "tier/gcs/gcs_tier.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
 
@@ -89,8 +90,8 @@ ObjectInfo info_of_resource(const nlohmann::json& resource) {
 // Whether a 404 body says the bucket (not the object) is missing.
 bool says_no_bucket(std::string_view body) { return body.find("bucket does not exist") != std::string_view::npos; }
 
-// Counts what a sink receives and hashes it with MD5, so that a whole-object read can be checked against md5Hash
-// when the object carries no datavo-sha256 (an object another tool wrote).
+// Counts what a sink receives and hashes it with MD5, so that a read of the whole object can be checked against
+// md5Hash when the object carries no datavo-sha256 (an object another tool wrote).
 class Md5Sink final : public ByteSink {
  public:
   explicit Md5Sink(ByteSink& inner) : inner_(inner), ctx_(EVP_MD_CTX_new()) { restart_hash(); }
@@ -100,6 +101,7 @@ class Md5Sink final : public ByteSink {
   Result<void> write(const void* data, std::size_t size) override {
     DATAVO_TRY(inner_.write(data, size));
     EVP_DigestUpdate(ctx_, data, size);
+    hashed_ += size;
     return {};
   }
   Bytes written() const override { return inner_.written(); }
@@ -107,6 +109,8 @@ class Md5Sink final : public ByteSink {
     restart_hash();
     return inner_.restart();
   }
+  // The bytes hashed since the last restart.
+  std::uint64_t hashed() const { return hashed_; }
   std::string digest() {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
@@ -115,9 +119,13 @@ class Md5Sink final : public ByteSink {
   }
 
  private:
-  void restart_hash() { EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr); }
+  void restart_hash() {
+    EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr);
+    hashed_ = 0;
+  }
   ByteSink& inner_;
   EVP_MD_CTX* ctx_;
+  std::uint64_t hashed_ = 0;
 };
 
 class GcsBackend final : public BlobBackend {
@@ -141,9 +149,11 @@ class GcsBackend final : public BlobBackend {
 
   Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
                                         ByteSink& sink) override {
-    // A whole object without our metadata is checked against GCS's own md5Hash.
+    // An object without our metadata is checked against GCS's own md5Hash when one response brings all of it: a
+    // read from its first byte is hashed on the way (the layer's lookup asks for the first part_size bytes, which
+    // is the whole object unless it is larger).
     std::optional<Md5Sink> md5;
-    if (!range) md5.emplace(sink);
+    if (!range || range->first == 0) md5.emplace(sink);
     net::HttpRequest request;
     request.url = object_url(name, {{"alt", "media"}}, pin);
     if (range) {
@@ -184,7 +194,8 @@ class GcsBackend final : public BlobBackend {
       info.sha256 = described.sha256;
       info.recorded_size = described.recorded_size;
       if (info.version.empty()) info.version = described.version;
-      if (md5 && !info.sha256 && !(*resource)->md5_base64.empty() &&
+      const bool whole = md5 && md5->hashed() == info.size.count();
+      if (whole && !info.sha256 && !(*resource)->md5_base64.empty() &&
           util::base64_encode(md5->digest()) != (*resource)->md5_base64) {
         // No SHA-256 to check the bytes against: GCS's own MD5 of the whole object is the next best.
         return Error{ErrorCode::integrity, name + ": the bytes read do not match the object's md5Hash"};
@@ -287,6 +298,11 @@ class GcsBackend final : public BlobBackend {
       request.accepted_statuses = {412};
       auto response = perform(request);
       if (!response) {
+        // A refusal (403, a bad request, a cancelled run) stays a refusal; asking the session how far it got and
+        // sending the rest again is for failures in transit.
+        const ErrorCode code = response.error().code;
+        if (code != ErrorCode::remote && code != ErrorCode::timeout && code != ErrorCode::io)
+          return std::move(response).error();
         // Ask the session how far it got, and go on from there.
         auto persisted = persisted_bytes(session, total);
         if (!persisted) return std::move(response).error();
@@ -507,6 +523,10 @@ class GcsBackend final : public BlobBackend {
 }  // namespace
 
 Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {
+  return gcs::make_gcs_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());
+}
+
+Result<std::shared_ptr<Tier>> gcs::make_gcs_tier_with_env(GcsTierOptions options, cloud::CredentialEnv env) {
   DATAVO_TRY(cloud::validate_remote_options(options.remote));
   if (options.bucket.empty()) return Error{ErrorCode::invalid_argument, "a GCS tier needs a bucket"};
   if (options.remote.part_size.count() % k_chunk_granularity != 0) {
@@ -516,8 +536,7 @@ Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {
   }
   if (options.remote.name.empty()) options.remote.name = options.bucket;
   RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(
-      std::move(remote), std::make_unique<GcsBackend>(std::move(options), cloud::CredentialEnv::from_process()));
+  return cloud::make_remote_tier(std::move(remote), std::make_unique<GcsBackend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

@@ -1,0 +1,16 @@
+// The Azure Blob tier with an injected environment: what make_azure_blob_tier() (datavo/azure_blob_tier.hpp) does
+// with the process's environment, for the tests of the request builder, which run it against a fake blob server
+// and fake token endpoints on loopback and must not depend on the real environment.
+#pragma once
+
+#include <memory>
+
+#include "datavo/azure_blob_tier.hpp"
+#include "tier/cloud/credentials.hpp"
+
+namespace datavo::azure {
+
+// make_azure_blob_tier(), with the account keys and the DefaultAzureCredential chain looked up in `env`.
+Result<std::shared_ptr<Tier>> make_azure_blob_tier_with_env(AzureBlobTierOptions options, cloud::CredentialEnv env);
+
+}  // namespace datavo::azure

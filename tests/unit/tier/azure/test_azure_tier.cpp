@@ -1,0 +1,220 @@
+// Tests of the Azure request builder (src/tier/azure/azure_tier.cpp, through the remote-tier layer) with bearer
+// tokens from the DefaultAzureCredential chain (an AAD client secret at a fake authority), against the fake blob
+// server of fake_blob.hpp. Azurite checks SharedKey and SAS (tests/e2e/test_azure_*.sh run those), but it takes
+// bearer tokens only over https, so the token paths are covered here:
+//   - a token refused with 401 mid-upload: refreshed, and only the refused blocks sent again (once each); the
+//     other blocks and the Put Block List are sent once;
+//   - a token refused mid-download: only the refused ranges read again;
+//   - a short-lived token refreshed ahead of its expiry between two requests of one transfer (no 401 at all);
+//   - the conditional create (If-None-Match: *; 409 BlobAlreadyExists is already_present) and Content-MD5.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "support/shard_fixtures.hpp"
+#include "support/temp_dir.hpp"
+#include "tier/azure/azure_tier.hpp"
+#include "unit/tier/azure/fake_blob.hpp"
+#include "unit/tier/credential_test_support.hpp"
+
+namespace datavo::azure {
+namespace {
+
+using namespace std::chrono_literals;
+using azuretest::FakeBlobServer;
+using azuretest::SeenRequest;
+using namespace shardtest;
+
+constexpr std::uint64_t k_part = 5 * 1024 * 1024;
+
+class MemorySink final : public ByteSink, public PositionalSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    bytes_.append(static_cast<const char*>(data), size);
+    return {};
+  }
+  Bytes written() const override {
+    std::lock_guard lock(mu_);
+    return Bytes{bytes_.size()};
+  }
+  Result<void> restart() override {
+    std::lock_guard lock(mu_);
+    bytes_.clear();
+    return {};
+  }
+  PositionalSink* positional() override { return this; }
+  Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    if (bytes_.size() < offset + size) bytes_.resize(offset + size);
+    bytes_.replace(offset, size, static_cast<const char*>(data), size);
+    return {};
+  }
+  Result<void> prefix_complete(Bytes) override { return {}; }
+  std::string bytes() const {
+    std::lock_guard lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string bytes_;
+};
+
+class AzureTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.sub("home"));
+    env_.set_home(dir_.sub("home"));
+    // The chain's first link: an AAD client secret at the fake's authority. No key in the environment.
+    env_.set("AZURE_AUTHORITY_HOST", blobs_.url());
+    env_.set("AZURE_TENANT_ID", "tenant-1");
+    env_.set("AZURE_CLIENT_ID", "app-1");
+    env_.set("AZURE_CLIENT_SECRET", "aad-client-secret-7");
+    env_.set("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:" + std::to_string(credtest::closed_port()));
+    env_.set("PATH", "/nonexistent");
+  }
+
+  std::shared_ptr<Tier> make(std::size_t concurrency = 4) {
+    AzureBlobTierOptions options;
+    options.container_url = blobs_.container_url();
+    options.remote.name = "azure";
+    options.remote.part_size = Bytes{k_part};
+    options.remote.concurrency = concurrency;
+    options.remote.transport.connect_timeout = Milliseconds{2'000};
+    options.remote.transport.stall_timeout = Seconds{10};
+    options.remote.transport.max_attempts = 3;
+    options.remote.transport.initial_backoff = Milliseconds{5};
+    options.remote.transport.max_backoff = Milliseconds{20};
+    auto tier = make_azure_blob_tier_with_env(std::move(options), env_.env());
+    if (!tier) throw std::runtime_error(tier.error().message);
+    return *tier;
+  }
+
+  Result<InstallOutcome> install(Tier& tier, const ShardKey& key, const std::string& bytes) {
+    ShardHandle handle = handle_on_new_file(dir_.sub("source-" + std::to_string(++sources_)), bytes);
+    return tier.install_copy(key, handle, sha256_of(bytes));
+  }
+  static std::string blob_name(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex() + ".tar"; }
+  static std::map<std::string, std::string> metadata(const std::string& bytes) {
+    return {{"datavo_sha256", sha256_of(bytes).hex()}, {"datavo_size", std::to_string(bytes.size())}};
+  }
+
+  FakeBlobServer blobs_;
+  TempDir dir_;
+  credtest::FakeEnvironment env_;
+  int sources_ = 0;
+};
+
+TEST_F(AzureTierTest, ATokenRefusedMidUploadIsRefreshedAndOnlyTheRefusedBlocksAreSentAgain) {
+  auto tier = make();
+  const auto key = make_key(1);
+  const std::string bytes = random_bytes(5 * k_part + 4321, 1);
+  // The token stops working once two blocks are in (revoked, or expired early on the service's clock).
+  std::atomic<int> blocks_seen{0};
+  blobs_.on_request([&](const SeenRequest& r) {
+    if (r.comp == "block" && ++blocks_seen == 3) blobs_.revoke_tokens();
+  });
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+  auto stored = blobs_.blob(blob_name(key));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->bytes, bytes);
+  EXPECT_EQ(stored->metadata, metadata(bytes));
+
+  std::map<std::string, int> sent, refused;
+  int lists = 0;
+  for (const auto& r : blobs_.requests()) {
+    if (r.comp == "blocklist") ++lists;
+    if (r.comp != "block") continue;
+    ++sent[r.block_id];
+    if (r.status == 401) ++refused[r.block_id];
+  }
+  EXPECT_EQ(sent.size(), 6u);
+  EXPECT_GE(refused.size(), 1u);
+  for (const auto& [block, times] : sent)
+    EXPECT_EQ(times, 1 + (refused.contains(block) ? refused.at(block) : 0)) << "block " << block << ": sent again only after its own 401";
+  for (const auto& [block, times] : refused) EXPECT_EQ(times, 1) << block;
+  EXPECT_EQ(lists, 1);
+  EXPECT_GE(blobs_.tokens_issued(), 2);
+}
+
+TEST_F(AzureTierTest, ATokenRefusedMidDownloadRepeatsOnlyTheRefusedRanges) {
+  auto tier = make();
+  const auto key = make_key(2);
+  const std::string bytes = random_bytes(4 * k_part + 17, 2);
+  blobs_.put_blob(blob_name(key), bytes, metadata(bytes));
+  // A first token, then revoked as the first pinned range arrives.
+  bool revoked = false;
+  blobs_.on_request([&](const SeenRequest& r) {
+    if (!r.if_match.empty() && !revoked) {
+      revoked = true;
+      blobs_.revoke_tokens();
+    }
+  });
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), bytes);
+  std::map<std::string, int> sent, refused;
+  for (const auto& r : blobs_.requests()) {
+    if (r.method != "GET") continue;
+    ++sent[r.range];
+    if (r.status == 401) ++refused[r.range];
+  }
+  EXPECT_EQ(sent.size(), 5u) << "five ranges of part_size";
+  for (const auto& [range, times] : sent) EXPECT_EQ(times, 1 + refused[range]) << range;
+  EXPECT_GE(refused.size(), 1u);
+  EXPECT_EQ(sent["bytes=0-" + std::to_string(k_part - 1)], 1) << "the first range is not read again";
+}
+
+TEST_F(AzureTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryMidTransfer) {
+  blobs_.set_token_lifetime(60s);
+  auto tier = make(/*concurrency=*/1);
+  const auto key = make_key(3);
+  const std::string bytes = random_bytes(3 * k_part + 5, 3);
+  // 40 s pass while the first block is sent: less than half of the token's minute is left.
+  blobs_.on_request([&](const SeenRequest& r) {
+    if (r.comp == "block" && blobs_.tokens_issued() == 1) env_.advance(40s);
+  });
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(blobs_.tokens_issued(), 2);
+  std::vector<std::string> tokens;
+  for (const auto& r : blobs_.requests()) {
+    EXPECT_NE(r.status, 401) << "refreshed before it could be refused";
+    tokens.push_back(r.authorization);
+  }
+  ASSERT_EQ(tokens.size(), 5u) << "four blocks and the block list, each sent once";
+  EXPECT_EQ(tokens.front(), "Bearer aad-1");
+  EXPECT_EQ(tokens.back(), "Bearer aad-2");
+}
+
+TEST_F(AzureTierTest, PutBlobIsAConditionalCreateWithContentMd5AndTheMetadata) {
+  auto tier = make();
+  const auto key = make_key(4);
+  const std::string bytes = random_bytes(70'000, 4);
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+  EXPECT_EQ(blobs_.blob(blob_name(key))->metadata, metadata(bytes));
+  // Another VM's second create: 409 BlobAlreadyExists, which is success (already_present); the blob stays.
+  const std::string etag = blobs_.blob(blob_name(key))->etag;
+  auto again = install(*tier, key, random_bytes(70'000, 5));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(*again, InstallOutcome::already_present);
+  EXPECT_EQ(blobs_.blob(blob_name(key))->etag, etag);
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read && *read);
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_EQ((*read)->sha256, sha256_of(bytes));
+  EXPECT_EQ((*read)->size, Bytes{bytes.size()});
+}
+
+}  // namespace
+}  // namespace datavo::azure

@@ -1,0 +1,572 @@
+// Tests of the GCS request builder (src/tier/gcs/gcs_tier.cpp, through the remote-tier layer) against the fake GCS
+// server of fake_gcs.hpp: the paths the firebase-tools emulator of the e2e suites cannot exercise (it ignores
+// preconditions, finalizes a resumable upload at its first chunk, has no auth, auto-creates buckets):
+//   - chunked resumable uploads in order, a chunk the server persisted only in part continued from the offset it
+//     reports (a 308 short of the chunk's end, and a 503 after which the session is asked how far it got), never
+//     from byte 0; a failed upload cancels its session;
+//   - ifGenerationMatch=0 on every create (412: already_present, at the initiation and at the finalization of a
+//     resumable upload), ranges pinned with ifGenerationMatch=<generation> (412: conflict, the object read once
+//     more, and a conflict error when it changes again);
+//   - userProject only when the tier has a project; a missing bucket (not_found) told from a missing object (a
+//     miss); md5Hash checked for objects without datavo metadata; the md5Hash of uploads refused when it lies;
+//   - bearer tokens: refreshed ahead of expiry, and after a 401 mid-upload with only that chunk sent again;
+//   - STORAGE_EMULATOR_HOST: no credentials at all; list pagination; cache check on a server that honours
+//     preconditions and on one that ignores them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "support/shard_fixtures.hpp"
+#include "support/temp_dir.hpp"
+#include "tier/cloud/remote_tier.hpp"
+#include "tier/gcs/gcs_tier.hpp"
+#include "unit/tier/credential_test_support.hpp"
+#include "unit/tier/gcs/fake_gcs.hpp"
+
+namespace datavo::gcs {
+namespace {
+
+using namespace std::chrono_literals;
+using gcstest::FakeGcs;
+using gcstest::SeenRequest;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using namespace shardtest;
+
+constexpr const char* k_bucket = "datavo-test-bucket";
+constexpr std::uint64_t k_part = 5 * 1024 * 1024;  // the tests' part_size: 20 chunks of 256 KiB
+
+// Takes bytes at any offset from several threads, as a staging file does.
+class MemorySink final : public ByteSink, public PositionalSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    bytes_.append(static_cast<const char*>(data), size);
+    return {};
+  }
+  Bytes written() const override {
+    std::lock_guard lock(mu_);
+    return Bytes{bytes_.size()};
+  }
+  Result<void> restart() override {
+    std::lock_guard lock(mu_);
+    bytes_.clear();
+    return {};
+  }
+  PositionalSink* positional() override { return this; }
+  Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    if (bytes_.size() < offset + size) bytes_.resize(offset + size);
+    bytes_.replace(offset, size, static_cast<const char*>(data), size);
+    return {};
+  }
+  Result<void> prefix_complete(Bytes) override { return {}; }
+  std::string bytes() const {
+    std::lock_guard lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string bytes_;
+};
+
+json datavo_metadata(const std::string& bytes) {
+  return {{"datavo-sha256", sha256_of(bytes).hex()}, {"datavo-size", std::to_string(bytes.size())}};
+}
+
+std::vector<SeenRequest> matching(const std::vector<SeenRequest>& all, const std::function<bool(const SeenRequest&)>& f) {
+  std::vector<SeenRequest> out;
+  for (const auto& request : all)
+    if (f(request)) out.push_back(request);
+  return out;
+}
+bool is_chunk(const SeenRequest& r) { return r.chunk_start() >= 0; }
+bool is_media(const SeenRequest& r) { return r.method == "GET" && r.param("alt") == "media"; }
+
+struct TierSetup {
+  std::optional<std::string> project = std::nullopt;
+  bool single_flight = true;
+  int max_attempts = 3;
+  std::size_t concurrency = 4;
+  bool emulator_host = true;  // STORAGE_EMULATOR_HOST instead of endpoint_url: no credentials
+};
+
+class GcsTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gcs_.add_bucket(k_bucket);
+    std::filesystem::create_directories(dir_.sub("home"));
+    env_.set_home(dir_.sub("home"));
+    // No test may reach a real metadata server.
+    env_.set("GCE_METADATA_HOST", "127.0.0.1:" + std::to_string(credtest::closed_port()));
+  }
+
+  std::shared_ptr<Tier> make(const TierSetup& setup = {}) {
+    GcsTierOptions options;
+    options.bucket = k_bucket;
+    options.project = setup.project;
+    options.remote.name = "gcs";
+    options.remote.part_size = Bytes{k_part};
+    options.remote.concurrency = setup.concurrency;
+    options.remote.single_flight = setup.single_flight;
+    options.remote.transport.connect_timeout = Milliseconds{2'000};
+    options.remote.transport.stall_timeout = Seconds{10};
+    options.remote.transport.max_attempts = setup.max_attempts;
+    options.remote.transport.initial_backoff = Milliseconds{5};
+    options.remote.transport.max_backoff = Milliseconds{20};
+    if (setup.emulator_host) {
+      env_.set("STORAGE_EMULATOR_HOST", gcs_.url());
+    } else {
+      env_.unset("STORAGE_EMULATOR_HOST");
+      options.endpoint_url = gcs_.url();
+    }
+    auto tier = make_gcs_tier_with_env(std::move(options), env_.env());
+    if (!tier) throw std::runtime_error(tier.error().message);
+    return *tier;
+  }
+
+  // An authorized-user ADC file whose refresh-token grant is the fake's /token.
+  void use_authorized_user() {
+    const std::string path = dir_.sub("adc.json");
+    credtest::write_text(path, json{{"type", "authorized_user"},
+                                    {"client_id", "client-1.apps.googleusercontent.com"},
+                                    {"client_secret", "client-secret-9"},
+                                    {"refresh_token", "1//refresh-9"},
+                                    {"token_uri", gcs_.url() + "/token"}}
+                                   .dump());
+    env_.set("GOOGLE_APPLICATION_CREDENTIALS", path);
+    gcs_.require_token(true);
+  }
+
+  // install_copy() of `bytes` under `key`, from a file as the hierarchy hands it over.
+  Result<InstallOutcome> install(Tier& tier, const ShardKey& key, const std::string& bytes) {
+    const std::string path = dir_.sub("source-" + std::to_string(++sources_));
+    ShardHandle handle = handle_on_new_file(path, bytes);
+    return tier.install_copy(key, handle, sha256_of(bytes));
+  }
+
+  std::string object_name(const ShardKey& key) const {
+    return key.instance.name() + "/" + key.hash.hex() + ".tar";
+  }
+
+  FakeGcs gcs_;
+  TempDir dir_;
+  credtest::FakeEnvironment env_;
+  int sources_ = 0;
+};
+
+TEST_F(GcsTierTest, ASmallObjectIsOneMultipartUploadWithMetadataMd5AndTheConditionalCreate) {
+  auto tier = make();
+  const auto key = make_key(1);
+  const std::string bytes = random_bytes(100'000, 1);
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+
+  const auto requests = gcs_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].param("uploadType"), "multipart");
+  EXPECT_EQ(requests[0].param("ifGenerationMatch"), "0");
+  EXPECT_EQ(requests[0].authorization, "") << "STORAGE_EMULATOR_HOST means no credentials";
+  auto stored = gcs_.object(k_bucket, object_name(key));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->bytes, bytes);
+  EXPECT_EQ(stored->metadata, datavo_metadata(bytes)) << "datavo-sha256 and datavo-size in the object's metadata";
+}
+
+TEST_F(GcsTierTest, ACreateOfAnExistingObjectIsRefusedWith412AndCountsAsAlreadyPresent) {
+  auto tier = make();
+  const auto key = make_key(2);
+  const std::string first = random_bytes(50'000, 2);
+  gcs_.put_object(k_bucket, object_name(key), first, datavo_metadata(first));
+  const auto generation = gcs_.object(k_bucket, object_name(key))->generation;
+
+  auto small = install(*tier, key, random_bytes(60'000, 3));
+  ASSERT_TRUE(small) << small.error().message;
+  EXPECT_EQ(*small, InstallOutcome::already_present);
+  // A resumable upload is refused at its initiation already, before any byte is sent.
+  gcs_.clear_requests();
+  auto large = install(*tier, key, random_bytes(k_part + 1, 4));
+  ASSERT_TRUE(large) << large.error().message;
+  EXPECT_EQ(*large, InstallOutcome::already_present);
+  const auto requests = gcs_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].param("uploadType"), "resumable");
+  EXPECT_EQ(requests[0].param("ifGenerationMatch"), "0");
+  EXPECT_EQ(requests[0].status, 412);
+  EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->generation, generation) << "the object was not replaced";
+}
+
+TEST_F(GcsTierTest, AnObjectCreatedByAnotherVmBeforeTheLastChunkIsAlreadyPresentAtTheFinalization) {
+  auto tier = make();
+  const auto key = make_key(3);
+  const std::string bytes = random_bytes(2 * k_part + 1000, 5);
+  const std::string other = random_bytes(2 * k_part + 1000, 6);
+  // While the first chunk is on its way, another VM's upload of the same shard completes.
+  gcs_.on_request([&](const SeenRequest& r) {
+    if (r.chunk_start() == 0) gcs_.put_object(k_bucket, object_name(key), other, datavo_metadata(other));
+  });
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::already_present);
+  EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->bytes, other) << "the first VM's object stays";
+}
+
+TEST_F(GcsTierTest, ALargeObjectIsAChunkedResumableUploadInOrder) {
+  auto tier = make();
+  const auto key = make_key(4);
+  const std::string bytes = random_bytes(2 * k_part + 123'457, 7);
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+
+  const auto requests = gcs_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(requests[0].param("uploadType"), "resumable");
+  EXPECT_EQ(requests[0].param("ifGenerationMatch"), "0");
+  const std::string total = "/" + std::to_string(bytes.size());
+  EXPECT_EQ(requests[1].content_range, "bytes 0-" + std::to_string(k_part - 1) + total);
+  EXPECT_EQ(requests[1].status, 308);
+  EXPECT_EQ(requests[2].content_range,
+            "bytes " + std::to_string(k_part) + "-" + std::to_string(2 * k_part - 1) + total);
+  EXPECT_EQ(requests[3].content_range,
+            "bytes " + std::to_string(2 * k_part) + "-" + std::to_string(bytes.size() - 1) + total);
+  EXPECT_EQ(requests[3].status, 200);
+  auto stored = gcs_.object(k_bucket, object_name(key));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->bytes, bytes);
+  EXPECT_EQ(stored->metadata, datavo_metadata(bytes)) << "the metadata goes with the session's initiation";
+
+  // And it reads back, in parallel ranges pinned to its generation.
+  gcs_.clear_requests();
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_EQ((*read)->sha256, sha256_of(bytes));
+  const auto ranges = matching(gcs_.requests(), is_media);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_FALSE(ranges[0].has("ifGenerationMatch")) << "the first range finds the generation";
+  for (std::size_t i = 1; i < ranges.size(); ++i)
+    EXPECT_EQ(ranges[i].param("ifGenerationMatch"), std::to_string(stored->generation));
+}
+
+TEST_F(GcsTierTest, AChunkThatTheServerPersistedInPartIsContinuedFromTheOffsetIn308sRange) {
+  auto tier = make();
+  const auto key = make_key(5);
+  const std::string bytes = random_bytes(2 * k_part + 5000, 8);
+  gcs_.persist_half_of_chunk(1, /*fail=*/false);  // the first chunk: 308 with "Range: bytes=0-2621439"
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->bytes, bytes);
+
+  const auto chunks = matching(gcs_.requests(), is_chunk);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0].chunk_start(), 0);
+  EXPECT_EQ(chunks[1].chunk_start(), long(k_part / 2)) << "continued from the offset the server reported";
+  EXPECT_EQ(chunks[1].content_range,
+            "bytes " + std::to_string(k_part / 2) + "-" + std::to_string(k_part - 1) + "/" +
+                std::to_string(bytes.size()));
+  EXPECT_EQ(chunks[2].chunk_start(), long(k_part));
+  EXPECT_EQ(chunks[3].chunk_start(), long(2 * k_part));
+  std::size_t sent = 0;
+  for (const auto& chunk : chunks) sent += chunk.body_bytes;
+  EXPECT_EQ(sent, bytes.size() + k_part / 2) << "only the half the server did not keep was sent again";
+}
+
+TEST_F(GcsTierTest, AFailureMidChunkIsResumedFromTheOffsetTheSessionReportsNotFromByteZero) {
+  // One attempt per request: the backend, not the transport's retry of the same chunk, must resume.
+  auto tier = make({.max_attempts = 1});
+  const auto key = make_key(6);
+  const std::string bytes = random_bytes(3 * k_part + 777, 9);
+  gcs_.persist_half_of_chunk(2, /*fail=*/true);  // the second chunk: half persisted, then 503
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+  EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->bytes, bytes);
+
+  const auto requests = gcs_.requests();
+  std::vector<std::string> puts;
+  for (const auto& r : requests)
+    if (r.method == "PUT") puts.push_back(r.content_range + " -> " + std::to_string(r.status));
+  const std::string total = "/" + std::to_string(bytes.size());
+  const std::string resumed_at = std::to_string(k_part + k_part / 2);
+  EXPECT_THAT(puts, ::testing::ElementsAre(
+                        "bytes 0-" + std::to_string(k_part - 1) + total + " -> 308",
+                        "bytes " + std::to_string(k_part) + "-" + std::to_string(2 * k_part - 1) + total + " -> 503",
+                        "bytes */" + std::to_string(bytes.size()) + " -> 308",
+                        "bytes " + resumed_at + "-" + std::to_string(2 * k_part - 1) + total + " -> 308",
+                        "bytes " + std::to_string(2 * k_part) + "-" + std::to_string(3 * k_part - 1) + total + " -> 308",
+                        "bytes " + std::to_string(3 * k_part) + "-" + std::to_string(bytes.size() - 1) + total +
+                            " -> 200"));
+  EXPECT_EQ(matching(requests, [](const SeenRequest& r) { return r.chunk_start() == 0; }).size(), 1u)
+      << "nothing was sent again from byte 0";
+}
+
+TEST_F(GcsTierTest, AFailedResumableUploadCancelsItsSessionAndStoresNothing) {
+  auto tier = make();
+  const auto key = make_key(7);
+  gcs_.refuse_chunks_from(2);  // 403 for every chunk after the first
+  auto installed = install(*tier, key, random_bytes(2 * k_part + 1, 10));
+  ASSERT_FALSE(installed);
+  EXPECT_EQ(installed.error().code, ErrorCode::permission_denied) << installed.error().message;
+  EXPECT_FALSE(gcs_.object(k_bucket, object_name(key)));
+  EXPECT_EQ(gcs_.open_sessions(), 0) << "the session was cancelled";
+  const auto refused = matching(gcs_.requests(), [](const SeenRequest& r) { return r.status == 403; });
+  EXPECT_EQ(refused.size(), 1u) << "a refusal is not a failure worth resuming after";
+  EXPECT_EQ(matching(gcs_.requests(), [](const SeenRequest& r) { return r.method == "DELETE"; }).size(), 1u);
+}
+
+TEST_F(GcsTierTest, ARangePinnedToAGenerationThatChangedIs412AndTheObjectIsReadOnceMore) {
+  auto tier = make();
+  const auto key = make_key(8);
+  const std::string old_bytes = random_bytes(2 * k_part + 10, 11);
+  const std::string new_bytes = random_bytes(2 * k_part + 20, 12);
+  gcs_.put_object(k_bucket, object_name(key), old_bytes, datavo_metadata(old_bytes));
+  const auto old_generation = gcs_.object(k_bucket, object_name(key))->generation;
+  // Another writer replaces the object right after the first range was served (once).
+  std::atomic<bool> replaced{false};
+  gcs_.on_request([&](const SeenRequest& r) {
+    if (is_media(r) && r.has("ifGenerationMatch") && !replaced.exchange(true))
+      gcs_.put_object(k_bucket, object_name(key), new_bytes, datavo_metadata(new_bytes));
+  });
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), new_bytes) << "read again from the start: no mix of two generations";
+  EXPECT_EQ((*read)->sha256, sha256_of(new_bytes));
+
+  const auto media = matching(gcs_.requests(), is_media);
+  const auto conflicts = matching(media, [](const SeenRequest& r) { return r.status == 412; });
+  ASSERT_GE(conflicts.size(), 1u);
+  for (const auto& c : conflicts) EXPECT_EQ(c.param("ifGenerationMatch"), std::to_string(old_generation));
+}
+
+TEST_F(GcsTierTest, AnObjectThatChangesAgainWhileItIsReadOnceMoreIsAConflict) {
+  auto tier = make();
+  const auto key = make_key(9);
+  gcs_.put_object(k_bucket, object_name(key), random_bytes(2 * k_part, 13));
+  // Every round: once its first range has been served, the object is replaced.
+  std::atomic<int> replacements{0};
+  gcs_.on_request([&](const SeenRequest& r) {
+    if (!is_media(r) || !r.has("ifGenerationMatch")) return;
+    auto current = gcs_.object(k_bucket, object_name(key));
+    if (current && std::to_string(current->generation) == r.param("ifGenerationMatch")) {
+      const std::string fresh = random_bytes(2 * k_part, 100 + ++replacements);
+      gcs_.put_object(k_bucket, object_name(key), fresh, datavo_metadata(fresh));
+    }
+  });
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::conflict) << read.error().message;
+  const auto first_ranges =
+      matching(gcs_.requests(), [](const SeenRequest& r) { return is_media(r) && !r.has("ifGenerationMatch"); });
+  EXPECT_EQ(first_ranges.size(), 2u) << "read once more, not more";
+}
+
+TEST_F(GcsTierTest, UserProjectIsSentWithEveryJsonApiRequestOnlyWhenTheProjectIsSet) {
+  for (const bool with_project : {false, true}) {
+    SCOPED_TRACE(with_project ? "project: datavo-prod" : "no project");
+    gcs_.clear_requests();
+    TierSetup setup;
+    if (with_project) setup.project = "datavo-prod";
+    auto tier = make(setup);
+    const auto small = make_key(with_project ? 20 : 10);
+    const auto large = make_key(with_project ? 21 : 11);
+    ASSERT_TRUE(install(*tier, small, random_bytes(1000, 14)));
+    ASSERT_TRUE(install(*tier, large, random_bytes(k_part + 1, 15)));
+    MemorySink sink;
+    ASSERT_TRUE(tier->read_into(large, sink));
+    ASSERT_TRUE(tier->contains(small));
+    ASSERT_TRUE(tier->list());
+    ASSERT_TRUE(tier->remove(small));
+    int api_requests = 0;
+    for (const auto& r : gcs_.requests()) {
+      if (r.has("upload_id")) continue;  // a resumable session's URI is the server's, used as it is given
+      ++api_requests;
+      if (with_project)
+        EXPECT_EQ(r.param("userProject"), "datavo-prod") << r.method << " " << r.path;
+      else
+        EXPECT_FALSE(r.has("userProject")) << r.method << " " << r.path;
+    }
+    EXPECT_GE(api_requests, 7);
+  }
+}
+
+TEST_F(GcsTierTest, AMissingBucketIsNotFoundNamingItAndAMissingObjectIsAMiss) {
+  auto tier = make();
+  MemorySink sink;
+  auto miss = tier->read_into(make_key(30), sink);
+  ASSERT_TRUE(miss) << miss.error().message;
+  EXPECT_FALSE(*miss) << "a missing object is a miss, not an error";
+  EXPECT_EQ(sink.written(), Bytes{0});
+  auto held = tier->contains(make_key(30));
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(*held);
+  auto removed = tier->remove(make_key(30));
+  ASSERT_TRUE(removed);
+  EXPECT_FALSE(*removed);
+
+  GcsTierOptions options;
+  options.bucket = "no-such-bucket";
+  options.remote.name = "gone";
+  env_.set("STORAGE_EMULATOR_HOST", gcs_.url());
+  auto gone = *make_gcs_tier_with_env(options, env_.env());
+  auto read = gone->read_into(make_key(30), sink);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::not_found);
+  EXPECT_THAT(read.error().message, HasSubstr("no-such-bucket"));
+  EXPECT_EQ(gone->remove(make_key(30)).error().code, ErrorCode::not_found);
+  EXPECT_EQ(gone->list().error().code, ErrorCode::not_found);
+  EXPECT_FALSE(install(*gone, make_key(30), "bytes"));
+  const CheckReport report = gone->check();
+  EXPECT_FALSE(report.writable);
+  EXPECT_FALSE(report.readable);
+}
+
+TEST_F(GcsTierTest, AnObjectWithoutDatavoMetadataIsCheckedAgainstItsMd5Hash) {
+  auto tier = make();
+  const std::string bytes = random_bytes(300'000, 16);
+  // Another tool's object, without datavo-sha256: its md5Hash is all there is to check the bytes against.
+  const auto good = make_key(40);
+  gcs_.put_object(k_bucket, object_name(good), bytes);
+  MemorySink sink;
+  auto read = tier->read_into(good, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_FALSE((*read)->sha256);
+
+  // The same object whose stored bytes no longer match the md5Hash GCS recorded: refused, not a hit.
+  const auto bad = make_key(41);
+  gcs_.put_object(k_bucket, object_name(bad), bytes, nullptr,
+                  util::base64_encode(cloud::md5_of(bytes + "the bytes it was written with")));
+  MemorySink bad_sink;
+  auto refused = tier->read_into(bad, bad_sink);
+  ASSERT_FALSE(refused) << "a hit of bytes that do not match md5Hash";
+  EXPECT_EQ(refused.error().code, ErrorCode::integrity) << refused.error().message;
+}
+
+TEST_F(GcsTierTest, AnUploadWhoseBytesArriveDamagedIsRefusedThroughItsMd5Hash) {
+  auto tier = make();
+  const auto key = make_key(42);
+  gcs_.corrupt_next_upload();  // GCS computes the MD5 of what arrived and compares it with md5Hash
+  auto installed = install(*tier, key, random_bytes(10'000, 17));
+  ASSERT_FALSE(installed);
+  EXPECT_EQ(matching(gcs_.requests(), [](const SeenRequest& r) { return r.status == 400; }).size(), 1u);
+  EXPECT_FALSE(gcs_.object(k_bucket, object_name(key))) << "nothing stored";
+}
+
+TEST_F(GcsTierTest, AnEmptyObjectIsAHitOfZeroBytes) {
+  auto tier = make();
+  const auto key = make_key(43);
+  ASSERT_TRUE(install(*tier, key, ""));
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ((*read)->size, Bytes{0});
+  EXPECT_EQ(sink.written(), Bytes{0});
+}
+
+TEST_F(GcsTierTest, ListFollowsEveryPageAndKeepsOnlyEntries) {
+  auto tier = make();
+  gcs_.set_page_size(2);
+  std::set<std::string> want;
+  for (int i = 0; i < 5; ++i) {
+    const auto key = make_key(50 + i);
+    ASSERT_TRUE(install(*tier, key, random_bytes(100 + i, 50 + i)));
+    want.insert(key.hash.hex());
+  }
+  gcs_.put_object(k_bucket, "local/.leases/abc", "lease");
+  gcs_.put_object(k_bucket, "unrelated.txt", "x");
+  auto listed = tier->list();
+  ASSERT_TRUE(listed) << listed.error().message;
+  std::set<std::string> got;
+  for (const auto& entry : *listed) got.insert(entry.hash.hex());
+  EXPECT_EQ(got, want);
+  auto usage = tier->usage();
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->entries, 5u);
+  EXPECT_GE(matching(gcs_.requests(), [](const SeenRequest& r) { return r.has("pageToken"); }).size(), 2u);
+}
+
+TEST_F(GcsTierTest, ABearerTokenRefusedMidUploadIsRefreshedAndOnlyThatChunkIsSentAgain) {
+  use_authorized_user();
+  auto tier = make({.emulator_host = false});
+  const auto key = make_key(60);
+  const std::string bytes = random_bytes(3 * k_part + 99, 18);
+  // The token stops working after the first chunk (revoked, or expired early on the server's clock).
+  gcs_.on_request([&](const SeenRequest& r) {
+    if (r.chunk_start() == long(k_part) && gcs_.tokens_issued() == 1) gcs_.revoke_tokens();
+  });
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->bytes, bytes);
+  EXPECT_EQ(gcs_.tokens_issued(), 2);
+
+  std::vector<std::string> chunks;
+  for (const auto& r : matching(gcs_.requests(), is_chunk))
+    chunks.push_back(std::to_string(r.chunk_start()) + " " + std::to_string(r.status) + " " + r.authorization);
+  EXPECT_THAT(chunks, ::testing::ElementsAre("0 308 Bearer ya29.fake-1", std::to_string(k_part) + " 401 Bearer ya29.fake-1",
+                                             std::to_string(k_part) + " 308 Bearer ya29.fake-2",
+                                             std::to_string(2 * k_part) + " 308 Bearer ya29.fake-2",
+                                             std::to_string(3 * k_part) + " 200 Bearer ya29.fake-2"));
+}
+
+TEST_F(GcsTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryBetweenChunks) {
+  use_authorized_user();
+  gcs_.set_token_lifetime(60s);
+  auto tier = make({.emulator_host = false});
+  const auto key = make_key(61);
+  const std::string bytes = random_bytes(2 * k_part + 1, 19);
+  // 50 s pass during the first chunk: less than half of the token's minute is left, so the next request takes a
+  // fresh token before the old one could be refused.
+  gcs_.on_request([&](const SeenRequest& r) {
+    if (r.chunk_start() == 0) env_.advance(50s);
+  });
+  auto installed = install(*tier, key, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(gcs_.tokens_issued(), 2);
+  const auto chunks = matching(gcs_.requests(), is_chunk);
+  ASSERT_EQ(chunks.size(), 3u) << "no chunk was refused or sent twice";
+  EXPECT_EQ(chunks[0].authorization, "Bearer ya29.fake-1");
+  EXPECT_EQ(chunks[1].authorization, "Bearer ya29.fake-2");
+  for (const auto& r : gcs_.requests()) EXPECT_NE(r.status, 401);
+}
+
+TEST_F(GcsTierTest, CheckPassesWhereCreatesAreConditionalAndSaysSoWhereTheyAreIgnored) {
+  auto tier = make();
+  CheckReport report = tier->check();
+  EXPECT_TRUE(report.readable);
+  EXPECT_TRUE(report.writable);
+  EXPECT_TRUE(report.warnings.empty());
+  for (const auto& step : report.steps) EXPECT_TRUE(step.ok) << step.name << ": " << step.detail;
+  EXPECT_EQ(gcs_.object_count(k_bucket), 0u) << "the probe object is removed";
+
+  // As the emulator: preconditions ignored. A failure with single_flight: true, a warning without.
+  gcs_.set_ignore_preconditions(true);
+  report = tier->check();
+  EXPECT_FALSE(report.writable);
+  auto conditional = std::find_if(report.steps.begin(), report.steps.end(),
+                                  [](const CheckStep& s) { return s.name == "conditional put"; });
+  ASSERT_NE(conditional, report.steps.end());
+  EXPECT_FALSE(conditional->ok);
+  EXPECT_THAT(conditional->detail, HasSubstr("ignores conditional writes"));
+  auto relaxed = make({.single_flight = false});
+  report = relaxed->check();
+  EXPECT_TRUE(report.writable);
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_THAT(report.warnings[0], HasSubstr("ignores conditional writes"));
+  EXPECT_EQ(gcs_.object_count(k_bucket), 0u);
+}
+
+}  // namespace
+}  // namespace datavo::gcs
