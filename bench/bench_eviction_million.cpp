@@ -265,9 +265,7 @@ struct Fixture {
   // The oldest `n` are gone, the next one is still there.
   bool evicted_the_oldest(std::size_t n) const { return !exists(0) && !exists(n - 1) && exists(n); }
 
-  std::vector<std::string> gc_child_command() const {
-    return {exe, "--gc-child", root, std::to_string(max_bytes)};
-  }
+  std::vector<std::string> gc_child_command() const { return {exe, "--gc-child", root, std::to_string(max_bytes)}; }
 
   std::string floor_command() const {
     return "export LC_ALL=C; find '" + local_dir + "' -type f -printf '%T@ %p\\n' | sort -n | head -n " +
@@ -423,8 +421,8 @@ void BM_HitLatency(benchmark::State& state) {
       ChildRun run = run_child(f.gc_child_command(), f.dir.path + "/gc-hits.out");
       unsigned long long n = 0;
       double seconds = 0;
-      pass_ok = run.status == 0 && std::sscanf(run.out.c_str(), "%llu %lf", &n, &seconds) == 2 &&
-                n >= f.evict_count && f.evicted_the_oldest(n);
+      pass_ok = run.status == 0 && std::sscanf(run.out.c_str(), "%llu %lf", &n, &seconds) == 2 && n >= f.evict_count &&
+                f.evicted_the_oldest(n);
       pass_s = seconds;
     } else {
       std::this_thread::sleep_for(k_idle_window);

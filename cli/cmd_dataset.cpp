@@ -354,15 +354,15 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                      {"cached", truth.cached[i]}});
   }
   nlohmann::json report = {{"dataset", manifest.name.full()},
-                                 {"revision", manifest.revision},
-                                 {"keys", keys},
-                                 {"shards", total},
-                                 {"failed", failed},
-                                 {"size_bytes", bytes},
-                                 {"origin", {{"shards", origin_shards}, {"size_bytes", origin_bytes}}},
-                                 {"tiers", tiers},
-                                 {"not_cached", truth.nowhere},
-                                 {"seconds", seconds}};
+                           {"revision", manifest.revision},
+                           {"keys", keys},
+                           {"shards", total},
+                           {"failed", failed},
+                           {"size_bytes", bytes},
+                           {"origin", {{"shards", origin_shards}, {"size_bytes", origin_bytes}}},
+                           {"tiers", tiers},
+                           {"not_cached", truth.nowhere},
+                           {"seconds", seconds}};
   if (uploads) report["uploads"] = uploads_json(*uploads);
   if (!global.json) {
     std::cout << "warmed " << (total - failed) << " of " << total << " shards of " << manifest.name.full()
@@ -374,7 +374,8 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                 << " promoted into it; holds " << truth.cached[i] << " of the " << total << " shards now\n";
     }
     if (truth.nowhere > 0) std::cout << "  cached nowhere: " << truth.nowhere << " shards\n";
-    if (uploads && uploads->uploaded + uploads->already_present + uploads->failed + uploads->pending > 0) std::cout << "  " << describe_uploads(*uploads) << "\n";
+    if (uploads && uploads->uploaded + uploads->already_present + uploads->failed + uploads->pending > 0)
+      std::cout << "  " << describe_uploads(*uploads) << "\n";
   }
   if (failed > 0) {
     throw Fatal{k_exit_failed,

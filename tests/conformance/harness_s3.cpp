@@ -27,9 +27,9 @@
 #include "support/temp_dir.hpp"
 #include "support/test_server.hpp"
 #include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/xml.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
-#include "tier/cloud/xml.hpp"
 
 namespace datavo::conformance {
 namespace {

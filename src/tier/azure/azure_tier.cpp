@@ -2,10 +2,11 @@
 // objects and Put Block + Put Block List for large ones, If-None-Match: * as the conditional create (409
 // BlobAlreadyExists or 412), metadata in x-ms-meta-datavo_sha256 / datavo_size (Azure metadata names cannot hold
 // '-'), and SAS, SharedKey or bearer tokens as azure/credentials.hpp picks them.
+#include "tier/azure/azure_tier.hpp"
+
 #include <mutex>
 
 #include "datavo/azure_blob_tier.hpp"
-#include "tier/azure/azure_tier.hpp"
 #include "tier/azure/credentials.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/remote_tier.hpp"
@@ -346,8 +347,7 @@ Result<std::shared_ptr<Tier>> azure::make_azure_blob_tier_with_env(AzureBlobTier
   if (options.remote.name.empty())
     options.remote.name = options.container_url.substr(0, options.container_url.find('?'));
   RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(std::move(remote),
-                                 std::make_unique<AzureBackend>(std::move(options), std::move(env)));
+  return cloud::make_remote_tier(std::move(remote), std::make_unique<AzureBackend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

@@ -212,7 +212,12 @@ class RemoteTier final : public Tier, public RemoteCoordination {
       if (!read) return std::move(read).error();
       if (!*read) {
         if (round < 3) continue;  // released in between: try again
-        return Error{ErrorCode::remote, "lease " + object + " appears and vanishes"};
+        // Other VMs keep taking and releasing it (each releases at once when it finds the object already
+        // uploaded): the tier works, the lease is busy. Not ours; the caller polls for the object and asks again.
+        LeaseAttempt busy;
+        busy.holder = "other VMs (taken and released " + std::to_string(round) + " times in a row)";
+        busy.expires = std::chrono::system_clock::now();
+        return busy;
       }
       LeaseAttempt attempt = parse_lease(holder.text);
       if (attempt.expires > std::chrono::system_clock::now() || round >= 2) return attempt;

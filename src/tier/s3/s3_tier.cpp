@@ -7,10 +7,10 @@
 #include <mutex>
 
 #include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/xml.hpp"
 #include "tier/s3/config.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
-#include "tier/cloud/xml.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
 

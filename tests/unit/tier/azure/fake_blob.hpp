@@ -141,11 +141,10 @@ class FakeBlobServer {
     }
     const std::string token = "aad-" + std::to_string(++tokens_issued_);
     valid_tokens_.insert(token);
-    res.set_content(nlohmann::json{{"token_type", "Bearer"},
-                                   {"access_token", token},
-                                   {"expires_in", token_lifetime_.count()}}
-                        .dump(),
-                    "application/json");
+    res.set_content(
+        nlohmann::json{{"token_type", "Bearer"}, {"access_token", token}, {"expires_in", token_lifetime_.count()}}
+            .dump(),
+        "application/json");
   }
 
   void handle(const httplib::Request& req, httplib::Response& res) {

@@ -136,7 +136,8 @@ TEST_F(AzureTierTest, ATokenRefusedMidUploadIsRefreshedAndOnlyTheRefusedBlocksAr
   EXPECT_EQ(sent.size(), 6u);
   EXPECT_GE(refused.size(), 1u);
   for (const auto& [block, times] : sent)
-    EXPECT_EQ(times, 1 + (refused.contains(block) ? refused.at(block) : 0)) << "block " << block << ": sent again only after its own 401";
+    EXPECT_EQ(times, 1 + (refused.contains(block) ? refused.at(block) : 0))
+        << "block " << block << ": sent again only after its own 401";
   for (const auto& [block, times] : refused) EXPECT_EQ(times, 1) << block;
   EXPECT_EQ(lists, 1);
   EXPECT_GE(blobs_.tokens_issued(), 2);

@@ -290,11 +290,10 @@ class FakeGcs {
     if (grant == form.end() || grant->second != "refresh_token") return json_error(res, 400, "invalid_grant");
     const std::string token = "ya29.fake-" + std::to_string(++tokens_issued_);
     valid_tokens_.insert(token);
-    res.set_content(nlohmann::json{{"access_token", token},
-                                   {"expires_in", token_lifetime_.count()},
-                                   {"token_type", "Bearer"}}
-                        .dump(),
-                    "application/json");
+    res.set_content(
+        nlohmann::json{{"access_token", token}, {"expires_in", token_lifetime_.count()}, {"token_type", "Bearer"}}
+            .dump(),
+        "application/json");
   }
 
   // REQUIRES: mu_ held (all below).
@@ -402,8 +401,9 @@ class FakeGcs {
       if (corrupt_next_upload_ && !data.empty()) data[data.size() / 2] ^= 0x20;
       corrupt_next_upload_ = false;
       if (object.contains("md5Hash") && object["md5Hash"].get<std::string>() != true_md5(data)) {
-        return json_error(res, 400, "Provided MD5 hash \"" + object["md5Hash"].get<std::string>() +
-                                        "\" doesn't match calculated MD5 hash \"" + true_md5(data) + "\".");
+        return json_error(res, 400,
+                          "Provided MD5 hash \"" + object["md5Hash"].get<std::string>() +
+                              "\" doesn't match calculated MD5 hash \"" + true_md5(data) + "\".");
       }
       const std::string name = object["name"].get<std::string>();
       if (if_absent && !ignore_preconditions_ && exists(bucket, name))
@@ -423,7 +423,8 @@ class FakeGcs {
       session.bucket = bucket;
       session.name = name;
       session.metadata = object.contains("metadata") ? object["metadata"] : nlohmann::json(nullptr);
-      session.total = req.has_header("X-Upload-Content-Length") ? std::stoull(req.get_header_value("X-Upload-Content-Length")) : 0;
+      session.total =
+          req.has_header("X-Upload-Content-Length") ? std::stoull(req.get_header_value("X-Upload-Content-Length")) : 0;
       session.if_absent = if_absent;
       const std::string id = "session-" + std::to_string(++session_count_);
       sessions_[id] = std::move(session);

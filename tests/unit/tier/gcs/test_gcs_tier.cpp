@@ -77,7 +77,8 @@ json datavo_metadata(const std::string& bytes) {
   return {{"datavo-sha256", sha256_of(bytes).hex()}, {"datavo-size", std::to_string(bytes.size())}};
 }
 
-std::vector<SeenRequest> matching(const std::vector<SeenRequest>& all, const std::function<bool(const SeenRequest&)>& f) {
+std::vector<SeenRequest> matching(const std::vector<SeenRequest>& all,
+                                  const std::function<bool(const SeenRequest&)>& f) {
   std::vector<SeenRequest> out;
   for (const auto& request : all)
     if (f(request)) out.push_back(request);
@@ -148,9 +149,7 @@ class GcsTierTest : public ::testing::Test {
     return tier.install_copy(key, handle, sha256_of(bytes));
   }
 
-  std::string object_name(const ShardKey& key) const {
-    return key.instance.name() + "/" + key.hash.hex() + ".tar";
-  }
+  std::string object_name(const ShardKey& key) const { return key.instance.name() + "/" + key.hash.hex() + ".tar"; }
 
   FakeGcs gcs_;
   TempDir dir_;
@@ -269,9 +268,8 @@ TEST_F(GcsTierTest, AChunkThatTheServerPersistedInPartIsContinuedFromTheOffsetIn
   ASSERT_EQ(chunks.size(), 4u);
   EXPECT_EQ(chunks[0].chunk_start(), 0);
   EXPECT_EQ(chunks[1].chunk_start(), long(k_part / 2)) << "continued from the offset the server reported";
-  EXPECT_EQ(chunks[1].content_range,
-            "bytes " + std::to_string(k_part / 2) + "-" + std::to_string(k_part - 1) + "/" +
-                std::to_string(bytes.size()));
+  EXPECT_EQ(chunks[1].content_range, "bytes " + std::to_string(k_part / 2) + "-" + std::to_string(k_part - 1) + "/" +
+                                         std::to_string(bytes.size()));
   EXPECT_EQ(chunks[2].chunk_start(), long(k_part));
   EXPECT_EQ(chunks[3].chunk_start(), long(2 * k_part));
   std::size_t sent = 0;
@@ -296,14 +294,14 @@ TEST_F(GcsTierTest, AFailureMidChunkIsResumedFromTheOffsetTheSessionReportsNotFr
     if (r.method == "PUT") puts.push_back(r.content_range + " -> " + std::to_string(r.status));
   const std::string total = "/" + std::to_string(bytes.size());
   const std::string resumed_at = std::to_string(k_part + k_part / 2);
-  EXPECT_THAT(puts, ::testing::ElementsAre(
-                        "bytes 0-" + std::to_string(k_part - 1) + total + " -> 308",
-                        "bytes " + std::to_string(k_part) + "-" + std::to_string(2 * k_part - 1) + total + " -> 503",
-                        "bytes */" + std::to_string(bytes.size()) + " -> 308",
-                        "bytes " + resumed_at + "-" + std::to_string(2 * k_part - 1) + total + " -> 308",
-                        "bytes " + std::to_string(2 * k_part) + "-" + std::to_string(3 * k_part - 1) + total + " -> 308",
-                        "bytes " + std::to_string(3 * k_part) + "-" + std::to_string(bytes.size() - 1) + total +
-                            " -> 200"));
+  EXPECT_THAT(puts,
+              ::testing::ElementsAre(
+                  "bytes 0-" + std::to_string(k_part - 1) + total + " -> 308",
+                  "bytes " + std::to_string(k_part) + "-" + std::to_string(2 * k_part - 1) + total + " -> 503",
+                  "bytes */" + std::to_string(bytes.size()) + " -> 308",
+                  "bytes " + resumed_at + "-" + std::to_string(2 * k_part - 1) + total + " -> 308",
+                  "bytes " + std::to_string(2 * k_part) + "-" + std::to_string(3 * k_part - 1) + total + " -> 308",
+                  "bytes " + std::to_string(3 * k_part) + "-" + std::to_string(bytes.size() - 1) + total + " -> 200"));
   EXPECT_EQ(matching(requests, [](const SeenRequest& r) { return r.chunk_start() == 0; }).size(), 1u)
       << "nothing was sent again from byte 0";
 }
@@ -515,10 +513,11 @@ TEST_F(GcsTierTest, ABearerTokenRefusedMidUploadIsRefreshedAndOnlyThatChunkIsSen
   std::vector<std::string> chunks;
   for (const auto& r : matching(gcs_.requests(), is_chunk))
     chunks.push_back(std::to_string(r.chunk_start()) + " " + std::to_string(r.status) + " " + r.authorization);
-  EXPECT_THAT(chunks, ::testing::ElementsAre("0 308 Bearer ya29.fake-1", std::to_string(k_part) + " 401 Bearer ya29.fake-1",
-                                             std::to_string(k_part) + " 308 Bearer ya29.fake-2",
-                                             std::to_string(2 * k_part) + " 308 Bearer ya29.fake-2",
-                                             std::to_string(3 * k_part) + " 200 Bearer ya29.fake-2"));
+  EXPECT_THAT(chunks,
+              ::testing::ElementsAre("0 308 Bearer ya29.fake-1", std::to_string(k_part) + " 401 Bearer ya29.fake-1",
+                                     std::to_string(k_part) + " 308 Bearer ya29.fake-2",
+                                     std::to_string(2 * k_part) + " 308 Bearer ya29.fake-2",
+                                     std::to_string(3 * k_part) + " 200 Bearer ya29.fake-2"));
 }
 
 TEST_F(GcsTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryBetweenChunks) {
