@@ -26,6 +26,8 @@ using cloud::ObjectInfo;
 using cloud::Overwrite;
 using cloud::UploadedPart;
 
+// Put Block takes at most 4000 MiB (service version 2019-12-12 and later).
+constexpr Bytes k_max_block_size{4000ull * 1024 * 1024};
 constexpr const char* k_meta_sha256 = "x-ms-meta-datavo_sha256";
 constexpr const char* k_meta_size = "x-ms-meta-datavo_size";
 
@@ -344,6 +346,11 @@ Result<std::shared_ptr<Tier>> azure::make_azure_blob_tier_with_env(AzureBlobTier
   DATAVO_TRY(cloud::validate_remote_options(options.remote));
   if (options.container_url.empty())
     return Error{ErrorCode::invalid_argument, "an Azure Blob tier needs a container_url"};
+  if (options.remote.part_size > k_max_block_size) {
+    return Error{ErrorCode::invalid_argument, "tier '" + options.remote.name +
+                                                  "': part_size must be at most 4000MiB for Azure Blob (its largest "
+                                                  "block)"};
+  }
   if (options.remote.name.empty())
     options.remote.name = options.container_url.substr(0, options.container_url.find('?'));
   RemoteTierOptions remote = options.remote;

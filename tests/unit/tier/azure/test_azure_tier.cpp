@@ -108,6 +108,19 @@ class AzureTierTest : public ::testing::Test {
   int sources_ = 0;
 };
 
+TEST_F(AzureTierTest, APartSizeAboveAzuresLargestBlockIsRefusedNamingTheLimit) {
+  AzureBlobTierOptions options;
+  options.container_url = blobs_.container_url();
+  options.remote.name = "azure";
+  options.remote.part_size = Bytes{4001ull * 1024 * 1024};
+  auto tier = make_azure_blob_tier_with_env(options, env_.env());
+  ASSERT_FALSE(tier);
+  EXPECT_EQ(tier.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(tier.error().message.find("4000MiB"), std::string::npos) << tier.error().message;
+  options.remote.part_size = Bytes{4000ull * 1024 * 1024};
+  EXPECT_TRUE(make_azure_blob_tier_with_env(options, env_.env()));
+}
+
 TEST_F(AzureTierTest, ATokenRefusedMidUploadIsRefreshedAndOnlyTheRefusedBlocksAreSentAgain) {
   auto tier = make();
   const auto key = make_key(1);
