@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The spec's three cloud YAML examples (spec 000 "Cloud topology"; tests/fixtures/spec/, verbatim):
+# The spec's three cloud YAML examples (spec 000 "Cloud topology"; tests/fixtures/config/spec_*.yaml, verbatim,
+# shared with the config unit tests):
 #   1. as written, each loads: `datavo --config F --json cache info` exits 0, lists the nvme folder tier and the
 #      region's cloud tier with their types, is quick, and makes no network connection at all (strace sees no
 #      AF_INET/AF_INET6 socket), with no credentials anywhere and the metadata endpoints at a closed loopback port;
@@ -21,9 +22,9 @@ export DATAVO_EMULATOR_DIR PYENV_ROOT
 E2E_CMD_TIMEOUT=120
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 SUITE_STARTED=$(date +%s)
-FIXTURES="$DATAVO_SOURCE_DIR/tests/fixtures/spec"
+FIXTURES="$DATAVO_SOURCE_DIR/tests/fixtures/config"
 CLOUDS=(azure aws gcp)
-declare -A FIXTURE=([azure]=azure_eastus.yaml [aws]=aws_us_east_1.yaml [gcp]=gcp_us_central1.yaml)
+declare -A FIXTURE=([azure]=spec_azure.yaml [aws]=spec_aws.yaml [gcp]=spec_gcp.yaml)
 declare -A TIER=([azure]=region-eastus [aws]=region-us-east-1 [gcp]=region-us-central1)
 declare -A TYPE=([azure]=azure_blob [aws]=s3 [gcp]=gcs)
 for cloud in "${CLOUDS[@]}"; do
