@@ -229,36 +229,20 @@ class Bench:
         return list(variants)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--size-mib", type=int, default=256)
-    p.add_argument("--gcs-upload-mib", type=int, default=128)
-    p.add_argument("--bench-bin", required=True)
-    p.add_argument("--node", default="node")
-    p.add_argument("--work", required=True)
-    p.add_argument("--json", required=True)
-    p.add_argument("--azurite-pid", type=int)
-    p.add_argument("--gcs-pid", type=int)
-    args = p.parse_args()
-
-    os.makedirs(args.work, exist_ok=True)
-    size, upload_size = args.size_mib << 20, args.gcs_upload_mib << 20
-    source = os.path.join(args.work, "source.bin")
-    make_file(source, args.size_mib)
-    upload_source = os.path.join(args.work, "upload.bin")
-    make_file(upload_source, args.gcs_upload_mib)
-    bench = Bench(args)
-    tables = []
-    if args.azurite_pid:
-        tables.append(("azurite", bench.azurite(source, size)))
-    if args.gcs_pid:
-        tables.append(("gcs", bench.gcs(source, size, upload_source, upload_size)))
-    with open(args.json, "w") as f:
-        json.dump(bench.results, f, indent=1)
+def report(results):
+    """Prints the Markdown tables of docs/BENCHMARKS-cloud.md from the runs (the variants in the order they were
+    defined, which is the order of the first round's records once sorted back)."""
+    tables = {}
+    for r in results:
+        tables.setdefault(r["emulator"], [])
+        if r["variant"] not in tables[r["emulator"]]:
+            tables[r["emulator"]].append(r["variant"])
+    for variants in tables.values():
+        variants.sort(key=lambda v: (not v.startswith("download"), "tier" not in v, v))
+    reps = max(r["rep"] for r in results) + 1
 
     def rows(emulator, variant):
-        return [r for r in bench.results if r["emulator"] == emulator and r["variant"] == variant]
+        return [r for r in results if r["emulator"] == emulator and r["variant"] == variant]
 
     def mbps(r):
         return r["bytes"] / 1e6 / r["seconds"]
@@ -270,19 +254,20 @@ def main():
         return statistics.median(f(r) for r in rows(emulator, variant))
 
     print("| emulator | variant | MB/s: median (min-max) of %d | client CPU s/GB (in-process) | client CPU s/GB "
-          "(whole process) | emulator CPU s/GB |" % args.reps)
-    print("|---|---|---|---|---|---|")
-    for emulator, variants in tables:
+          "(whole process) | emulator CPU s/GB | emulator cores busy |" % reps)
+    print("|---|---|---|---|---|---|---|")
+    for emulator, variants in tables.items():
         for v in variants:
             speeds = [mbps(r) for r in rows(emulator, v)]
-            print("| %s | %s | %.1f (%.1f-%.1f) | %.2f | %.2f | %.2f |" % (
+            print("| %s | %s | %.1f (%.1f-%.1f) | %.2f | %.2f | %.2f | %.2f |" % (
                 emulator, v, statistics.median(speeds), min(speeds), max(speeds),
                 med(emulator, v, per_gb("cpu_seconds")), med(emulator, v, per_gb("process_cpu_seconds")),
-                med(emulator, v, per_gb("server_cpu_seconds"))))
+                med(emulator, v, per_gb("server_cpu_seconds")),
+                med(emulator, v, lambda r: r["server_cpu_seconds"] / r["wall_seconds"])))
     print()
     print("| emulator | ratio of median throughputs, same run | value |")
     print("|---|---|---|")
-    for emulator, variants in tables:
+    for emulator, variants in tables.items():
         ours = [v for v in variants if "tier" in v]
         theirs = [v for v in variants if "SDK" in v or "curl" in v]
         for a in ours:
@@ -291,6 +276,42 @@ def main():
                     continue
                 print("| %s | %s / %s | %.2fx |" % (emulator, a.split(": ", 1)[1], b.split(": ", 1)[1],
                                                   med(emulator, a, mbps) / med(emulator, b, mbps)))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--report", metavar="JSON", help="only print the tables of a run's --json file")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--size-mib", type=int, default=256)
+    p.add_argument("--gcs-upload-mib", type=int, default=128)
+    p.add_argument("--bench-bin")
+    p.add_argument("--node", default="node")
+    p.add_argument("--work")
+    p.add_argument("--json")
+    p.add_argument("--azurite-pid", type=int)
+    p.add_argument("--gcs-pid", type=int)
+    args = p.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            report(json.load(f))
+        return
+    if not (args.bench_bin and args.work and args.json):
+        p.error("--bench-bin, --work and --json are required (unless --report)")
+
+    os.makedirs(args.work, exist_ok=True)
+    size, upload_size = args.size_mib << 20, args.gcs_upload_mib << 20
+    source = os.path.join(args.work, "source.bin")
+    make_file(source, args.size_mib)
+    upload_source = os.path.join(args.work, "upload.bin")
+    make_file(upload_source, args.gcs_upload_mib)
+    bench = Bench(args)
+    if args.azurite_pid:
+        bench.azurite(source, size)
+    if args.gcs_pid:
+        bench.gcs(source, size, upload_source, upload_size)
+    with open(args.json, "w") as f:
+        json.dump(bench.results, f, indent=1)
+    report(bench.results)
 
 
 if __name__ == "__main__":
