@@ -9,10 +9,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 size="${1:-256}"
 reps="${2:-3}"
-work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-range-cost.XXXXXX")"
-export DATAVO_EMULATOR_RUN_DIR="$work/emulators"
-harness="$root/tests/support/emulators.sh"
-trap 'bash "$harness" down >/dev/null 2>&1; rm -rf "$work"' EXIT
+. "$root/bench/emulator_bench.sh"
+bench_start datavo-range-cost
 NODE_PATH="$(bash "$harness" clients)"
 export NODE_PATH
 . "$harness"

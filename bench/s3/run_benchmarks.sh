@@ -11,14 +11,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${DATAVO_BENCH_BUILD:-$root/build-bench}"
 reps="${1:-5}"
 size="${2:-256}"
-work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-s3-bench.XXXXXX")"
-export DATAVO_EMULATOR_RUN_DIR="$work/emulators"
-harness="$root/tests/support/emulators.sh"
-trap 'bash "$harness" down >/dev/null 2>&1; rm -rf "$work"' EXIT
-
-echo "== build (Release, $build)" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDATAVO_BUILD_TESTS=OFF >&2
-make -C "$build" -j"${DATAVO_JOBS:-2}" bench_cloud_transfer datavo >&2
+. "$root/bench/emulator_bench.sh"
+bench_start datavo-s3-bench
+bench_build bench_cloud_transfer datavo
 
 . "$harness"
 eval "$(emu_up_print s3rver moto)"
