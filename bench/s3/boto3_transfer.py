@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One download_file or upload_file through boto3's transfer manager, timed in-process (boto3 imported before the
-clock starts), for bench/s3/run_benchmarks.sh. Prints one JSON line like bench_s3_transfer's:
+clock starts), for bench/s3/run_benchmarks.sh. Prints one JSON line like bench_cloud_transfer's:
 {"op", "bytes", "seconds", "cpu_seconds", "mb_per_s"}; cpu_seconds is this process's user + system time during the
 transfer, every thread.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The S3 benchmarks of docs/BENCHMARKS-s3.md: builds bench_s3_transfer and datavo in Release (build-bench/), starts
+# The S3 benchmarks of docs/BENCHMARKS-s3.md: builds bench_cloud_transfer and datavo in Release (build-bench/), starts
 # moto and s3rver with tests/support/emulators.sh, runs bench/s3/s3_bench.py (downloads and uploads of a 256 MiB
 # object: the S3 tier beside boto3's transfer manager and the aws CLI, medians of REPS interleaved rounds), then the
 # region simulation (tests/e2e/test_s3_region.sh) with larger shards, and stops the servers by PID.
@@ -11,14 +11,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${DATAVO_BENCH_BUILD:-$root/build-bench}"
 reps="${1:-5}"
 size="${2:-256}"
-work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-s3-bench.XXXXXX")"
-export DATAVO_EMULATOR_RUN_DIR="$work/emulators"
-harness="$root/tests/support/emulators.sh"
-trap 'bash "$harness" down >/dev/null 2>&1; rm -rf "$work"' EXIT
-
-echo "== build (Release, $build)" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDATAVO_BUILD_TESTS=OFF >&2
-make -C "$build" -j"${DATAVO_JOBS:-2}" bench_s3_transfer datavo >&2
+. "$root/bench/emulator_bench.sh"
+bench_start datavo-s3-bench
+bench_build bench_cloud_transfer datavo
 
 . "$harness"
 eval "$(emu_up_print s3rver moto)"
@@ -27,7 +22,7 @@ echo "== machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/load
   "boto3 $("$python" -c 'import boto3; print(boto3.__version__)'), $("$(dirname "$python")/aws" --version 2>&1)" >&2
 
 "$python" "$root/bench/s3/s3_bench.py" --reps "$reps" --size-mib "$size" \
-  --bench-bin "$build/bench/bench_s3_transfer" --datavo "$build/cli/datavo" --aws "$(dirname "$python")/aws" \
+  --bench-bin "$build/bench/bench_cloud_transfer" --datavo "$build/cli/datavo" --aws "$(dirname "$python")/aws" \
   --work "$work/data" --json "$build/s3-bench-results.json" \
   --servers "moto=$MOTO_S3_ENDPOINT=AKIDBENCH=bench-secret,s3rver=$S3RVER_ENDPOINT=$S3RVER_ACCESS_KEY_ID=$S3RVER_SECRET_ACCESS_KEY"
 

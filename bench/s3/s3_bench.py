@@ -3,7 +3,7 @@
 
 For each server (moto, s3rver), REPS rounds; in each round every client runs once, in a shuffled order, so that
 the ratios come from the same run and the same machine load:
-  download of one SIZE object: the S3 tier (bench_s3_transfer, concurrency 8 = the default, and 1, 2, 4), the whole
+  download of one SIZE object: the S3 tier (bench_cloud_transfer --tier s3, concurrency 8 = the default, and 1, 2, 4), the whole
   `datavo cache fetch` path (staging, SHA-256, commit; the origin URL is unreachable, so the bucket serves it),
   boto3's transfer manager (download_file, its defaults) and `aws s3 cp`;
   upload of the same file: the S3 tier (install_copy: multipart, 16 MiB parts, 8 at a time) and boto3 upload_file.

@@ -1,12 +1,18 @@
-// bench_s3_transfer: one download or upload of one object through the S3 tier (make_s3_tier), timed in-process, for
-// bench/s3/run_benchmarks.sh. The download is read_into() into a file written positionally (pwrite), as the
-// hierarchy's staging file is written, without the SHA-256 that staging computes on a second thread (the
-// `datavo cache fetch` runs of the benchmark measure the whole path); the upload is install_copy() of a file.
+// bench_cloud_transfer: one download or upload of one object through a cloud tier (make_s3_tier, make_gcs_tier or
+// make_azure_blob_tier), timed in-process, for bench/s3/run_benchmarks.sh and bench/cloud/run_benchmarks.sh. The
+// download is read_into() into a file written positionally (pwrite), as the hierarchy's staging file is written,
+// without the SHA-256 that staging computes on a second thread (the `datavo cache fetch` runs of the S3 benchmark
+// measure the whole path); the upload is install_copy() of a file.
 //
-//   bench_s3_transfer download|upload --endpoint URL --bucket NAME --hash HEX --file PATH
-//       [--concurrency N] [--part-size BYTES] [--instance NAME]
-// Prints one JSON line: {"op", "bytes", "seconds", "cpu_seconds", "mb_per_s"} (cpu: user + system of this
-// process during the transfer, every thread). Credentials: the AWS default chain (AWS_ACCESS_KEY_ID, ...).
+//   bench_cloud_transfer download|upload [--tier s3|gcs|azure_blob] --endpoint URL --bucket NAME --hash HEX
+//       --file PATH [--concurrency N] [--part-size BYTES] [--instance NAME]
+// --tier defaults to s3. --bucket is the S3 or GCS bucket, or the Azure container (the tier's container_url is
+// <endpoint>/<bucket>, so --endpoint is Azurite's http://host:port/<account>). Concurrency and part size default
+// to the tiers' defaults (RemoteTierOptions: 8 and 16 MiB).
+// Prints one JSON line: {"op", "tier", "bytes", "seconds", "cpu_seconds", "mb_per_s", "concurrency", "part_size"}
+// (cpu: user + system of this process during the transfer, every thread). Credentials: each tier's own chain
+// (S3: AWS_ACCESS_KEY_ID, ...; GCS: none when STORAGE_EMULATOR_HOST is set; Azure: AZURE_STORAGE_CONNECTION_STRING,
+// ...).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,6 +26,8 @@
 #include <mutex>
 #include <string>
 
+#include "datavo/azure_blob_tier.hpp"
+#include "datavo/gcs_tier.hpp"
 #include "datavo/s3_tier.hpp"
 #include "util/fs.hpp"
 
@@ -81,19 +89,46 @@ double cpu_seconds() {
 }
 
 [[noreturn]] void usage_error(const std::string& why) {
-  std::cerr << "bench_s3_transfer: " << why
-            << "\nusage: bench_s3_transfer download|upload --endpoint URL --bucket NAME --hash HEX --file PATH "
-               "[--concurrency N] [--part-size BYTES] [--instance NAME]\n";
+  std::cerr << "bench_cloud_transfer: " << why
+            << "\nusage: bench_cloud_transfer download|upload [--tier s3|gcs|azure_blob] --endpoint URL --bucket NAME "
+               "--hash HEX --file PATH [--concurrency N] [--part-size BYTES] [--instance NAME]\n";
   std::exit(2);
 }
 
 template <typename T>
 T require(Result<T> result, const char* what) {
   if (!result) {
-    std::cerr << "bench_s3_transfer: " << what << ": " << result.error().message << "\n";
+    std::cerr << "bench_cloud_transfer: " << what << ": " << result.error().message << "\n";
     std::exit(1);
   }
   return std::move(result).value();
+}
+
+Result<std::shared_ptr<Tier>> make_tier(const std::string& type, const std::string& endpoint, const std::string& bucket,
+                                        RemoteTierOptions remote) {
+  if (type == "s3") {
+    S3TierOptions options;
+    options.bucket = bucket;
+    options.endpoint_url = endpoint;
+    options.region = "us-east-1";
+    options.addressing_style = AddressingStyle::path;
+    options.remote = std::move(remote);
+    return make_s3_tier(options);
+  }
+  if (type == "gcs") {
+    GcsTierOptions options;
+    options.bucket = bucket;
+    options.endpoint_url = endpoint;
+    options.remote = std::move(remote);
+    return make_gcs_tier(options);
+  }
+  if (type == "azure_blob") {
+    AzureBlobTierOptions options;
+    options.container_url = endpoint + "/" + bucket;
+    options.remote = std::move(remote);
+    return make_azure_blob_tier(options);
+  }
+  usage_error("unknown --tier " + type + " (s3, gcs or azure_blob)");
 }
 
 }  // namespace
@@ -101,13 +136,16 @@ T require(Result<T> result, const char* what) {
 int main(int argc, char** argv) {
   if (argc < 2) usage_error("no operation");
   const std::string op = argv[1];
-  std::string endpoint, bucket, hash, file, instance = "local";
-  std::size_t concurrency = 8;
-  std::uint64_t part_size = 16ull << 20;
+  std::string type = "s3", endpoint, bucket, hash, file, instance = "local";
+  RemoteTierOptions remote;  // the tiers' defaults unless given
+  remote.name = "bench";
+  remote.single_flight = false;
   for (int i = 2; i < argc; i += 2) {
     if (i + 1 >= argc) usage_error(std::string("no value for ") + argv[i]);
     const std::string name = argv[i], value = argv[i + 1];
-    if (name == "--endpoint")
+    if (name == "--tier")
+      type = value;
+    else if (name == "--endpoint")
       endpoint = value;
     else if (name == "--bucket")
       bucket = value;
@@ -118,9 +156,9 @@ int main(int argc, char** argv) {
     else if (name == "--instance")
       instance = value;
     else if (name == "--concurrency")
-      concurrency = std::stoul(value);
+      remote.concurrency = std::stoul(value);
     else if (name == "--part-size")
-      part_size = std::stoull(value);
+      remote.part_size = Bytes{std::stoull(value)};
     else
       usage_error("unknown option " + name);
   }
@@ -128,16 +166,9 @@ int main(int argc, char** argv) {
     usage_error("missing arguments");
   }
 
-  S3TierOptions options;
-  options.bucket = bucket;
-  options.endpoint_url = endpoint;
-  options.region = "us-east-1";
-  options.addressing_style = AddressingStyle::path;
-  options.remote.name = "bench";
-  options.remote.concurrency = concurrency;
-  options.remote.part_size = Bytes{part_size};
-  options.remote.single_flight = false;
-  auto tier = require(make_s3_tier(options), "make_s3_tier");
+  const std::size_t concurrency = remote.concurrency;
+  const std::uint64_t part_size = remote.part_size.count();
+  auto tier = require(make_tier(type, endpoint, bucket, std::move(remote)), "make tier");
   const ShardKey key{require(Instance::parse(instance), "instance"), require(ContentHash::parse(hash), "hash")};
 
   double seconds = 0, cpu = 0;
@@ -169,7 +200,10 @@ int main(int argc, char** argv) {
     cpu = cpu_seconds() - cpu0;
     if (outcome != InstallOutcome::installed) usage_error("the object was already there: use a fresh --hash");
   }
-  std::printf("{\"op\": \"%s\", \"bytes\": %llu, \"seconds\": %.4f, \"cpu_seconds\": %.4f, \"mb_per_s\": %.1f}\n",
-              op.c_str(), static_cast<unsigned long long>(bytes), seconds, cpu, double(bytes) / 1e6 / seconds);
+  std::printf(
+      "{\"op\": \"%s\", \"tier\": \"%s\", \"bytes\": %llu, \"seconds\": %.4f, \"cpu_seconds\": %.4f, "
+      "\"mb_per_s\": %.1f, \"concurrency\": %zu, \"part_size\": %llu}\n",
+      op.c_str(), type.c_str(), static_cast<unsigned long long>(bytes), seconds, cpu, double(bytes) / 1e6 / seconds,
+      concurrency, static_cast<unsigned long long>(part_size));
   return 0;
 }
