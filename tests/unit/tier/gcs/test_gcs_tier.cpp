@@ -346,6 +346,26 @@ TEST_F(GcsTierTest, ARangePinnedToAGenerationThatChangedIs412AndTheObjectIsReadO
   for (const auto& c : conflicts) EXPECT_EQ(c.param("ifGenerationMatch"), std::to_string(old_generation));
 }
 
+TEST_F(GcsTierTest, WithoutMetadataInMediaResponsesAReadInRangesDescribesTheObjectOnceNotOncePerRange) {
+  // The emulator's media responses carry no x-goog-meta-*: the tier asks for the object resource, once per read
+  // (docs/BENCHMARKS-cloud.md found 32 requests for a 256 MiB object when it asked after every range).
+  gcs_.set_metadata_headers(false);
+  auto tier = make();
+  const auto key = make_key(21);
+  const std::string bytes = random_bytes(5 * k_part + 3, 21);
+  gcs_.put_object(k_bucket, object_name(key), bytes, datavo_metadata(bytes));
+  MemorySink sink;
+  auto read = tier->read_into(key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_EQ((*read)->sha256, sha256_of(bytes));
+  const auto requests = gcs_.requests();
+  EXPECT_EQ(matching(requests, is_media).size(), 6u);
+  EXPECT_EQ(matching(requests, [](const SeenRequest& r) { return r.method == "GET" && !is_media(r); }).size(), 1u)
+      << "one object resource per read";
+}
+
 TEST_F(GcsTierTest, AnObjectThatChangesAgainWhileItIsReadOnceMoreIsAConflict) {
   auto tier = make();
   const auto key = make_key(9);
