@@ -14,18 +14,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <mutex>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <thread>
 
+#include "conformance/cloud_proxy_client.hpp"
 #include "conformance/tier_conformance.hpp"
 #include "datavo/s3_tier.hpp"
 #include "net/http_client.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
-#include "support/test_server.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "tier/s3/credentials.hpp"
@@ -50,52 +46,6 @@ struct Server {
   std::string key_id;
   std::string secret;
 };
-
-// tests/support/cloud_proxy.py in front of one server, for the life of the process.
-class Proxy {
- public:
-  explicit Proxy(const std::string& upstream) {
-    const std::string port_file = dir_.sub("port");
-    std::string error;
-    if (!child_.start({"python3", test::source_dir() + "/tests/support/cloud_proxy.py", "--upstream", upstream,
-                       "--port-file", port_file},
-                      &error)) {
-      throw std::runtime_error("cannot start cloud_proxy.py: " + error);
-    }
-    for (int i = 0; i < 300 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      if (!(in >> port_)) port_ = 0;
-      if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (port_ == 0) throw std::runtime_error("cloud_proxy.py did not write its port within 15 s");
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-  std::string call(net::HttpMethod method, const std::string& path, std::string body = {}) {
-    net::HttpRequest request;
-    request.method = method;
-    request.url = url() + path;
-    if (method == net::HttpMethod::post) request.body = std::move(body);
-    auto response = http_.perform(request);
-    if (!response) throw std::runtime_error("cloud proxy " + path + ": " + response.error().message);
-    return response->body;
-  }
-
- private:
-  TempDir dir_;
-  test::ChildProcess child_;
-  int port_ = 0;
-  net::HttpClient http_;
-};
-
-Proxy& proxy_for(const std::string& upstream) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Proxy>> proxies;
-  std::lock_guard lock(mu);
-  auto& slot = proxies[upstream];
-  if (!slot) slot = std::make_unique<Proxy>(upstream);
-  return *slot;
-}
 
 class S3Harness final : public TierHarness {
  public:
@@ -134,7 +84,7 @@ class S3Harness final : public TierHarness {
     options.bucket = bucket_;
     options.region = k_region;
     options.addressing_style = AddressingStyle::path;
-    proxy_ = setup.through_proxy ? &proxy_for(server_.endpoint) : nullptr;
+    proxy_ = setup.through_proxy ? &proxy_for(server_.endpoint, "s3") : nullptr;
     options.endpoint_url = proxy_ ? proxy_->url() : server_.endpoint;
     options.remote.name = server_.kind + "-under-test";
     options.remote.prefix = k_prefix;
@@ -199,23 +149,13 @@ class S3Harness final : public TierHarness {
   }
 
   bool observable() const override { return proxy_ != nullptr; }
-  RequestCounts counts() override {
-    RequestCounts out;
-    if (!proxy_) return out;
-    auto stats = nlohmann::json::parse(proxy_->call(net::HttpMethod::get, "/_proxy/stats"));
-    for (auto& [op, n] : stats["ops"].items()) out.ops[op] = n.get<int>();
-    for (auto& [op, n] : stats["peak_in_flight"].items()) out.peak_in_flight[op] = n.get<int>();
-    for (auto& record : stats["log"]) {
-      if (record["op"] == "GetObject" && !record["if_match"].is_null()) ++out.with_if_match;
-    }
-    return out;
-  }
+  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
   void reset_counts() override {
-    if (proxy_) proxy_->call(net::HttpMethod::post, "/_proxy/reset");
+    if (proxy_) proxy_->reset_counts();
   }
   void set_fault(const std::string& mode) override {
     if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
-    proxy_->call(net::HttpMethod::post, "/_proxy/mode", mode);
+    proxy_->set_fault(mode);
   }
 
  private:
@@ -251,7 +191,7 @@ class S3Harness final : public TierHarness {
   net::HttpClient http_;
   std::string bucket_;
   RemoteTierOptions options_;
-  Proxy* proxy_ = nullptr;
+  CloudProxy* proxy_ = nullptr;
 };
 
 }  // namespace

@@ -5,12 +5,18 @@
 // Instances (the end of test_tier_conformance.cpp), one INSTANTIATE_TEST_SUITE_P line each:
 //   Folder/..., Memory/...         in-process, run by ctest as unit tests;
 //   S3rver/..., Moto/...           S3 on the emulators, run by tests/e2e/test_conformance.sh, which starts them with
-//                                  tests/support/emulators.sh and exports their endpoints (S3RVER_*, MOTO_S3_ENDPOINT).
+//                                  tests/support/emulators.sh and exports their endpoints (S3RVER_*, MOTO_S3_ENDPOINT);
+//   AzuriteSharedKey/..., AzuriteSas/...
+//                                  Azure Blob on Azurite, signed with the account key and with an account SAS
+//                                  (harness_azure.cpp; AZURITE_BLOB_ENDPOINT, AZURITE_CONNECTION_STRING);
+//   FirebaseGcs/...                GCS on the firebase-tools Storage emulator (harness_gcs.cpp; STORAGE_EMULATOR_HOST).
+// Each harness's header comment says which cases its server cannot run in full, why, and where the paths they
+// skip are tested instead.
 // A harness whose server is not configured skips its cases, naming the emulator and how to start it, unless
 // DATAVO_REQUIRE_EMULATORS=1: then every case fails instead (the e2e wrapper sets it, so that a missing emulator
 // never passes silently).
 //
-// Adding a tier type (GCS, Azure Blob): write its TierHarness (harness_<type>.cpp, see harness_s3.cpp), declare
+// Adding a tier type: write its TierHarness (harness_<type>.cpp, see harness_s3.cpp), declare
 // its factory below, and add one INSTANTIATE_TEST_SUITE_P line at the end of test_tier_conformance.cpp.
 //
 // Thread safety: a harness is used by one test at a time; the tiers it makes are thread-safe.
@@ -69,6 +75,15 @@ class TierHarness {
   virtual bool honours_if_match() const { return true; }
   // Why an empty object cannot be read back here (a server bug), or empty when it can.
   virtual std::string empty_object_problem() const { return {}; }
+  // Objects above part_size go up in parts (multipart, blocks, resumable chunks). false: the server cannot take
+  // parts, and the harness's tiers write with a part size above every object of the cases (they still read with
+  // the case's part_size), so that a big object goes up as one PutObject.
+  virtual bool uploads_in_parts() const { return true; }
+  // The requests that start a multipart upload (S3: CreateMultipartUpload; Azure's blocks need none).
+  virtual int requests_to_start_an_upload() const { return 1; }
+  // A read's answer carries the object's metadata (datavo-sha256). false: the tier reads it with a second request
+  // (HeadObject) after the first range of a read, as the server's media answers omit custom metadata.
+  virtual bool metadata_in_read_answers() const { return true; }
 
   // Stores `bytes` under `key` with metadata claiming `claimed` (as bit rot, or a buggy writer, would leave it).
   virtual void store_mismatching(Tier& tier, const ShardKey& key, const std::string& bytes, const Sha256& claimed) = 0;
@@ -90,7 +105,7 @@ class TierHarness {
 };
 
 struct TierKind {
-  std::string name;  // the test-name suffix: folder, memory, s3rver, moto
+  std::string name;  // the test-name suffix: folder, memory, s3rver, moto, azurite_sharedkey, azurite_sas, gcs
   std::function<std::unique_ptr<TierHarness>()> make;
 };
 // How GoogleTest prints a parameter (its name, instead of a byte dump).
@@ -100,6 +115,9 @@ TierKind folder_kind();
 TierKind memory_kind();
 TierKind s3rver_kind();
 TierKind moto_kind();
+TierKind azurite_shared_key_kind();
+TierKind azurite_sas_kind();
+TierKind firebase_gcs_kind();
 
 // DATAVO_REQUIRE_EMULATORS=1: a harness that is unavailable fails instead of skipping.
 bool emulators_required();

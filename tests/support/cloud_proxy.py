@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A loopback HTTP proxy in front of an S3 server (moto, s3rver) that counts S3 operations and injects faults.
+"""A loopback HTTP proxy in front of a cloud storage server (S3, Azure Blob, GCS) that counts operations and injects faults.
 
 Python 3 standard library only. It forwards every request to the upstream unchanged -- method, path, query, body
 and every end-to-end header, Host included, so that a SigV4 signature made for the proxy's address still verifies
@@ -11,7 +11,7 @@ the real client (`datavo`, the conformance binary, boto3) and the server, to cou
 Starting it
 -----------
     python3 tests/support/cloud_proxy.py --upstream http://127.0.0.1:PORT --port-file FILE
-        [--mode-file FILE] [--host 127.0.0.1] [--port 0] [--verbose]
+        [--flavour s3|azure|gcs] [--mode-file FILE] [--host 127.0.0.1] [--port 0] [--verbose]
 
 It listens on 127.0.0.1, on an ephemeral port by default, and writes the port to --port-file atomically once it
 listens. SIGTERM (or SIGINT) stops it at once with exit status 0, even while a handler sleeps in a stall.
@@ -22,6 +22,22 @@ A PUT or POST with "If-None-Match: *" (PutObject, CompleteMultipartUpload) is fo
 moto 5.2 checks that the key is absent and then stores it in two steps on a threaded server, so that two creates
 arriving together can both succeed, where AWS S3 makes the create atomic (one wins, the other gets 412). The proxy
 restores S3's semantics, so that the tests of single flight are not at the mercy of that race.
+
+Flavours
+--------
+--flavour (default s3) says which API the upstream speaks. Whatever the flavour, the proxy forwards every request
+unchanged and names what it counts with the S3 operation names below, so that one set of tests reads the counters
+of every server:
+    azure   Azurite, path-style (/<account>/<container>/<blob>): Get Blob GetObject, Get Blob Properties
+            HeadObject, Put Blob PutObject, Put Block UploadPart, Put Block List CompleteMultipartUpload, Delete
+            Blob DeleteObject, List Blobs ListObjects, Create Container CreateBucket. A pinned read carries
+            If-Match, as in S3.
+    gcs     the GCS JSON API: GET .../o/<name>?alt=media GetObject, GET .../o/<name> (the object resource, GCS's
+            HEAD) HeadObject, a multipart or media upload PutObject, a resumable session start
+            CreateMultipartUpload, a chunk (PUT ...?upload_id=) UploadPart, DELETE ...?upload_id=
+            AbortMultipartUpload, DELETE .../o/<name> DeleteObject, GET .../o ListObjects. A pinned read carries
+            ifGenerationMatch=<generation> in its query instead of If-Match: the log's "if_match" and the ifmatch=1
+            option take it for one. The name of a multipart upload is in its body: the proxy reads it there.
 
 What it counts
 --------------
@@ -107,8 +123,93 @@ DEFAULT_CODES = {400: "InvalidRequest", 403: "AccessDenied", 404: "NoSuchKey", 4
 AKID = re.compile(r"Credential=([A-Za-z0-9]+)/")
 
 
-def classify(method, path, query, headers, body_prefix):
+def with_segment_class(op, key):
+    """Lease:<op> / Probe:<op> for Datavo's lease and check objects (see "What it counts")."""
+    segments = key.split("/")
+    if ".leases" in segments[:-1]:
+        return "Lease:" + op
+    if ".datavo-check" in segments[:-1]:
+        return "Probe:" + op
+    return op
+
+
+def classify_azure(method, path, query):
+    """The S3 name of an Azure Blob request on a path-style URL (see "Flavours")."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    parts = path.lstrip("/").split("/", 2)
+    key = parts[2] if len(parts) > 2 else ""
+    comp = params.get("comp", [""])[0]
+    if not key:
+        if method == "GET" and comp == "list":
+            return "ListObjects"
+        if params.get("restype", [""])[0] == "container":
+            return {"PUT": "CreateBucket", "HEAD": "HeadBucket", "GET": "HeadBucket",
+                    "DELETE": "DeleteBucket"}.get(method, "Other")
+        return "ListBuckets" if method == "GET" and comp == "list" else "Other"
+    if method == "GET":
+        op = "ListParts" if comp == "blocklist" else "GetObject"
+    elif method == "HEAD":
+        op = "HeadObject"
+    elif method == "PUT":
+        op = {"block": "UploadPart", "blocklist": "CompleteMultipartUpload", "": "PutObject"}.get(comp, "Other")
+    elif method == "DELETE":
+        op = "DeleteObject"
+    else:
+        op = "Other"
+    return with_segment_class(op, key)
+
+
+GCS_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def classify_gcs(method, path, query, body_prefix):
+    """The S3 name of a GCS JSON API request (see "Flavours")."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    upload = path.startswith("/upload/storage/v1/b/")
+    if upload:
+        if "upload_id" in params:
+            op = {"PUT": "UploadPart", "POST": "UploadPart", "DELETE": "AbortMultipartUpload"}.get(method, "Other")
+            return op
+        kind = params.get("uploadType", [""])[0]
+        name = params.get("name", [""])[0]
+        if not name:
+            match = GCS_NAME.search(body_prefix[:65536])
+            name = json.loads(b'"' + match.group(1) + b'"') if match else ""
+        op = "CreateMultipartUpload" if kind == "resumable" else "PutObject"
+        return with_segment_class(op, name)
+    match = re.match(r"^/storage/v1/b/([^/]+)(/o(?:/(.*))?)?$", path)
+    if not match:
+        return "Other"
+    if match.group(2) is None:
+        return {"GET": "HeadBucket", "DELETE": "DeleteBucket"}.get(method, "Other")
+    name = match.group(3)
+    if name is None:
+        return "ListObjects" if method == "GET" else "Other"
+    if method == "GET":
+        op = "GetObject" if params.get("alt", [""])[0] == "media" else "HeadObject"
+    elif method == "DELETE":
+        op = "DeleteObject"
+    else:
+        op = "Other"
+    return with_segment_class(op, name)
+
+
+def pin_of(flavour, method, query, headers):
+    """The version a request is pinned to (If-Match; GCS: ifGenerationMatch of a read), or None."""
+    if flavour == "gcs":
+        if method != "GET":
+            return None
+        generation = urllib.parse.parse_qs(query).get("ifGenerationMatch", [None])[0]
+        return generation if generation not in (None, "0") else None
+    return headers.get("If-Match")
+
+
+def classify(method, path, query, headers, body_prefix, flavour="s3"):
     """The S3 operation of a request (see the module docstring)."""
+    if flavour == "azure":
+        return classify_azure(method, path, query)
+    if flavour == "gcs":
+        return classify_gcs(method, path, query, body_prefix)
     params = urllib.parse.parse_qs(query, keep_blank_values=True)
     parts = path.lstrip("/").split("/", 1)
     bucket = parts[0]
@@ -143,12 +244,7 @@ def classify(method, path, query, headers, body_prefix):
         op = "AbortMultipartUpload" if "uploadId" in params else "DeleteObject"
     else:
         op = "Other"
-    segments = key.split("/")
-    if ".leases" in segments[:-1]:
-        return "Lease:" + op
-    if ".datavo-check" in segments[:-1]:
-        return "Probe:" + op
-    return op
+    return with_segment_class(op, key)
 
 
 class Mode:
@@ -259,7 +355,7 @@ class State:
             self.mode = Mode("status500")
         self.matched = 0
 
-    def begin(self, method, path, query, op, headers):
+    def begin(self, method, path, query, op, headers, pin):
         """Counts a request and decides its fault. Returns (log record, fault Mode or None)."""
         authorization = headers.get("Authorization") or ""
         match = AKID.search(authorization)
@@ -273,13 +369,13 @@ class State:
             if akid:
                 self.keys[akid] = self.keys.get(akid, 0) + 1
             record = {"method": method, "op": op, "path": path, "query": query, "range": headers.get("Range"),
-                      "if_match": headers.get("If-Match"), "if_none_match": headers.get("If-None-Match"),
+                      "if_match": pin, "if_none_match": headers.get("If-None-Match"),
                       "akid": akid, "status": None, "fault": None, "bytes_in": 0, "bytes_out": 0,
                       "at": round(time.monotonic() - self.started, 3), "done": False}
             self.log.append(record)
             fault = None
             mode = self.mode
-            if mode.selects(op, path, headers.get("If-Match") is not None):
+            if mode.selects(op, path, pin is not None):
                 self.matched += 1
                 n = self.matched - mode.after
                 if n >= 1 and (mode.count is None or n <= mode.count):
@@ -435,11 +531,16 @@ class Handler(BaseHTTPRequestHandler):
         record = None
         try:
             # The operation of a form POST to "/" (STS) is in its body: peek at it by reading the body first.
+            # So is the object name of a GCS multipart upload.
+            flavour = self.server.options.flavour
             body = None
-            if self.command == "POST" and path in ("", "/"):
+            if self.command == "POST" and (path in ("", "/") if flavour == "s3" else
+                                           flavour == "gcs" and path.startswith("/upload/")):
                 body = self.read_body(None, None)
-            op = classify(self.command, urllib.parse.unquote(path), query, list(self.headers.keys()), body or b"")
-            record, fault = state.begin(self.command, urllib.parse.unquote(path), query, op, self.headers)
+            op = classify(self.command, urllib.parse.unquote(path), query, list(self.headers.keys()), body or b"",
+                          flavour)
+            pin = pin_of(flavour, self.command, query, self.headers)
+            record, fault = state.begin(self.command, urllib.parse.unquote(path), query, op, self.headers, pin)
             if body is not None:
                 state.received(record, len(body))
             self.forward(record, fault, body)
@@ -613,7 +714,9 @@ def write_port_file(path, port):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--upstream", required=True, help="the S3 server, http://HOST:PORT")
+    parser.add_argument("--upstream", required=True, help="the storage server, http://HOST:PORT")
+    parser.add_argument("--flavour", choices=("s3", "azure", "gcs"), default="s3",
+                        help="the upstream's API, for the operation names (see Flavours)")
     parser.add_argument("--mode-file", help="the fault mode, one line, re-read on every request")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (see --port-file)")

@@ -143,6 +143,9 @@ class RemoteTier final : public Tier, public RemoteCoordination {
   Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
     const std::string object = entry_object_name(options_, key);
     for (int round = 1;; ++round) {
+      // written() counts positional bytes only once their prefix is complete: a conflict found before that (in
+      // the first range) left bytes that the next round's ranges must not overlap.
+      if (round > 1) DATAVO_TRY(sink.restart());
       auto read = read_object(object, sink);
       if (read || read.error().code != ErrorCode::conflict || round == 2) return read;
       LOG_INFO(describe_remote(name(), type()) << ": " << object << " changed while it was read; reading it again");

@@ -1,0 +1,273 @@
+// The Azure Blob harnesses of the conformance suite: the Azure Blob tier (make_azure_blob_tier_with_env) on
+// Azurite 3.35.0, which checks every signature, in two instances:
+//   AzuriteSharedKey  the tier finds the account key in $AZURE_STORAGE_CONNECTION_STRING (of its injected
+//                     environment: Azurite's connection string) and signs each request with SharedKey;
+//   AzuriteSas        the tier is given an account SAS (sas_token) that this harness signs itself with the
+//                     well-known Azurite key (OpenSSL HMAC-SHA256, independently of src/tier/azure/), and its
+//                     environment holds no key, so that nothing but the SAS authorizes it.
+//
+// Every case runs in full on Azurite: it honours If-None-Match: * (409 BlobAlreadyExists) and If-Match (412), and
+// serves ranges. The one difference from S3 the cases account for is a capability, not a gap: Azure's blocks need
+// no session, so a big upload is Put Block x N + Put Block List with no request to start it
+// (requests_to_start_an_upload() is 0). open_uploads() is unknown here (nullopt): Azure keeps no list of unfinished
+// block uploads per container (uncommitted blocks are discarded after a week; the tier's abort is a no-op by
+// design). Token refresh (bearer tokens from the DefaultAzureCredential chain) cannot run on Azurite without an
+// identity endpoint: tests/unit/tier/azure/test_azure_tier.cpp covers it against a fake token endpoint
+// (ATokenRefusedMidUploadIsRefreshed..., ATokenRefusedMidDownload..., AShortLivedTokenIsRefreshedAhead...).
+//
+// Each make() creates a fresh container. The harness reaches around the tier with its own requests (a plain
+// HttpClient with the RequestAuth of make_azure_auth: SharedKey, or the same SAS) to store blobs whose metadata
+// lies, to replace a blob and to count the blobs. With TierSetup::through_proxy the tier talks to Azurite through
+// tests/support/cloud_proxy.py --flavour azure (one per process), which names Azure's operations as S3's
+// (Put Block UploadPart, Put Block List CompleteMultipartUpload, ...); SharedKey does not sign the host, so the
+// signatures still verify behind it.
+//
+// Environment (tests/support/emulators.sh up azurite exports it): AZURITE_BLOB_ENDPOINT (path-style,
+// http://127.0.0.1:P/devstoreaccount1), AZURITE_CONNECTION_STRING, AZURITE_ACCOUNT_NAME, AZURITE_ACCOUNT_KEY.
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <stdexcept>
+
+#include "conformance/cloud_proxy_client.hpp"
+#include "conformance/tier_conformance.hpp"
+#include "datavo/azure_blob_tier.hpp"
+#include "net/http_client.hpp"
+#include "support/shard_fixtures.hpp"
+#include "tier/azure/azure_tier.hpp"
+#include "tier/azure/credentials.hpp"
+#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/xml.hpp"
+
+namespace datavo::conformance {
+namespace {
+
+using namespace shardtest;
+
+constexpr const char* k_prefix = "conformance";
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+cloud::CredentialEnv env_of(std::map<std::string, std::string> vars) {
+  cloud::CredentialEnv env;
+  env.getenv = [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+  env.now = [] { return cloud::WallClock::now(); };
+  return env;
+}
+
+std::string hmac_sha256_base64(const std::string& key_base64, const std::string& text) {
+  std::string key(key_base64.size(), '\0');
+  const int size = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(key.data()),
+                                   reinterpret_cast<const unsigned char*>(key_base64.data()), int(key_base64.size()));
+  if (size < 0) throw std::runtime_error("AZURITE_ACCOUNT_KEY is not base64");
+  key.resize(std::size_t(size) - (key_base64.ends_with("==") ? 2 : key_base64.ends_with("=") ? 1 : 0));
+  unsigned char mac[32];
+  unsigned int mac_size = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac,
+       &mac_size);
+  std::string out(64, '\0');
+  out.resize(std::size_t(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac, int(mac_size))));
+  return out;
+}
+
+std::string utc(cloud::WallClock::time_point time) {
+  const std::time_t seconds = cloud::WallClock::to_time_t(time);
+  std::tm tm{};
+  ::gmtime_r(&seconds, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+// An account SAS ("Create an account SAS", version 2020-12-06 and later) for blobs: services, containers and
+// objects; read, write, delete, list, add, create; valid for two hours.
+std::string account_sas(const std::string& account, const std::string& key) {
+  using namespace std::chrono_literals;
+  const std::string sv = "2021-12-02", ss = "b", srt = "sco", sp = "rwdlac", spr = "https,http";
+  const std::string st = utc(cloud::WallClock::now() - 5min), se = utc(cloud::WallClock::now() + 2h);
+  const std::string string_to_sign =
+      account + "\n" + sp + "\n" + ss + "\n" + srt + "\n" + st + "\n" + se + "\n" + "\n" + spr + "\n" + sv + "\n\n";
+  auto q = [](const std::string& v) { return cloud::percent_encode(v); };
+  return "sv=" + sv + "&ss=" + ss + "&srt=" + srt + "&sp=" + sp + "&st=" + q(st) + "&se=" + q(se) + "&spr=" + q(spr) +
+         "&sig=" + q(hmac_sha256_base64(key, string_to_sign));
+}
+
+enum class Mode { shared_key, sas };
+
+class AzureHarness final : public TierHarness {
+ public:
+  explicit AzureHarness(Mode mode)
+      : mode_(mode),
+        endpoint_(env_or_empty("AZURITE_BLOB_ENDPOINT")),
+        connection_string_(env_or_empty("AZURITE_CONNECTION_STRING")),
+        account_(env_or_empty("AZURITE_ACCOUNT_NAME")),
+        key_(env_or_empty("AZURITE_ACCOUNT_KEY")),
+        http_(std::make_shared<net::HttpClient>()) {
+    while (endpoint_.ends_with('/')) endpoint_.pop_back();
+    if (!unavailable().empty()) return;
+    // http://127.0.0.1:P/devstoreaccount1: the proxy is put in front of the origin, the account path stays.
+    const auto path = endpoint_.find('/', endpoint_.find("://") + 3);
+    origin_ = endpoint_.substr(0, path);
+    account_path_ = path == std::string::npos ? "" : endpoint_.substr(path);
+    if (mode_ == Mode::sas) sas_ = account_sas(account_, key_);
+    auto auth = azure::make_azure_auth({endpoint_ + "/conformance", sas_, ""}, tier_env(), http_);
+    if (!auth) throw std::runtime_error("make_azure_auth: " + auth.error().message);
+    const auto expected = mode_ == Mode::sas ? azure::AzureAuthMode::sas : azure::AzureAuthMode::shared_key;
+    if (auth->mode != expected) throw std::runtime_error("the harness's auth is " + auth->description);
+    auth_ = auth->auth;
+  }
+
+  std::string unavailable() const override {
+    std::string missing;
+    for (const auto& [name, value] : {std::pair{"AZURITE_BLOB_ENDPOINT", endpoint_},
+                                      {"AZURITE_CONNECTION_STRING", connection_string_},
+                                      {"AZURITE_ACCOUNT_NAME", account_},
+                                      {"AZURITE_ACCOUNT_KEY", key_}}) {
+      if (value.empty()) missing += std::string(missing.empty() ? "" : ", ") + name;
+    }
+    if (missing.empty()) return {};
+    return missing + " not set: azurite is not running (start it with `eval \"$(tests/support/emulators.sh up " +
+           "azurite)\"`, or run tests/e2e/test_conformance.sh)";
+  }
+
+  std::shared_ptr<Tier> make(const TierSetup& setup) override {
+    static int counter = 0;
+    container_ = std::string("conf-") + (mode_ == Mode::sas ? "sas" : "key") + "-" + std::to_string(::getpid()) + "-" +
+                 std::to_string(++counter);
+    admin(net::HttpMethod::put, "/" + container_ + "?restype=container", {}, std::string());
+    return another_view(setup);
+  }
+
+  std::shared_ptr<Tier> another_view(const TierSetup& setup) override {
+    AzureBlobTierOptions options;
+    proxy_ = setup.through_proxy ? &proxy_for(origin_, "azure") : nullptr;
+    options.container_url = (proxy_ ? proxy_->url() : origin_) + account_path_ + "/" + container_;
+    if (mode_ == Mode::sas) options.sas_token = sas_;
+    options.remote.name = std::string("azurite-") + (mode_ == Mode::sas ? "sas" : "sharedkey") + "-under-test";
+    options.remote.prefix = k_prefix;
+    options.remote.part_size = setup.part_size;
+    options.remote.concurrency = setup.concurrency;
+    options.remote.single_flight = setup.single_flight;
+    options.remote.lease_duration = Seconds{3};
+    // Quick to give up: the "server going away" case must not sit in backoff.
+    options.remote.transport.max_attempts = 2;
+    options.remote.transport.initial_backoff = Milliseconds{10};
+    options.remote.transport.max_backoff = Milliseconds{50};
+    options.remote.transport.connect_timeout = Milliseconds{2000};
+    options.remote.transport.stall_timeout = Seconds{10};
+    options_ = options.remote;
+    auto tier = azure::make_azure_blob_tier_with_env(std::move(options), tier_env());
+    if (!tier) throw std::runtime_error("make_azure_blob_tier: " + tier.error().message);
+    if (proxy_) proxy_->reset_counts();
+    return *tier;
+  }
+
+  bool remote() const override { return true; }
+  bool parallel_ranges() const override { return true; }
+  int requests_to_start_an_upload() const override { return 0; }
+
+  void store_mismatching(Tier&, const ShardKey& key, const std::string& bytes, const Sha256& claimed) override {
+    put_blob(key, bytes, claimed);
+  }
+  void replace(Tier&, const ShardKey& key, const std::string& bytes) override {
+    put_blob(key, bytes, sha256_of(bytes));
+  }
+
+  std::optional<Expectation> recorded(Tier&, const ShardKey& key) override {
+    auto response = admin(net::HttpMethod::head, blob_path(key), {}, std::string(), {404});
+    if (response.status == 404) return std::nullopt;
+    Expectation out;
+    if (auto sha = response.header("x-ms-meta-datavo_sha256")) {
+      if (auto parsed = Sha256::parse(*sha)) out.sha256 = *parsed;
+    }
+    if (auto size = response.header("x-ms-meta-datavo_size")) out.size = Bytes{std::stoull(std::string(*size))};
+    return out;
+  }
+
+  std::optional<int> stored_objects() override {
+    auto response = admin(net::HttpMethod::get, "/" + container_ + "?restype=container&comp=list", {}, std::string());
+    auto blobs = cloud::xml_records(response.body, "Blob");
+    if (!blobs) throw std::runtime_error("List Blobs: malformed XML");
+    return int(blobs->size());
+  }
+
+  bool observable() const override { return proxy_ != nullptr; }
+  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
+  void reset_counts() override {
+    if (proxy_) proxy_->reset_counts();
+  }
+  void set_fault(const std::string& mode) override {
+    if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
+    proxy_->set_fault(mode);
+  }
+
+ private:
+  // SharedKey: the tier finds Azurite's key where an SDK would; SAS: no key anywhere, the SAS alone.
+  cloud::CredentialEnv tier_env() const {
+    if (mode_ == Mode::sas) return env_of({});
+    return env_of({{"AZURE_STORAGE_CONNECTION_STRING", connection_string_}});
+  }
+
+  std::string blob_path(const ShardKey& key) const {
+    // Entry names hold only [A-Za-z0-9./_-]: no escaping needed.
+    return "/" + container_ + "/" + cloud::entry_object_name(options_, key);
+  }
+
+  void put_blob(const ShardKey& key, const std::string& bytes, const Sha256& sha) {
+    admin(net::HttpMethod::put, blob_path(key),
+          {{"x-ms-blob-type", "BlockBlob"},
+           {"Content-Type", "application/octet-stream"},
+           {"x-ms-meta-datavo_sha256", sha.hex()},
+           {"x-ms-meta-datavo_size", std::to_string(bytes.size())}},
+          bytes);
+  }
+
+  // A request straight to Azurite (never through the proxy, never counted), signed as the tier's are.
+  net::HttpResponse admin(net::HttpMethod method, const std::string& path, net::HttpHeaders headers, std::string body,
+                          std::vector<long> accepted = {}) {
+    net::HttpRequest request;
+    request.method = method;
+    request.url = endpoint_ + path;
+    request.headers = std::move(headers);
+    if (method == net::HttpMethod::put) request.body = std::move(body);
+    request.auth = auth_.get();
+    request.accepted_statuses = std::move(accepted);
+    auto response = http_->perform(request);
+    if (!response) throw std::runtime_error("azurite " + path + ": " + response.error().message);
+    return std::move(*response);
+  }
+
+  const Mode mode_;
+  std::string endpoint_, connection_string_, account_, key_;
+  std::string origin_, account_path_, sas_;
+  std::shared_ptr<net::HttpClient> http_;
+  std::shared_ptr<net::RequestAuth> auth_;
+  std::string container_;
+  RemoteTierOptions options_;
+  CloudProxy* proxy_ = nullptr;
+};
+
+}  // namespace
+
+TierKind azurite_shared_key_kind() {
+  return {"azurite_sharedkey", [] { return std::unique_ptr<TierHarness>(new AzureHarness(Mode::shared_key)); }};
+}
+
+TierKind azurite_sas_kind() {
+  return {"azurite_sas", [] { return std::unique_ptr<TierHarness>(new AzureHarness(Mode::sas)); }};
+}
+
+}  // namespace datavo::conformance
