@@ -17,6 +17,7 @@
 #   - pack_dataset NAME SAMPLES PER_SHARD [SAMPLE_BYTES]: a dataset in $E2E_TMP/store; sets DS, SHARDS, REVISION.
 #   - azurite_count METHOD REGEX: requests in Azurite's access log whose path matches REGEX (entries: not leases).
 #   - with_key CMD...: CMD with AZURE_STORAGE_CONNECTION_STRING set to Azurite's (SharedKey for the tier).
+#   - start_proxy, proxy_mode, proxy_reset, proxy_json, proxy_op: tests/support/cloud_proxy.py (cloud_proxy_lib.sh).
 # No credential of the machine is used: the cloud variables are unset here, the metadata servers point at a closed
 # port, and each suite sets what it means to test.
 
@@ -31,6 +32,8 @@ export AZURE_POD_IDENTITY_AUTHORITY_HOST="http://127.0.0.1:$AGLIB_CLOSED_PORT"
 
 # shellcheck source=../support/emulators.sh
 . "$AGLIB_HARNESS"
+# shellcheck source=cloud_proxy_lib.sh
+. "$DATAVO_SOURCE_DIR/tests/e2e/cloud_proxy_lib.sh"
 on_exit_first "emulators_down >/dev/null 2>&1"
 
 cloud_up() {

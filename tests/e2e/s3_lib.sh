@@ -9,8 +9,8 @@
 #   - s3_up NAME...: the emulators (tests/support/emulators.sh: s3rver, moto) in the suite's own run dir, stopped by
 #     PID on exit; dies naming an emulator that cannot start. IMAGE_PY: the image's python with boto3 and moto
 #     (found the way the harness finds moto's); AWS_CLI: its `aws`.
-#   - start_proxy NAME UPSTREAM: tests/support/cloud_proxy.py in front of UPSTREAM; sets <NAME>_URL.
-#     proxy_mode URL LINE, proxy_reset URL, proxy_json URL EXPR (EXPR over the /_proxy/stats JSON as j).
+#   - start_proxy NAME UPSTREAM: tests/support/cloud_proxy.py in front of UPSTREAM; sets <NAME>_URL
+#     (cloud_proxy_lib.sh). proxy_mode URL LINE, proxy_reset URL, proxy_json URL EXPR, proxy_op URL OP.
 #   - s3tool ENDPOINT ARGS...: tests/support/s3_tool.py (boto3) with the image's python.
 #   - make_bucket ENDPOINT BUCKET
 #   - the origin: make_source DIR N, start_origin STORE (sets ORIGIN_URL), origin_requests ROUTE [STATUS]
@@ -19,7 +19,6 @@
 #   - moto credentials in the environment (any key works on moto; the proxy's counters show the key id).
 
 S3LIB_HARNESS="$DATAVO_SOURCE_DIR/tests/support/emulators.sh"
-S3LIB_PROXY="$DATAVO_SOURCE_DIR/tests/support/cloud_proxy.py"
 S3LIB_TOOL="$DATAVO_SOURCE_DIR/tests/support/s3_tool.py"
 export DATAVO_EMULATOR_RUN_DIR="$E2E_TMP/emulators"
 export AWS_ACCESS_KEY_ID=AKIDDATAVOE2E AWS_SECRET_ACCESS_KEY=e2e-secret AWS_REGION=us-east-1
@@ -28,6 +27,8 @@ export AWS_CONFIG_FILE="$E2E_TMP/no-aws-config" AWS_SHARED_CREDENTIALS_FILE="$E2
 
 # shellcheck source=../support/emulators.sh
 . "$S3LIB_HARNESS"
+# shellcheck source=cloud_proxy_lib.sh
+. "$DATAVO_SOURCE_DIR/tests/e2e/cloud_proxy_lib.sh"
 on_exit_first "emulators_down >/dev/null 2>&1"
 
 s3_up() {
@@ -43,25 +44,6 @@ s3_up() {
   "$IMAGE_PY" -c 'import boto3' 2>/dev/null || die "the image's python" "$IMAGE_PY cannot import boto3"
   AWS_CLI="$(dirname "$IMAGE_PY")/aws"
 }
-
-# start_proxy NAME UPSTREAM [--mode-file FILE]: sets ${NAME}_URL and ${NAME}_PID.
-start_proxy() {
-  local name=$1 upstream=$2
-  shift 2
-  local port_file="$E2E_TMP/.proxy.$name.$RANDOM.port"
-  python3 "$S3LIB_PROXY" --upstream "$upstream" --port-file "$port_file" "$@" >"$E2E_TMP/proxy.$name.log" 2>&1 &
-  local pid=$!
-  track_pid "$pid"
-  wait_until 20 test -s "$port_file" || die "start cloud_proxy.py ($name)" "$(cat "$E2E_TMP/proxy.$name.log")"
-  printf -v "${name}_URL" 'http://127.0.0.1:%s' "$(cat "$port_file")"
-  printf -v "${name}_PID" '%s' "$pid"
-}
-
-proxy_mode() { curl -s -f --max-time 10 -X POST --data-binary "$2" "$1/_proxy/mode" >/dev/null || fail "proxy mode '$2'" "refused"; }
-proxy_reset() { curl -s -f --max-time 10 -X POST "$1/_proxy/reset" >/dev/null; }
-proxy_json() { curl -s --max-time 10 "$1/_proxy/stats" | json "$2"; }
-# proxy_op URL OP: how many OP requests the proxy forwarded (0 when none).
-proxy_op() { proxy_json "$1" "j['ops'].get('$2', 0)"; }
 
 s3tool() {
   local endpoint=$1

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A loopback HTTP proxy in front of a cloud storage server (S3, Azure Blob, GCS) that counts operations and injects faults.
+"""A loopback HTTP proxy in front of a cloud storage server (moto, s3rver, Azurite, the firebase-tools Storage
+emulator) that counts its operations and injects faults.
 
 Python 3 standard library only. It forwards every request to the upstream unchanged -- method, path, query, body
 and every end-to-end header, Host included, so that a SigV4 signature made for the proxy's address still verifies
@@ -25,23 +26,23 @@ restores S3's semantics, so that the tests of single flight are not at the mercy
 
 Flavours
 --------
---flavour (default s3) says which API the upstream speaks. Whatever the flavour, the proxy forwards every request
-unchanged and names what it counts with the S3 operation names below, so that one set of tests reads the counters
-of every server:
-    azure   Azurite, path-style (/<account>/<container>/<blob>): Get Blob GetObject, Get Blob Properties
-            HeadObject, Put Blob PutObject, Put Block UploadPart, Put Block List CompleteMultipartUpload, Delete
-            Blob DeleteObject, List Blobs ListObjects, Create Container CreateBucket. A pinned read carries
-            If-Match, as in S3.
-    gcs     the GCS JSON API: GET .../o/<name>?alt=media GetObject, GET .../o/<name> (the object resource, GCS's
-            HEAD) HeadObject, a multipart or media upload PutObject, a resumable session start
-            CreateMultipartUpload, a chunk (PUT ...?upload_id=) UploadPart, DELETE ...?upload_id=
-            AbortMultipartUpload, DELETE .../o/<name> DeleteObject, GET .../o ListObjects. A pinned read carries
-            ifGenerationMatch=<generation> in its query instead of If-Match: the log's "if_match" and the ifmatch=1
-            option take it for one. The name of a multipart upload is in its body: the proxy reads it there.
+Whatever the upstream, the proxy finds its service by itself (a path under /storage/v1/b/, /upload/... or
+/download/... is GCS; a request with an x-ms-* header is Azure Blob; the rest is S3) and names each operation as
+below. --flavour azure|gcs (default s3) names Azure and GCS operations with their S3 names instead (GetBlob and
+GetMedia GetObject, PutBlock and UploadChunk UploadPart, PutBlockList CompleteMultipartUpload, UploadResumable
+CreateMultipartUpload, ...: S3_NAME_OF), in the counters, the log and op= alike, so that one set of tests reads the
+counters of every server (tests/conformance/).
 
 What it counts
 --------------
-Every forwarded request is classified as one S3 operation: GetObject, HeadObject, PutObject, DeleteObject,
+Every forwarded request is classified as one operation of its service. Azure Blob (a request with an x-ms-*
+header; path /<account>/<container>/<blob>): GetBlob, GetBlobProperties (HEAD), PutBlob, PutBlock (comp=block),
+PutBlockList (comp=blocklist), DeleteBlob, ListBlobs, CreateContainer, GetContainerProperties, DeleteContainer,
+ListContainers, Other. GCS JSON API (a path under /storage/v1/b/, /upload/storage/v1/b/ or /download/storage/v1/b/):
+GetMedia (alt=media, or /download/), GetResource (the object resource), ListObjects, DeleteObject, PatchObject,
+UploadMultipart, UploadMedia, UploadResumable (the session's start), UploadChunk (a PUT to a session),
+CancelUpload (a DELETE of a session), GetBucket, Other; the object name of an upload is its name= query field or
+the "name" of the JSON resource at the start of its body. S3 otherwise: GetObject, HeadObject, PutObject, DeleteObject,
 CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, ListParts, ListObjectsV2,
 ListObjects, ListMultipartUploads, CreateBucket, HeadBucket, DeleteBucket, DeleteObjects, CopyObject,
 UploadPartCopy, STS:<Action> (a form POST to "/", e.g. STS:AssumeRoleWithWebIdentity), or Other. Requests on
@@ -55,9 +56,12 @@ One line: a mode name and optional key=value options. It is set by POST /_proxy/
 the --mode-file (re-read on every request; a change of the file re-arms it), whichever changed last.
 
     ok                          pass everything through (the default)
-    status<NNN>                 answer NNN with an S3 XML error without asking the upstream (code=<S3 code>,
-                                default SlowDown for 503, InternalError for 500, PreconditionFailed for 412,
-                                AccessDenied for 403, NoSuchKey for 404); retry_after=S adds a Retry-After header
+    status<NNN>                 answer NNN with an error in the service's own form without asking the upstream:
+                                S3 XML (code=<S3 code>, default SlowDown for 503, InternalError for 500,
+                                PreconditionFailed for 412, AccessDenied for 403, NoSuchKey for 404), Azure XML
+                                with x-ms-error-code (default ServerBusy, InternalError, ConditionNotMet,
+                                AuthenticationFailed, BlobNotFound), GCS JSON (code=NoSuchBucket says "The
+                                specified bucket does not exist."); retry_after=S adds a Retry-After header
     expiredtoken                answer 400 <Code>ExpiredToken</Code> (the session token expired)
     drop                        read the request, then close the connection without an answer (a server that died)
     reset                       forward the request; send the status, the headers and half of the body, then
@@ -66,12 +70,16 @@ the --mode-file (re-read on every request; a change of the file re-arms it), whi
     truncate                    as reset, but a clean FIN after half of the body
     stall                       as truncate, but silent for seconds=S (default 5) before the close
     wrongbytes                  forward, inverting every byte of the response body (same status and length)
+    delay                       hold the request for seconds=S (default 5), or until the mode is set again
+                                (POST /_proxy/mode, or a change of the mode file), before forwarding it: its answer
+                                reflects the upstream's state after the delay
     throttle                    forward, at most rate=BYTES_PER_SECOND in each direction (request and response
                                 bodies); with count=K only the first K matching requests are slowed
 
 Options of every mode (they select the requests the fault applies to; the others pass through):
     op=A,B        only these operations (names as above, e.g. op=GetObject,UploadPart or op=Lease:PutObject)
-    ifmatch=1     only requests carrying If-Match (the ranges of a read pinned to an ETag)
+    ifmatch=1     only requests pinned to a version: carrying If-Match (S3, Azure: the ranges of a read pinned to
+                  an ETag) or a query ifGenerationMatch other than 0 (GCS)
     path=TEXT     only requests whose path contains TEXT
     after=N       let the first N matching requests through, then apply the fault
     count=K       apply the fault to K matching requests (after the first N), then pass through. No count: all.
@@ -91,7 +99,8 @@ Control endpoints (answered by the proxy, never forwarded, never counted)
      "access_keys": {"AKIA...": 12, ...},   the access key ids of the SigV4 Authorization headers (never a secret)
      "bytes_in": <request body bytes>, "bytes_out": <response body bytes sent>,
      "log": [{"method": "GET", "op": "GetObject", "path": "/bucket/key", "query": "partNumber=1&uploadId=...",
-              "range": "bytes=0-5242879" or null, "if_match": "\\"etag\\"" or null, "if_none_match": "*" or null,
+              "range": "bytes=0-5242879" or null (Range or x-ms-range),
+              "if_match": "\\"etag\\"" or "generation=N" (GCS) or null, "if_none_match": "*" or null,
               "akid": "AKIA..." or null, "status": 206 or null, "fault": "reset" or null,
               "bytes_in": ..., "bytes_out": ..., "at": <seconds since start>, "done": true}, ...]}
 """
@@ -117,14 +126,31 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
               "trailer", "transfer-encoding", "upgrade", "expect"}
 
 CUTS = {"reset", "truncate", "stall"}
-KNOWN_MODES = CUTS | {"ok", "drop", "wrongbytes", "throttle", "expiredtoken"}
+KNOWN_MODES = CUTS | {"ok", "drop", "wrongbytes", "throttle", "expiredtoken", "delay"}
 DEFAULT_CODES = {400: "InvalidRequest", 403: "AccessDenied", 404: "NoSuchKey", 409: "OperationAborted",
                  412: "PreconditionFailed", 500: "InternalError", 503: "SlowDown"}
+AZURE_CODES = {400: "InvalidInput", 403: "AuthenticationFailed", 404: "BlobNotFound", 409: "OperationNotAllowed",
+               412: "ConditionNotMet", 500: "InternalError", 503: "ServerBusy"}
+GCS_MESSAGES = {"NoSuchBucket": "The specified bucket does not exist.", "NoSuchKey": "No such object.",
+                "PreconditionFailed": "At least one of the pre-conditions you specified did not hold.",
+                "SlowDown": "We encountered an internal error. Please try again.",
+                "AccessDenied": "Access denied."}
+GCS_PATH = re.compile(r"^/(upload/|download/)?storage/v1/b(/|$)")
+GCS_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 AKID = re.compile(r"Credential=([A-Za-z0-9]+)/")
 
 
-def with_segment_class(op, key):
-    """Lease:<op> / Probe:<op> for Datavo's lease and check objects (see "What it counts")."""
+def service_of(path, headers):
+    """ "azure", "gcs" or "s3": whose API a request speaks."""
+    if GCS_PATH.match(path):
+        return "gcs"
+    if any(h.lower().startswith("x-ms-") for h in headers):
+        return "azure"
+    return "s3"
+
+
+def coordination(op, key):
+    """op, or Lease:op / Probe:op for Datavo's lease and `cache check` objects."""
     segments = key.split("/")
     if ".leases" in segments[:-1]:
         return "Lease:" + op
@@ -133,83 +159,75 @@ def with_segment_class(op, key):
     return op
 
 
-def classify_azure(method, path, query):
-    """The S3 name of an Azure Blob request on a path-style URL (see "Flavours")."""
-    params = urllib.parse.parse_qs(query, keep_blank_values=True)
-    parts = path.lstrip("/").split("/", 2)
-    key = parts[2] if len(parts) > 2 else ""
+def classify_azure(method, path, params):
+    parts = path.lstrip("/").split("/", 2)  # account, container, blob
+    container = parts[1] if len(parts) > 1 else ""
+    blob = parts[2] if len(parts) > 2 else ""
     comp = params.get("comp", [""])[0]
-    if not key:
+    if not container:
+        return "ListContainers" if method == "GET" and comp == "list" else "Other"
+    if not blob:
         if method == "GET" and comp == "list":
-            return "ListObjects"
-        if params.get("restype", [""])[0] == "container":
-            return {"PUT": "CreateBucket", "HEAD": "HeadBucket", "GET": "HeadBucket",
-                    "DELETE": "DeleteBucket"}.get(method, "Other")
-        return "ListBuckets" if method == "GET" and comp == "list" else "Other"
+            return "ListBlobs"
+        if "restype" in params:
+            return {"PUT": "CreateContainer", "GET": "GetContainerProperties", "HEAD": "GetContainerProperties",
+                    "DELETE": "DeleteContainer"}.get(method, "Other")
+        return "Other"
     if method == "GET":
-        op = "ListParts" if comp == "blocklist" else "GetObject"
+        op = "GetBlob" if not comp else "Other"
     elif method == "HEAD":
-        op = "HeadObject"
+        op = "GetBlobProperties"
     elif method == "PUT":
-        op = {"block": "UploadPart", "blocklist": "CompleteMultipartUpload", "": "PutObject"}.get(comp, "Other")
+        op = {"": "PutBlob", "block": "PutBlock", "blocklist": "PutBlockList"}.get(comp, "Other")
     elif method == "DELETE":
-        op = "DeleteObject"
+        op = "DeleteBlob"
     else:
         op = "Other"
-    return with_segment_class(op, key)
+    return coordination(op, blob)
 
 
-GCS_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-def classify_gcs(method, path, query, body_prefix):
-    """The S3 name of a GCS JSON API request (see "Flavours")."""
-    params = urllib.parse.parse_qs(query, keep_blank_values=True)
-    upload = path.startswith("/upload/storage/v1/b/")
+def classify_gcs(method, path, params, body_prefix):
+    upload = path.startswith("/upload/")
+    rest = path.split("/b/", 1)[1] if "/b/" in path else ""
+    bucket, _, tail = rest.partition("/")
+    name = tail[2:] if tail.startswith("o/") else ""
     if upload:
         if "upload_id" in params:
-            op = {"PUT": "UploadPart", "POST": "UploadPart", "DELETE": "AbortMultipartUpload"}.get(method, "Other")
-            return op
-        kind = params.get("uploadType", [""])[0]
+            op = {"PUT": "UploadChunk", "POST": "UploadChunk", "DELETE": "CancelUpload"}.get(method, "Other")
+        else:
+            kind = params.get("uploadType", ["media"])[0]
+            op = {"multipart": "UploadMultipart", "resumable": "UploadResumable", "media": "UploadMedia"}.get(
+                kind, "Other")
         name = params.get("name", [""])[0]
         if not name:
-            match = GCS_NAME.search(body_prefix[:65536])
+            match = GCS_NAME.search(body_prefix)
             name = json.loads(b'"' + match.group(1) + b'"') if match else ""
-        op = "CreateMultipartUpload" if kind == "resumable" else "PutObject"
-        return with_segment_class(op, name)
-    match = re.match(r"^/storage/v1/b/([^/]+)(/o(?:/(.*))?)?$", path)
-    if not match:
+        return coordination(op, name)
+    if path.startswith("/download/"):
+        return coordination("GetMedia", name)
+    if not bucket:
         return "Other"
-    if match.group(2) is None:
-        return {"GET": "HeadBucket", "DELETE": "DeleteBucket"}.get(method, "Other")
-    name = match.group(3)
-    if name is None:
+    if not tail:
+        return "GetBucket" if method == "GET" else "Other"
+    if tail == "o":
         return "ListObjects" if method == "GET" else "Other"
+    if not name:
+        return "Other"
     if method == "GET":
-        op = "GetObject" if params.get("alt", [""])[0] == "media" else "HeadObject"
-    elif method == "DELETE":
-        op = "DeleteObject"
+        op = "GetMedia" if params.get("alt", [""])[0] == "media" else "GetResource"
     else:
-        op = "Other"
-    return with_segment_class(op, name)
+        op = {"DELETE": "DeleteObject", "PATCH": "PatchObject", "PUT": "PatchObject"}.get(method, "Other")
+    return coordination(op, name)
 
 
-def pin_of(flavour, method, query, headers):
-    """The version a request is pinned to (If-Match; GCS: ifGenerationMatch of a read), or None."""
-    if flavour == "gcs":
-        if method != "GET":
-            return None
-        generation = urllib.parse.parse_qs(query).get("ifGenerationMatch", [None])[0]
-        return generation if generation not in (None, "0") else None
-    return headers.get("If-Match")
-
-
-def classify(method, path, query, headers, body_prefix, flavour="s3"):
-    """The S3 operation of a request (see the module docstring)."""
-    if flavour == "azure":
-        return classify_azure(method, path, query)
-    if flavour == "gcs":
-        return classify_gcs(method, path, query, body_prefix)
+def classify(method, path, query, headers, body_prefix):
+    """The operation of a request (see the module docstring)."""
+    params = urllib.parse.parse_qs(query, keep_blank_values=True)
+    service = service_of(path, headers)
+    if service == "azure":
+        return classify_azure(method, path, params)
+    if service == "gcs":
+        return classify_gcs(method, path, params, body_prefix)
     params = urllib.parse.parse_qs(query, keep_blank_values=True)
     parts = path.lstrip("/").split("/", 1)
     bucket = parts[0]
@@ -244,7 +262,38 @@ def classify(method, path, query, headers, body_prefix, flavour="s3"):
         op = "AbortMultipartUpload" if "uploadId" in params else "DeleteObject"
     else:
         op = "Other"
-    return with_segment_class(op, key)
+    return coordination(op, key)
+
+
+# --flavour azure|gcs: the S3 name of each native operation, for tests that read every server's counters with one
+# set of names (the tier conformance suite). Lease:/Probe: prefixes are kept.
+S3_NAME_OF = {
+    "azure": {"GetBlob": "GetObject", "GetBlobProperties": "HeadObject", "PutBlob": "PutObject",
+              "PutBlock": "UploadPart", "PutBlockList": "CompleteMultipartUpload", "DeleteBlob": "DeleteObject",
+              "ListBlobs": "ListObjects", "CreateContainer": "CreateBucket", "GetContainerProperties": "HeadBucket",
+              "DeleteContainer": "DeleteBucket", "ListContainers": "ListBuckets"},
+    "gcs": {"GetMedia": "GetObject", "GetResource": "HeadObject", "UploadMultipart": "PutObject",
+            "UploadMedia": "PutObject", "UploadResumable": "CreateMultipartUpload", "UploadChunk": "UploadPart",
+            "CancelUpload": "AbortMultipartUpload", "DeleteObject": "DeleteObject", "ListObjects": "ListObjects",
+            "GetBucket": "HeadBucket"},
+}
+
+
+def s3_name(flavour, op):
+    """op under the S3 name of --flavour (unchanged for s3 or a name without one)."""
+    table = S3_NAME_OF.get(flavour)
+    if not table:
+        return op
+    head, sep, base = op.rpartition(":")
+    return head + sep + table.get(base, base)
+
+
+def pin_of(headers, query):
+    """What a request is pinned to: its If-Match, or GCS's ifGenerationMatch=N (N != 0); None when unpinned."""
+    if headers.get("If-Match") is not None:
+        return headers.get("If-Match")
+    generation = urllib.parse.parse_qs(query).get("ifGenerationMatch", [""])[0]
+    return "generation=" + generation if generation not in ("", "0") else None
 
 
 class Mode:
@@ -281,10 +330,23 @@ class Mode:
             return 400
         return int(self.name[6:]) if self.name.startswith("status") else None
 
-    def error_code(self):
+    def error_code(self, service="s3"):
         if self.name == "expiredtoken":
             return "ExpiredToken"
-        return self.options.get("code", DEFAULT_CODES.get(self.status(), "InternalError"))
+        codes = AZURE_CODES if service == "azure" else DEFAULT_CODES
+        return self.options.get("code", codes.get(self.status(), "InternalError"))
+
+    def error_answer(self, service):
+        """(body, content type, extra headers) of an injected error, in the service's form."""
+        code = self.error_code(service)
+        if service == "gcs":
+            message = GCS_MESSAGES.get(code, "cloud proxy: injected %s" % self.line)
+            body = json.dumps({"error": {"code": self.status(), "message": message,
+                                         "errors": [{"message": message, "domain": "global", "reason": code}]}})
+            return body.encode(), "application/json; charset=UTF-8", []
+        xml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>cloud proxy: "
+               "injected %s</Message><RequestId>proxy</RequestId></Error>" % (code, self.line)).encode()
+        return xml, "application/xml", [("x-ms-error-code", code)] if service == "azure" else []
 
     def selects(self, op, path, has_if_match):
         if self.name == "ok":
@@ -304,6 +366,8 @@ class State:
     def __init__(self, mode_file):
         self.mode_file = mode_file
         self.lock = threading.Lock()
+        self.mode_changed = threading.Condition(self.lock)
+        self.mode_serial = 0  # bumped whenever the mode is set: releases the requests a delay holds
         self.mode = Mode("ok")
         self.mode_key = None
         self.matched = 0  # requests the mode selected since it was (re)armed
@@ -330,7 +394,21 @@ class State:
         with self.lock:
             self.mode = mode
             self.matched = 0
+            self.mode_serial += 1
+            self.mode_changed.notify_all()
         return mode
+
+    def hold(self, seconds):
+        """Waits `seconds`, or less when the mode is set meanwhile (a delay's hold)."""
+        deadline = time.monotonic() + seconds
+        with self.lock:
+            serial = self.mode_serial
+            while self.mode_serial == serial:
+                self._reload()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.mode_changed.wait(min(left, 0.1))
 
     def _reload(self):
         """Re-reads the mode file (lock held); a change replaces the mode and re-arms it."""
@@ -354,8 +432,11 @@ class State:
             sys.stderr.write("cloud-proxy: bad mode file %s: %s\n" % (self.mode_file, e))
             self.mode = Mode("status500")
         self.matched = 0
+        self.mode_serial += 1
+        self.mode_changed.notify_all()
 
-    def begin(self, method, path, query, op, headers, pin):
+    def begin(self, method, path, query, op, headers):
+        pin = pin_of(headers, query)
         """Counts a request and decides its fault. Returns (log record, fault Mode or None)."""
         authorization = headers.get("Authorization") or ""
         match = AKID.search(authorization)
@@ -368,8 +449,8 @@ class State:
             self.peak[op] = max(self.peak.get(op, 0), self.in_flight[op])
             if akid:
                 self.keys[akid] = self.keys.get(akid, 0) + 1
-            record = {"method": method, "op": op, "path": path, "query": query, "range": headers.get("Range"),
-                      "if_match": pin, "if_none_match": headers.get("If-None-Match"),
+            record = {"method": method, "op": op, "path": path, "query": query,
+                      "range": headers.get("Range") or headers.get("x-ms-range"), "if_match": pin, "if_none_match": headers.get("If-None-Match"),
                       "akid": akid, "status": None, "fault": None, "bytes_in": 0, "bytes_out": 0,
                       "at": round(time.monotonic() - self.started, 3), "done": False}
             self.log.append(record)
@@ -464,9 +545,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self.handle_one()
 
+    def do_PATCH(self):
+        self.handle_one()
+
     # --- plumbing -----------------------------------------------------------------------------------------------
 
-    def read_body(self, record, throttle):
+    def read_body(self, record, throttle, prefix=b""):
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             data = bytearray()
             while True:
@@ -481,7 +565,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.state.received(record, len(data))
             return bytes(data)
         length = int(self.headers.get("Content-Length") or 0)
-        data = bytearray()
+        data = bytearray(prefix)
+        if record is not None and prefix:
+            self.server.state.received(record, len(prefix))
         while len(data) < length:
             chunk = self.rfile.read(min(CHUNK, length - len(data)))
             if not chunk:
@@ -530,20 +616,23 @@ class Handler(BaseHTTPRequestHandler):
             return
         record = None
         try:
-            # The operation of a form POST to "/" (STS) is in its body: peek at it by reading the body first.
-            # So is the object name of a GCS multipart upload.
-            flavour = self.server.options.flavour
+            # The operation of a form POST to "/" (STS) is in its body: peek at it by reading the body first. The
+            # object name of a GCS upload may be in its first bytes (the JSON resource): read those alone, so that
+            # a throttle still paces the rest.
             body = None
-            if self.command == "POST" and (path in ("", "/") if flavour == "s3" else
-                                           flavour == "gcs" and path.startswith("/upload/")):
+            prefix = b""
+            if self.command == "POST" and path in ("", "/"):
                 body = self.read_body(None, None)
-            op = classify(self.command, urllib.parse.unquote(path), query, list(self.headers.keys()), body or b"",
-                          flavour)
-            pin = pin_of(flavour, self.command, query, self.headers)
-            record, fault = state.begin(self.command, urllib.parse.unquote(path), query, op, self.headers, pin)
+            elif self.command == "POST" and path.startswith("/upload/") and "chunked" not in (
+                    self.headers.get("Transfer-Encoding") or "").lower():
+                prefix = self.rfile.read(min(4096, int(self.headers.get("Content-Length") or 0)))
+            op = s3_name(self.server.options.flavour,
+                         classify(self.command, urllib.parse.unquote(path), query, list(self.headers.keys()),
+                                  body or prefix))
+            record, fault = state.begin(self.command, urllib.parse.unquote(path), query, op, self.headers)
             if body is not None:
                 state.received(record, len(body))
-            self.forward(record, fault, body)
+            self.forward(record, fault, body, prefix)
         except ClientGone:
             self.close_connection = True
         except Aborted:
@@ -571,21 +660,23 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.answer(404, b'{"error": "unknown control endpoint"}', "application/json")
 
-    def forward(self, record, fault, body):
+    def forward(self, record, fault, body, prefix=b""):
         state = self.server.state
         throttle = Throttle(fault.rate) if fault is not None and fault.name == "throttle" else None
         if body is None:
-            body = self.read_body(record, throttle)
+            body = self.read_body(record, throttle, prefix)
 
         if fault is not None and fault.status() is not None:
-            code = fault.error_code()
-            xml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>cloud proxy: "
-                   "injected %s</Message><RequestId>proxy</RequestId></Error>" % (code, fault.line)).encode()
-            extra = [("Retry-After", fault.retry_after)] if fault.retry_after else []
+            service = service_of(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path), list(self.headers.keys()))
+            payload, content_type, extra = fault.error_answer(service)
+            if fault.retry_after:
+                extra = extra + [("Retry-After", fault.retry_after)]
             state.responded(record, fault.status())
-            self.answer(fault.status(), xml, extra=extra)
-            state.sent(record, len(xml) if self.command != "HEAD" else 0)
+            self.answer(fault.status(), payload, content_type, extra=extra)
+            state.sent(record, len(payload) if self.command != "HEAD" else 0)
             return
+        if fault is not None and fault.name == "delay":
+            state.hold(fault.seconds)
         if fault is not None and fault.name == "drop":
             self.close_connection = True
             self.abort_with_rst()
@@ -714,9 +805,9 @@ def write_port_file(path, port):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--upstream", required=True, help="the storage server, http://HOST:PORT")
+    parser.add_argument("--upstream", required=True, help="the S3 server, http://HOST:PORT")
     parser.add_argument("--flavour", choices=("s3", "azure", "gcs"), default="s3",
-                        help="the upstream's API, for the operation names (see Flavours)")
+                        help="name Azure / GCS operations with their S3 names (see Flavours)")
     parser.add_argument("--mode-file", help="the fault mode, one line, re-read on every request")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (see --port-file)")

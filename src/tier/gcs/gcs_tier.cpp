@@ -177,6 +177,11 @@ class GcsBackend final : public BlobBackend {
     ObjectInfo info;
     info.size = Bytes{response->entity_size.value_or(response->body_bytes.count())};
     if (auto generation = response->header("x-goog-generation")) info.version = std::string(*generation);
+    // A server that ignores ifGenerationMatch (the firebase-tools emulator does, on media downloads) serves the
+    // range of whatever generation it holds now: the generation it names must be the pinned one, or the ranges of
+    // two generations would be read as one object.
+    if (pin && !pin->empty() && !info.version.empty() && info.version != *pin)
+      return Error{ErrorCode::conflict, name + " changed (generation " + info.version + ", not " + *pin + ")"};
     if (auto sha = response->header(std::string("x-goog-meta-") + k_meta_sha256)) {
       if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
     }
