@@ -188,9 +188,6 @@ class GcsBackend final : public BlobBackend {
     if (auto size = response->header(std::string("x-goog-meta-") + k_meta_size)) {
       if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
     }
-    // A server that ignores ifGenerationMatch (the emulator) answers with another generation: the pin still holds.
-    if (pin && !pin->empty() && !info.version.empty() && info.version != *pin)
-      return Error{ErrorCode::conflict, name + " changed (its generation is " + info.version + ", not " + *pin + ")"};
     // Media responses do not always carry custom metadata (the emulator's do not): the object resource does. A
     // pinned read is a later range of a read whose first answer brought the metadata already.
     if (!info.sha256 && !pin) {
