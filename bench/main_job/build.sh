@@ -17,7 +17,7 @@ OUT=$BUILD/main_job/iterate_shard
 SRC=$REPO/bench/main_job/iterate_shard.cpp
 if [ ! -x "$OUT" ] || [ "$SRC" -nt "$OUT" ] || [ "$BUILD/src/libdatavo.a" -nt "$OUT" ]; then
   g++ -std=c++20 -O2 -DNDEBUG -Wall -Wextra -I"$REPO/include" -I"$REPO/src" "$SRC" -o "$OUT.tmp" \
-    "$BUILD/src/libdatavo.a" -lcurl -lcrypto -lyaml-cpp -lpthread
+    "$BUILD/src/libdatavo.a" -lcurl -lssl -lcrypto -lyaml-cpp -lexpat -lpthread
   mv "$OUT.tmp" "$OUT"
 fi
 # fetch_model does not use Datavo at all: libcurl, OpenSSL and POSIX only.
