@@ -30,6 +30,7 @@ run_all.sh removes DIR at the end.
 import argparse
 import json
 import os
+import re
 import platform
 import shutil
 import signal
@@ -391,7 +392,8 @@ class Bench:
                 elif v in self.PIPELINES:
                     r = run(["bash", "-o", "pipefail", "-c", self.PIPELINES[v], "floor", ticket["url"], out_file],
                             self.env, self.work, rss=True)
-                    digest = r.out.split()[-1] if r.out.split() else ""
+                    # sha256sum prints "HEX  -", openssl dgst "SHA2-256(stdin)= HEX".
+                    digest = next((t for t in r.out.split() if re.fullmatch(r"[0-9a-f]{64}", t)), "")
                     if os.path.getsize(out_file) != size or digest != sha:
                         raise SystemExit(f"{v}: another file or digest than the ticket's: {r.out!r}")
                 elif v_cmd == "datavo warm":
