@@ -399,7 +399,7 @@ class Bench:
                 elif v_cmd == "datavo warm":
                     r = run([self.datavo, "--config", config, "--json", "warm", "bench/one", "--key", KEYS[0],
                              "--key", KEYS[1]], env, self.work, rss=True)
-                    if r.json()["origin"]["bytes"] != size:
+                    if r.json()["origin"]["size_bytes"] != size:
                         raise SystemExit("datavo warm did not fetch the shard from the origin")
                 elif v_cmd == "datavo cache fetch":
                     r = run([self.datavo, "--config", config, "--json", "cache", "fetch", ticket["content_hash"],
@@ -675,9 +675,9 @@ class Bench:
             fields = parse_time_v(open(tv).read())
             shutil.rmtree(self.path("item4-cache"))
             sync()
-            self.log(f"  {label}: {j['bytes'] / MiB:.0f} MiB in {r.wall:.2f} s, client max RSS "
+            self.log(f"  {label}: {j['size_bytes'] / MiB:.0f} MiB in {r.wall:.2f} s, client max RSS "
                      f"{fields['Maximum resident set size (kbytes)']} KiB")
-            return {"wall": r.wall, "bytes": j["bytes"], "origin_shards": j["origin"]["shards"],
+            return {"wall": r.wall, "bytes": j["size_bytes"], "origin_shards": j["origin"]["shards"],
                     "maxrss_kb": int(fields["Maximum resident set size (kbytes)"]),
                     "elapsed": fields["Elapsed (wall clock) time (h:mm:ss or m:ss)"]}
 
