@@ -1,9 +1,9 @@
 #include "datavo/origin_client.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>

@@ -50,8 +50,8 @@ Result<void> parse_azure(config::TierFields& fields, TierConfig& config) {
 
   auto client_id = fields.optional_string("managed_identity_client_id");
   if (!client_id) return std::move(client_id).error();
-  if (*client_id && std::any_of((*client_id)->begin(), (*client_id)->end(),
-                                [](unsigned char c) { return std::isspace(c) != 0; })) {
+  if (*client_id &&
+      std::any_of((*client_id)->begin(), (*client_id)->end(), [](unsigned char c) { return std::isspace(c) != 0; })) {
     return fields.fail("managed_identity_client_id", "must not contain spaces");
   }
   options.managed_identity_client_id = std::move(*client_id);

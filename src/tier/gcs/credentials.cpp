@@ -71,8 +71,8 @@ Result<AccessToken> exchange_form(net::HttpClient& http, const std::string& url,
   auto response = http.perform(request);
   if (!response) {
     // 400 invalid_grant, 401 invalid_client: the endpoint refused the credential itself.
-    const ErrorCode code = response.error().code == ErrorCode::invalid_argument ? ErrorCode::permission_denied
-                                                                                : response.error().code;
+    const ErrorCode code =
+        response.error().code == ErrorCode::invalid_argument ? ErrorCode::permission_denied : response.error().code;
     return Error{code, std::string(what) + ": " + response.error().message};
   }
   return cloud::parse_token_response(response->body, now, what);

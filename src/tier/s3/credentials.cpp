@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "tier/s3/sigv4.hpp"
 #include "tier/cloud/xml.hpp"
+#include "tier/s3/sigv4.hpp"
 #include "util/log.hpp"
 
 extern char** environ;

@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "support/temp_dir.hpp"
-#include "tier/s3/sigv4.hpp"
 #include "tier/cloud/xml.hpp"
+#include "tier/s3/sigv4.hpp"
 #include "unit/tier/s3/fake_aws.hpp"
 #include "util/log.hpp"
 
