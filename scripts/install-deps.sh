@@ -12,6 +12,7 @@ packages=(
   python3-torch                       # the SDK's PyTorch tests (DataLoader workers, ranks); large
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
   faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
+  strace                              # test_cloud_spec_yaml.sh: cache info opens no socket
 )
 
 missing=()
