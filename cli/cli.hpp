@@ -79,6 +79,8 @@ std::optional<UploadSummary> wait_for_uploads(ShardCacheHierarchy& cache);
 nlohmann::json uploads_json(const UploadSummary& summary);
 // "uploads to remote tiers: 3 uploaded, 1 already there, 0 failed" for people.
 std::string describe_uploads(const UploadSummary& summary);
+// Whether anything went up, or was tried: a text report gives the line only then.
+bool any_uploads(const std::optional<UploadSummary>& summary);
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -69,8 +69,7 @@ void print_fetch_result(const GlobalOptions& global, const ShardKey& key, const 
     print_json(out);
   } else {
     std::cout << result.handle.path() << "\n";
-    if (uploads && (uploads->uploaded + uploads->already_present + uploads->failed + uploads->pending) > 0)
-      std::cerr << "datavo: " << describe_uploads(*uploads) << "\n";
+    if (any_uploads(uploads)) std::cerr << "datavo: " << describe_uploads(*uploads) << "\n";
   }
 }
 

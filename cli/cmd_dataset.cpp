@@ -374,8 +374,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
                 << " promoted into it; holds " << truth.cached[i] << " of the " << total << " shards now\n";
     }
     if (truth.nowhere > 0) std::cout << "  cached nowhere: " << truth.nowhere << " shards\n";
-    if (uploads && uploads->uploaded + uploads->already_present + uploads->failed + uploads->pending > 0)
-      std::cout << "  " << describe_uploads(*uploads) << "\n";
+    if (any_uploads(uploads)) std::cout << "  " << describe_uploads(*uploads) << "\n";
   }
   if (failed > 0) {
     throw Fatal{k_exit_failed,

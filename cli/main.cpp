@@ -39,6 +39,10 @@ nlohmann::json uploads_json(const UploadSummary& summary) {
           {"pending", summary.pending}};
 }
 
+bool any_uploads(const std::optional<UploadSummary>& summary) {
+  return summary && summary->uploaded + summary->already_present + summary->failed + summary->pending > 0;
+}
+
 std::string describe_uploads(const UploadSummary& summary) {
   std::string out = "uploads to remote tiers: " + std::to_string(summary.uploaded) + " uploaded, " +
                     std::to_string(summary.already_present) + " already there, " + std::to_string(summary.failed) +
