@@ -19,10 +19,11 @@
 //     tests/unit/tier/gcs/test_gcs_tier.cpp against its fake GCS server (ACreateOfAnExistingObjectIsRefusedWith412...,
 //     AnObjectCreatedByAnotherVmBeforeTheLastChunk..., ARangePinnedToAGenerationThatChangedIs412...).
 //   - No chunked resumable uploads (a session takes its object in one PUT only). uploads_in_parts() is false: the
-//     tiers made here write with a part size (64 MiB) above every object of the cases, so that each goes up as one
-//     uploadType=multipart request, and read with the case's part_size, so that the parallel ranged reads do run
-//     on the emulator (each tier is two views of one bucket, SplitTier below). ABigObjectGoesUp... then checks one
-//     PutObject and the object read back whole; ServerGoingAwayMidUpload drops that PutObject instead of a chunk.
+//     tiers made here write with a part size (64 MiB) above every object of the cases, so that each goes up in one
+//     request with all its bytes (uploadType=multipart up to 8 MiB, above it a resumable session and its one PUT),
+//     and read with the case's part_size, so that the parallel ranged reads do run on the emulator (each tier is
+//     two views of one bucket, SplitTier below). ABigObjectGoesUp... then checks one session and one chunk and the
+//     object read back whole; ServerGoingAwayMidUpload drops that chunk.
 //     Chunked resumable uploads (256 KiB multiples, 308 and the persisted Range, resuming a chunk from the offset
 //     the server reports, a refused chunk not resumed, the session DELETE) are covered by
 //     tests/unit/tier/gcs/test_gcs_tier.cpp (ALargeObjectIsAChunkedResumableUploadInOrder, AChunkThatTheServer-
@@ -32,7 +33,7 @@
 //   - No auth: token refresh (401 mid-transfer, short-lived tokens) is covered by
 //     tests/unit/tier/gcs/test_gcs_tier.cpp with fake token endpoints (ABearerTokenRefusedMidUpload...,
 //     AShortLivedTokenIsRefreshedAheadOfItsExpiryBetweenChunks).
-// open_uploads() is unknown (nullopt): no resumable session is ever opened here.
+// open_uploads() is unknown (nullopt): the emulator cannot list resumable sessions.
 //
 // The bucket of each make() is new: the emulator has no bucket API and makes a bucket at its first upload; an
 // absent bucket lists as empty. The harness reaches around the tier with its own requests (no auth) to store an

@@ -77,7 +77,8 @@ class TierHarness {
   virtual std::string empty_object_problem() const { return {}; }
   // Objects above part_size go up in parts (multipart, blocks, resumable chunks). false: the server cannot take
   // parts, and the harness's tiers write with a part size above every object of the cases (they still read with
-  // the case's part_size), so that a big object goes up as one PutObject.
+  // the case's part_size), so that a big object goes up in one request with all its bytes: a PutObject, or the one
+  // UploadPart of a session that a CreateMultipartUpload opened (GCS's resumable upload in one chunk).
   virtual bool uploads_in_parts() const { return true; }
   // The requests that start a multipart upload (S3: CreateMultipartUpload; Azure's blocks need none).
   virtual int requests_to_start_an_upload() const { return 1; }

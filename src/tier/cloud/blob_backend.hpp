@@ -104,6 +104,9 @@ class BlobBackend {
   virtual Result<void> abort_upload(const std::string& name, const std::string& upload_id) = 0;
   // Whether parts may be sent by several threads at once (GCS's resumable uploads are sequential).
   virtual bool parallel_parts() const { return true; }
+  // The largest entry that put() writes in one request, given the tier's part_size; a larger one goes up through
+  // start_upload() in parts of part_size (one part when part_size covers it).
+  virtual Bytes one_request_limit(Bytes part_size) const { return part_size; }
 
   // Removes `name`; false when there was nothing to remove.
   virtual Result<bool> remove(const std::string& name) = 0;

@@ -156,7 +156,7 @@ class RemoteTier final : public Tier, public RemoteCoordination {
     if (read_only()) return Error{ErrorCode::permission_denied, "tier '" + name() + "' is read-only"};
     const std::string object = entry_object_name(options_, key);
     const EntryMetadata metadata{digest, source.size()};
-    if (source.size() <= options_.part_size) {
+    if (source.size() <= backend_->one_request_limit(options_.part_size)) {
       return backend_->put(object, net::FileBody{source.fd(), source.size(), 0}, metadata, Overwrite::no);
     }
     return multipart_upload(object, source, metadata);

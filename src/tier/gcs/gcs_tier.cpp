@@ -1,7 +1,8 @@
 // The GCS backend of the remote-tier layer, over the JSON API: media downloads pinned to the generation
-// (ifGenerationMatch), multipart uploads for small objects and chunked resumable uploads for large ones (resumed
-// from the offset the server reports), ifGenerationMatch=0 as the conditional create, MD5 sent with every upload
-// so that GCS refuses corrupt bytes, Application Default Credentials (gcs/credentials.hpp).
+// (ifGenerationMatch), multipart uploads for small objects and resumable uploads in chunks of part_size for large
+// ones (one chunk when part_size covers the object; resumed from the offset the server reports),
+// ifGenerationMatch=0 as the conditional create, MD5 sent with every multipart upload so that GCS refuses corrupt
+// bytes, Application Default Credentials (gcs/credentials.hpp).
 #include "datavo/gcs_tier.hpp"
 
 #include <openssl/evp.h>
@@ -35,6 +36,11 @@ constexpr const char* k_meta_size = "datavo-size";
 // Resumable chunks must be multiples of this (GCS's rule), except the last.
 constexpr std::uint64_t k_chunk_granularity = 256 * 1024;
 constexpr const char* k_boundary = "datavo-multipart-boundary-7b0c4e";
+// Above this an upload is resumable even when part_size would allow one multipart request: a failure then costs
+// the bytes after the last offset the server persisted, not the whole object. Google's Python client draws the
+// line at the same 8 MiB (_MAX_MULTIPART_SIZE); servers may also cap a request body that they buffer (the
+// firebase-tools emulator refuses multipart bodies above 130 MiB).
+constexpr Bytes k_multipart_limit = MiB(8);
 
 // Percent-encodes all but the unreserved characters: an object name is one path segment in the JSON API.
 std::string encode_component(std::string_view text) {
@@ -355,6 +361,8 @@ class GcsBackend final : public BlobBackend {
   }
 
   bool parallel_parts() const override { return false; }
+
+  Bytes one_request_limit(Bytes part_size) const override { return std::min(part_size, k_multipart_limit); }
 
   Result<bool> remove(const std::string& name) override {
     net::HttpRequest request;

@@ -56,6 +56,7 @@ struct SeenRequest {
   std::map<std::string, std::string> query;  // decoded
   std::string range;                         // the Range header
   std::string content_range;                 // the Content-Range header
+  std::string content_type;                  // the Content-Type header, empty when absent
   std::string authorization;                 // the Authorization header
   std::size_t body_bytes = 0;
   int status = 0;
@@ -261,6 +262,7 @@ class FakeGcs {
     for (const auto& [key, value] : req.params) seen.query[key] = value;
     seen.range = req.get_header_value("Range");
     seen.content_range = req.get_header_value("Content-Range");
+    seen.content_type = req.get_header_value("Content-Type");
     seen.authorization = req.get_header_value("Authorization");
     seen.body_bytes = req.body.size();
     std::function<void(const SeenRequest&)> hook;

@@ -93,6 +93,7 @@ struct TierSetup {
   int max_attempts = 3;
   std::size_t concurrency = 4;
   bool emulator_host = true;  // STORAGE_EMULATOR_HOST instead of endpoint_url: no credentials
+  Bytes part_size{k_part};
 };
 
 class GcsTierTest : public ::testing::Test {
@@ -110,7 +111,7 @@ class GcsTierTest : public ::testing::Test {
     options.bucket = k_bucket;
     options.project = setup.project;
     options.remote.name = "gcs";
-    options.remote.part_size = Bytes{k_part};
+    options.remote.part_size = setup.part_size;
     options.remote.concurrency = setup.concurrency;
     options.remote.single_flight = setup.single_flight;
     options.remote.transport.connect_timeout = Milliseconds{2'000};
@@ -213,6 +214,44 @@ TEST_F(GcsTierTest, AnObjectCreatedByAnotherVmBeforeTheLastChunkIsAlreadyPresent
   ASSERT_TRUE(installed) << installed.error().message;
   EXPECT_EQ(*installed, InstallOutcome::already_present);
   EXPECT_EQ(gcs_.object(k_bucket, object_name(key))->bytes, other) << "the first VM's object stays";
+}
+
+// Above 8 MiB an upload is resumable even when part_size covers it, and then goes in one PUT of the whole object
+// (what Google's clients do without a chunk size). That PUT has no Content-Type: the session's initiation gave it.
+TEST_F(GcsTierTest, AnObjectAbove8MiBThatPartSizeCoversIsOneResumableSessionAndOnePutOfAllOfIt) {
+  TierSetup setup;
+  setup.part_size = MiB(32);
+  auto tier = make(setup);
+
+  const auto small = make_key(40);
+  const std::string eight = random_bytes(8u << 20, 40);
+  auto installed = install(*tier, small, eight);
+  ASSERT_TRUE(installed) << installed.error().message;
+  auto requests = gcs_.requests();
+  ASSERT_EQ(requests.size(), 1u) << "8 MiB exactly is still one multipart request";
+  EXPECT_EQ(requests[0].param("uploadType"), "multipart");
+
+  gcs_.clear_requests();
+  const auto large = make_key(41);
+  const std::string bytes = random_bytes((9u << 20) + 1001, 41);
+  installed = install(*tier, large, bytes);
+  ASSERT_TRUE(installed) << installed.error().message;
+  EXPECT_EQ(*installed, InstallOutcome::installed);
+  requests = gcs_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].param("uploadType"), "resumable");
+  EXPECT_EQ(requests[0].param("ifGenerationMatch"), "0");
+  EXPECT_EQ(requests[1].method, "PUT");
+  EXPECT_EQ(requests[1].content_range,
+            "bytes 0-" + std::to_string(bytes.size() - 1) + "/" + std::to_string(bytes.size()));
+  EXPECT_EQ(requests[1].body_bytes, bytes.size());
+  EXPECT_EQ(requests[1].content_type, "") << "a body parser that a Content-Type triggers would buffer the object";
+  EXPECT_EQ(requests[1].status, 200);
+  auto stored = gcs_.object(k_bucket, object_name(large));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->bytes, bytes);
+  EXPECT_EQ(stored->metadata, datavo_metadata(bytes));
 }
 
 TEST_F(GcsTierTest, ALargeObjectIsAChunkedResumableUploadInOrder) {
