@@ -12,10 +12,11 @@ from the same run under the same machine load:
     once) and curl (one Put Blob).
   gcs: download of a SIZE object (written by @google-cloud/storage with Datavo's metadata) through the GCS tier
     (defaults, concurrency 1, and part_size 512 MiB: one GET), file.download, TransferManager.downloadFileInChunks
-    and curl of the media URL; upload of a file of GCS_UPLOAD_MIB (the emulator refuses request bodies above
-    130 MiB, and finalises a resumable upload on its first chunk: the GCS tier cannot upload more than that to it)
-    through the GCS tier (part_size 512 MiB: one uploadType=multipart request), bucket.upload (its default,
-    resumable, and resumable: false) and curl (uploadType=media).
+    and curl of the media URL; upload of a file of GCS_UPLOAD_MIB (default SIZE) through the GCS tier (part_size
+    512 MiB: one resumable session and one PUT of the whole file; the emulator finalises a resumable upload on its
+    first chunk, so the default part_size cannot upload more than one chunk to it), bucket.upload (its default,
+    resumable in one PUT; and resumable: false, one multipart request, only up to 128 MiB: the emulator refuses
+    multipart bodies above 130 MiB) and curl (uploadType=media, the file as the body with no Content-Type).
 Measured per run: wall seconds (in-process for Datavo and the SDKs: the client made and connected before the clock;
 whole process for curl), the client's CPU (in-process, and user + system of the whole process from
 RUSAGE_CHILDREN), and the emulator's CPU (utime + stime of its PID from /proc/PID/stat, before and after the run).
@@ -206,23 +207,23 @@ class Bench:
             "download: curl GET (media URL; floor)":
                 (lambda rep: ["curl", "-sf", "-o", o, "%s/download/storage/v1/b/%s/o/%s?alt=media" % (
                     endpoint, bucket, quoted(obj))], None),
-            up + ": GCS tier, part_size 512 MiB (one uploadType=multipart)":
+            up + ": GCS tier, part_size 512 MiB (one resumable session, one PUT)":
                 (lambda rep: self.ours("gcs", "upload", endpoint, bucket, up_hash(rep), upload_source,
                                        "--part-size", str(512 << 20)),
                  lambda rep: delete("local/%s.tar" % up_hash(rep))),
             up + ": SDK bucket.upload (default: resumable, one PUT)":
                 (lambda rep: self.sdk("gcs", "upload", "--bucket", bucket, "--name", "sdk-up/%d" % rep,
                                       "--file", upload_source), lambda rep: delete("sdk-up/%d" % rep)),
-            up + ": SDK bucket.upload (resumable: false: multipart)":
-                (lambda rep: self.sdk("gcs", "upload", "--bucket", bucket, "--name", "sdk-mp/%d" % rep,
-                                      "--file", upload_source, "--mode", "multipart"),
-                 lambda rep: delete("sdk-mp/%d" % rep)),
             up + ": curl POST (uploadType=media; floor)":
-                (lambda rep: ["curl", "-sf", "-o", "/dev/null", "--data-binary", "@" + upload_source, "-H",
-                              "Content-Type: application/octet-stream",
+                (lambda rep: ["curl", "-sf", "-o", "/dev/null", "-X", "POST", "-T", upload_source, "-H", "Expect:",
                               "%s/upload/storage/v1/b/%s/o?uploadType=media&name=curl-up%%2F%d" % (
                                   endpoint, bucket, rep)], lambda rep: delete("curl-up/%d" % rep)),
         }
+        if upload_size <= 128 << 20:  # the emulator's multipart cap (above)
+            variants[up + ": SDK bucket.upload (resumable: false: multipart)"] = (
+                lambda rep: self.sdk("gcs", "upload", "--bucket", bucket, "--name", "sdk-mp/%d" % rep,
+                                     "--file", upload_source, "--mode", "multipart"),
+                lambda rep: delete("sdk-mp/%d" % rep))
         self.measure("gcs", a.gcs_pid, variants, env,
                      lambda label: upload_size if label.startswith("upload") else size)
         delete(obj)
@@ -283,7 +284,7 @@ def main():
     p.add_argument("--report", metavar="JSON", help="only print the tables of a run's --json file")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--size-mib", type=int, default=256)
-    p.add_argument("--gcs-upload-mib", type=int, default=128)
+    p.add_argument("--gcs-upload-mib", type=int, default=0, help="default: --size-mib")
     p.add_argument("--bench-bin")
     p.add_argument("--node", default="node")
     p.add_argument("--work")
@@ -299,6 +300,7 @@ def main():
         p.error("--bench-bin, --work and --json are required (unless --report)")
 
     os.makedirs(args.work, exist_ok=True)
+    args.gcs_upload_mib = args.gcs_upload_mib or args.size_mib
     size, upload_size = args.size_mib << 20, args.gcs_upload_mib << 20
     source = os.path.join(args.work, "source.bin")
     make_file(source, args.size_mib)

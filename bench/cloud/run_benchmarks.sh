@@ -5,7 +5,7 @@
 # the Azure and GCS tiers beside the Node SDKs and curl, medians of REPS interleaved rounds, with the CPU of the
 # clients and of the emulators), and stops the emulators by PID (their run dir is this run's own).
 #
-# Usage: bench/cloud/run_benchmarks.sh [REPS] [SIZE_MIB] [GCS_UPLOAD_MIB]   (defaults 5, 256 and 128; about 15
+# Usage: bench/cloud/run_benchmarks.sh [REPS] [SIZE_MIB] [GCS_UPLOAD_MIB]   (defaults 5, 256 and SIZE_MIB; about 15
 #        minutes on 2 cores)
 # Environment: DATAVO_BENCH_BUILD (default <repo>/build-bench), DATAVO_BENCH_DIR (default /var/tmp: a disk),
 #              DATAVO_JOBS (default 2).
@@ -14,7 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${DATAVO_BENCH_BUILD:-$root/build-bench}"
 reps="${1:-5}"
 size="${2:-256}"
-gcs_upload="${3:-128}"
+gcs_upload="${3:-$size}"
 . "$root/bench/emulator_bench.sh"
 bench_start datavo-cloud-bench
 bench_build bench_cloud_transfer

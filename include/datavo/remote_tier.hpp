@@ -30,7 +30,8 @@ struct RemoteTierOptions {
   // Informational: shards larger than this are not stored here (the bucket's lifecycle rules evict, not us).
   std::optional<Bytes> max_bytes;
   Access access = Access::read_write;
-  // Objects above part_size are read with parallel ranged GETs and written as multipart (or block) uploads.
+  // Objects above part_size are read with parallel ranged GETs and written as multipart (or block) uploads of
+  // parts of this size (GCS: resumable above 8 MiB even when part_size is larger, in one chunk then).
   Bytes part_size = MiB(16);
   std::size_t concurrency = 8;
   UploadMode upload = UploadMode::background;

@@ -6,8 +6,9 @@
 #      overwrites; that fails the tier with single_flight: true and is a WARNING with single_flight: false; the
 #      probe object is removed either way;
 #   3. `cache fetch` on a miss fetches, installs locally and uploads with the metadata datavo-sha256 / datavo-size
-#      (uploadType=multipart; with part_size 64MiB a 40 MiB shard too, since the emulator cannot take resumable
-#      uploads in chunks); a second VM reads it from the bucket in ranges, without asking the origin;
+#      (uploadType=multipart; a 40 MiB shard, with part_size 64MiB, as a resumable session and its one PUT, since
+#      the emulator cannot take resumable uploads in chunks); a second VM reads it from the bucket in ranges, without
+#      asking the origin;
 #   4. `warm` from `datavo serve` (single_flight: false: no leases on a server without preconditions): each shard
 #      fetched once and uploaded once; a second VM warms with 0 shard requests to the origin.
 # What the emulator cannot show (preconditions, chunked resumable uploads, userProject, a missing bucket, tokens)
@@ -86,7 +87,7 @@ meta=$(gcstool head $BUCKET "$(entry_name local "$h_small")")
 expect_eq "fetch: uploaded with datavo-sha256 and datavo-size" "[\"$sha_small\", \"300000\"]" \
   "$(json "[j['metadata'].get('datavo-sha256'), j['metadata'].get('datavo-size')]" <<<"$meta")"
 meta=$(gcstool head $BUCKET "$(entry_name local "$h_big")")
-expect_eq "fetch of 40 MiB: uploaded (one multipart upload under part_size 64MiB), with its metadata" \
+expect_eq "fetch of 40 MiB: uploaded (a resumable upload in one PUT under part_size 64MiB), with its metadata" \
   "[$big_size, \"$sha_big\"]" "$(json "[j['size'], j['metadata'].get('datavo-sha256')]" <<<"$meta")"
 
 E2E_CONFIG=$E2E_TMP/vm2.yaml

@@ -8,7 +8,8 @@
 //     pinned to the first response's version; a conflict (the object changed) restarts the object once.
 //   - read_into() returns the object's metadata (datavo-sha256, datavo-size) as the Expectation that the
 //     hierarchy checks before installing anything: bytes that do not match are never installed.
-//   - install_copy() is a conditional create: one PUT up to part_size, otherwise a multipart upload whose parts
+//   - install_copy() is a conditional create: one PUT up to part_size (or the backend's smaller
+//     one_request_limit()), otherwise a multipart upload whose parts
 //     are sent in parallel (when the service allows), each retried on its own by the transport, and aborted on
 //     any failure. already_present when another VM stored the same bytes first.
 //   - Leases (RemoteCoordination), when single_flight is on and the tier is writable: a conditional create of the
