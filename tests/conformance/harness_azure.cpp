@@ -44,6 +44,7 @@
 #include "tier/cloud/credentials.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::conformance {
 namespace {
@@ -100,7 +101,7 @@ std::string account_sas(const std::string& account, const std::string& key) {
   const std::string st = utc(cloud::WallClock::now() - 5min), se = utc(cloud::WallClock::now() + 2h);
   const std::string string_to_sign =
       account + "\n" + sp + "\n" + ss + "\n" + srt + "\n" + st + "\n" + se + "\n" + "\n" + spr + "\n" + sv + "\n\n";
-  auto q = [](const std::string& v) { return cloud::percent_encode(v); };
+  auto q = [](const std::string& v) { return util::percent_encode(v); };
   return "sv=" + sv + "&ss=" + ss + "&srt=" + srt + "&sp=" + sp + "&st=" + q(st) + "&se=" + q(se) + "&spr=" + q(spr) +
          "&sig=" + q(hmac_sha256_base64(key, string_to_sign));
 }

@@ -57,6 +57,7 @@
 #include "tier/cloud/credentials.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/gcs_tier.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::conformance {
 namespace {
@@ -203,7 +204,7 @@ class GcsHarness final : public TierHarness {
   }
 
   std::string object_path(const ShardKey& key) const {
-    return "/storage/v1/b/" + bucket_ + "/o/" + cloud::percent_encode(cloud::entry_object_name(options_, key));
+    return "/storage/v1/b/" + bucket_ + "/o/" + util::percent_encode(cloud::entry_object_name(options_, key));
   }
 
   void upload(const ShardKey& key, const std::string& bytes, const Sha256& sha) {

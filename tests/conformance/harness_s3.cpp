@@ -26,6 +26,7 @@
 #include "tier/cloud/xml.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::conformance {
 namespace {
@@ -160,7 +161,7 @@ class S3Harness final : public TierHarness {
 
  private:
   std::string object_path(const ShardKey& key) const {
-    return "/" + bucket_ + "/" + s3::aws_uri_encode(cloud::entry_object_name(options_, key), false);
+    return "/" + bucket_ + "/" + util::percent_encode(cloud::entry_object_name(options_, key), util::Slash::keep);
   }
 
   void put_object(const ShardKey& key, const std::string& bytes, const Sha256& sha, Bytes size) {

@@ -9,16 +9,18 @@
 #include "datavo/azure_blob_tier.hpp"
 #include "tier/azure/credentials.hpp"
 #include "tier/cloud/checksums.hpp"
+#include "tier/cloud/header_backend.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/base64.hpp"
+#include "util/decimal.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo {
 namespace {
 
-using cloud::BlobBackend;
 using cloud::ByteRange;
 using cloud::EntryMetadata;
 using cloud::ListedObject;
@@ -31,32 +33,6 @@ constexpr Bytes k_max_block_size{4000ull * 1024 * 1024};
 constexpr const char* k_meta_sha256 = "x-ms-meta-datavo_sha256";
 constexpr const char* k_meta_size = "x-ms-meta-datavo_size";
 
-// Percent-encodes a blob name for its URL, keeping '/' (blob names are paths).
-std::string encode_path(std::string_view text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-      out += char(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
-std::optional<std::uint64_t> parse_decimal(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + std::uint64_t(c - '0');
-  }
-  return value;
-}
-
 // The x-ms-error-code of an Azure answer (also in the XML body's <Code>).
 std::string error_code(const net::HttpResponse& response) {
   if (auto code = response.header("x-ms-error-code")) return std::string(*code);
@@ -65,10 +41,11 @@ std::string error_code(const net::HttpResponse& response) {
   return "";
 }
 
-class AzureBackend final : public BlobBackend {
+class AzureBackend final : public cloud::HeaderBackend {
  public:
   AzureBackend(AzureBlobTierOptions options, cloud::CredentialEnv env)
-      : options_(std::move(options)),
+      : HeaderBackend({"x-ms-range", k_meta_sha256, k_meta_size, "blob"}),
+        options_(std::move(options)),
         env_(std::move(env)),
         http_(std::make_shared<net::HttpClient>(options_.remote.transport)) {
     // A SAS given inside the container URL (as the portal copies it) serves as the tier's sas_token.
@@ -86,42 +63,6 @@ class AzureBackend final : public BlobBackend {
   Result<std::string> credentials() override {
     DATAVO_TRY(resolve());
     return description_;
-  }
-
-  Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
-                                        ByteSink& sink) override {
-    net::HttpRequest request;
-    request.url = blob_url(name);
-    if (range) {
-      request.headers.push_back({"x-ms-range", "bytes=" + std::to_string(range->first) + "-" +
-                                                   std::to_string(range->first + range->length - 1)});
-    }
-    if (pin) request.headers.push_back({"If-Match", *pin});
-    request.sink = &sink;
-    request.accepted_statuses = {404, 412, 416};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 404) {
-      DATAVO_TRY(container_exists(*response));
-      return std::optional<ObjectInfo>{};
-    }
-    if (response->status == 412) return Error{ErrorCode::conflict, name + " changed (HTTP 412 to If-Match)"};
-    if (response->status == 416) {
-      if (range && range->first == 0) return get(name, std::nullopt, pin, sink);
-      return Error{ErrorCode::remote, name + ": HTTP 416 to a range inside the blob"};
-    }
-    return std::optional<ObjectInfo>{info_of(*response)};
-  }
-
-  Result<std::optional<ObjectInfo>> head(const std::string& name) override {
-    net::HttpRequest request;
-    request.method = net::HttpMethod::head;
-    request.url = blob_url(name);
-    request.accepted_statuses = {404};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 404) return std::optional<ObjectInfo>{};
-    return std::optional<ObjectInfo>{info_of(*response)};
   }
 
   Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
@@ -162,7 +103,7 @@ class AzureBackend final : public BlobBackend {
     const std::string block_id = this->block_id(upload_id, number);
     net::HttpRequest request;
     request.method = net::HttpMethod::put;
-    request.url = blob_url(name, "comp=block&blockid=" + encode_query_value(block_id));
+    request.url = blob_url(name, "comp=block&blockid=" + util::percent_encode(block_id));
     request.body = part;
     request.headers.push_back({"Content-Type", "application/octet-stream"});
     request.idempotent = true;
@@ -217,8 +158,8 @@ class AzureBackend final : public BlobBackend {
     std::vector<ListedObject> out;
     std::string marker;
     for (;;) {
-      std::string query = "restype=container&comp=list&prefix=" + encode_query_value(prefix);
-      if (!marker.empty()) query += "&marker=" + encode_query_value(marker);
+      std::string query = "restype=container&comp=list&prefix=" + util::percent_encode(prefix);
+      if (!marker.empty()) query += "&marker=" + util::percent_encode(marker);
       net::HttpRequest request;
       request.url = container_ + "?" + query;
       request.accepted_statuses = {404};
@@ -236,7 +177,7 @@ class AzureBackend final : public BlobBackend {
         return Error{ErrorCode::remote, "List Blobs of " + container_ + ": malformed XML"};
       for (std::size_t i = 0; i < blobs->size(); ++i) {
         out.push_back(ListedObject{(*blobs)[i]["Name"],
-                                   Bytes{parse_decimal((*properties)[i]["Content-Length"]).value_or(0)},
+                                   Bytes{util::parse_decimal((*properties)[i]["Content-Length"]).value_or(0)},
                                    std::chrono::system_clock::time_point{}});
       }
       marker = (*top)["NextMarker"];
@@ -261,30 +202,15 @@ class AzureBackend final : public BlobBackend {
     return {};
   }
 
-  Result<net::HttpResponse> perform(net::HttpRequest& request) {
+  Result<net::HttpResponse> perform(net::HttpRequest& request) override {
     DATAVO_TRY(resolve());
     request.auth = auth_.get();
     return http_->perform(request);
   }
 
   std::string blob_url(const std::string& name, const std::string& query = "") const {
-    std::string url = container_ + "/" + encode_path(name);
+    std::string url = container_ + "/" + util::percent_encode(name, util::Slash::keep);
     return query.empty() ? url : url + "?" + query;
-  }
-
-  static std::string encode_query_value(std::string_view text) {
-    static const char* hex = "0123456789ABCDEF";
-    std::string out;
-    for (unsigned char c : text) {
-      if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-        out += char(c);
-      } else {
-        out += '%';
-        out += hex[c >> 4];
-        out += hex[c & 15];
-      }
-    }
-    return out;
   }
 
   // Block ids of one blob must all have the same length: "<upload prefix>-<6-digit part number>", base64.
@@ -294,7 +220,9 @@ class AzureBackend final : public BlobBackend {
     return util::base64_encode(upload_id + "-" + digits);
   }
 
-  Result<void> container_exists(const net::HttpResponse& response) const {
+  std::string object_url(const std::string& name) override { return blob_url(name); }
+
+  Result<void> container_exists(const net::HttpResponse& response) const override {
     if (error_code(response) == "ContainerNotFound") {
       return Error{ErrorCode::not_found, "the container " + container_ + " does not exist"};
     }
@@ -305,24 +233,6 @@ class AzureBackend final : public BlobBackend {
     const std::string code = error_code(response);
     if (code == "BlobAlreadyExists" || code.empty()) return InstallOutcome::already_present;
     return Error{ErrorCode::remote, "writing " + name + ": HTTP 409 " + code};
-  }
-
-  static void add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) {
-    headers.push_back({k_meta_sha256, metadata.sha256.hex()});
-    headers.push_back({k_meta_size, std::to_string(metadata.size.count())});
-  }
-
-  static ObjectInfo info_of(const net::HttpResponse& response) {
-    ObjectInfo info;
-    info.size = Bytes{response.entity_size.value_or(response.body_bytes.count())};
-    if (auto etag = response.header("ETag")) info.version = std::string(*etag);
-    if (auto sha = response.header(k_meta_sha256)) {
-      if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
-    }
-    if (auto size = response.header(k_meta_size)) {
-      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
-    }
-    return info;
   }
 
   AzureBlobTierOptions options_;

@@ -12,6 +12,7 @@
 
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 #include "util/subprocess.hpp"
 
 namespace datavo::azure {
@@ -196,15 +197,15 @@ class ManagedIdentityLink final : public Link {
     net::HttpRequest request;
     std::string query;
     if (app_service()) {
-      query = "api-version=2019-08-01&resource=" + cloud::percent_encode(k_storage_resource);
+      query = "api-version=2019-08-01&resource=" + util::percent_encode(k_storage_resource);
       request.headers = {{"X-IDENTITY-HEADER", *identity_header_}};
       request.url = *identity_endpoint_ + (identity_endpoint_->find('?') == std::string::npos ? "?" : "&");
     } else {
-      query = "api-version=2018-02-01&resource=" + cloud::percent_encode(k_storage_resource);
+      query = "api-version=2018-02-01&resource=" + util::percent_encode(k_storage_resource);
       request.headers = {{"Metadata", "true"}};
       request.url = imds_ + k_imds_token_path + "?";
     }
-    if (!client_id_.empty()) query += "&client_id=" + cloud::percent_encode(client_id_);
+    if (!client_id_.empty()) query += "&client_id=" + util::percent_encode(client_id_);
     request.url += query;
     request.headers.push_back({"Accept", "application/json"});
     request.deadline = k_identity_deadline;

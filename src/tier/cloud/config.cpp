@@ -57,7 +57,8 @@ Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& c
   if (*part_size) {
     if (**part_size < k_min_part_size || **part_size > k_max_part_size) {
       return fields.fail("part_size", "must be from " + format_byte_size(k_min_part_size) + " to " +
-                                          format_byte_size(k_max_part_size) + " (S3's part limits, which every cloud tier keeps)");
+                                          format_byte_size(k_max_part_size) +
+                                          " (S3's part limits, which every cloud tier keeps)");
     }
     out.part_size = **part_size;
   }

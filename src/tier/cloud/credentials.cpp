@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::cloud {
 namespace {
@@ -92,25 +93,6 @@ void TokenCache::invalidate() {
   token_.reset();
 }
 
-std::string percent_encode(std::string_view text) {
-  static constexpr char k_digits[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                            c == '.' || c == '_' || c == '~';
-    if (unreserved) {
-      out += c;
-    } else {
-      out += '%';
-      out += k_digits[byte >> 4];
-      out += k_digits[byte & 0x0f];
-    }
-  }
-  return out;
-}
-
 std::optional<std::string> percent_decode(std::string_view text) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -140,9 +122,9 @@ std::string form_encode(const std::vector<std::pair<std::string, std::string>>& 
   std::string out;
   for (const auto& [name, value] : fields) {
     if (!out.empty()) out += '&';
-    out += percent_encode(name);
+    out += util::percent_encode(name);
     out += '=';
-    out += percent_encode(value);
+    out += util::percent_encode(value);
   }
   return out;
 }

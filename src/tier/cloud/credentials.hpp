@@ -71,8 +71,6 @@ class TokenCache {
   WallClock::time_point obtained_at_;  // guarded by mutex_
 };
 
-// RFC 3986 percent-encoding of everything but the unreserved characters (A-Z a-z 0-9 - . _ ~).
-std::string percent_encode(std::string_view text);
 // Percent-decoding ('+' is a space, as in forms); nullopt on a malformed escape.
 std::optional<std::string> percent_decode(std::string_view text);
 // application/x-www-form-urlencoded: name=value pairs, percent-encoded, joined by '&'.

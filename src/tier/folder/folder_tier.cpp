@@ -14,6 +14,7 @@
 #include "tier/folder/internal.hpp"
 #include "tier/folder/scan.hpp"
 #include "tier/folder/staging.hpp"
+#include "util/decimal.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -80,16 +81,6 @@ Result<std::optional<std::string>> read_xattr(int fd, const char* name) {
   return std::optional<std::string>{std::string(buffer, std::size_t(n))};
 }
 
-std::optional<std::uint64_t> parse_decimal(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + std::uint64_t(c - '0');
-  }
-  return value;
-}
-
 }  // namespace
 
 std::string key_record(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex(); }
@@ -99,7 +90,7 @@ Result<EntryRecord> read_record_xattrs(int fd, XattrPart part) {
   auto size = read_xattr(fd, k_size_xattr);
   if (!size) return std::move(size).error();
   if (*size) {
-    if (auto parsed = parse_decimal(**size)) record.size = Bytes{*parsed};
+    if (auto parsed = util::parse_decimal(**size)) record.size = Bytes{*parsed};
   }
   if (record.size) {
     // Only entries installed since keys are recorded have one; the others keep being served on their size.
@@ -122,7 +113,7 @@ EntryRecord parse_sidecar(std::string_view text) {
   const auto space = text.find(' ');
   if (auto digest = Sha256::parse(text.substr(0, space))) record.sha256 = *digest;
   if (space != std::string_view::npos) {
-    if (auto size = parse_decimal(text.substr(space + 1))) record.size = Bytes{*size};
+    if (auto size = util::parse_decimal(text.substr(space + 1))) record.size = Bytes{*size};
   }
   return record;
 }

@@ -17,7 +17,9 @@
 #include "tier/gcs/credentials.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "util/base64.hpp"
+#include "util/decimal.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo {
 namespace {
@@ -42,38 +44,12 @@ constexpr const char* k_boundary = "datavo-multipart-boundary-7b0c4e";
 // firebase-tools emulator refuses multipart bodies above 130 MiB).
 constexpr Bytes k_multipart_limit = MiB(8);
 
-// Percent-encodes all but the unreserved characters: an object name is one path segment in the JSON API.
-std::string encode_component(std::string_view text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += char(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
-std::optional<std::uint64_t> parse_decimal(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + std::uint64_t(c - '0');
-  }
-  return value;
-}
-
 // GCS writes decimal numbers in JSON as strings ("size": "123").
 std::optional<std::uint64_t> json_number(const nlohmann::json& j, const char* field) {
   auto it = j.find(field);
   if (it == j.end()) return std::nullopt;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_string()) return parse_decimal(it->get<std::string>());
+  if (it->is_string()) return util::parse_decimal(it->get<std::string>());
   return std::nullopt;
 }
 
@@ -87,7 +63,7 @@ ObjectInfo info_of_resource(const nlohmann::json& resource) {
       if (auto parsed = Sha256::parse(sha->get<std::string>())) info.sha256 = *parsed;
     }
     if (auto size = metadata->find(k_meta_size); size != metadata->end() && size->is_string()) {
-      if (auto parsed = parse_decimal(size->get<std::string>())) info.recorded_size = Bytes{*parsed};
+      if (auto parsed = util::parse_decimal(size->get<std::string>())) info.recorded_size = Bytes{*parsed};
     }
   }
   return info;
@@ -192,7 +168,7 @@ class GcsBackend final : public BlobBackend {
       if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
     }
     if (auto size = response->header(std::string("x-goog-meta-") + k_meta_size)) {
-      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
+      if (auto parsed = util::parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
     }
     // Media responses do not always carry custom metadata (the emulator's do not): the object resource does. A
     // pinned read is a later range of a read whose first answer brought the metadata already.
@@ -289,7 +265,7 @@ class GcsBackend final : public BlobBackend {
                                    const net::FileBody& part, const Sha256&) override {
     if (upload_id == k_already_present) return UploadedPart{number, "", "", InstallOutcome::already_present};
     const auto space = upload_id.find(' ');
-    const std::uint64_t total = parse_decimal(std::string_view(upload_id).substr(0, space)).value_or(0);
+    const std::uint64_t total = util::parse_decimal(std::string_view(upload_id).substr(0, space)).value_or(0);
     const std::string session = upload_id.substr(space + 1);
     const std::uint64_t end = part.offset + part.size.count();
     if (end != total && part.size.count() % k_chunk_granularity != 0) {
@@ -382,7 +358,7 @@ class GcsBackend final : public BlobBackend {
       std::vector<std::pair<std::string, std::string>> query = {{"prefix", prefix}};
       if (token) query.emplace_back("pageToken", *token);
       net::HttpRequest request;
-      request.url = endpoint() + "/storage/v1/b/" + encode_component(options_.bucket) + "/o?" + query_string(query);
+      request.url = endpoint() + "/storage/v1/b/" + util::percent_encode(options_.bucket) + "/o?" + query_string(query);
       request.accepted_statuses = {404};
       auto response = perform(request);
       if (!response) return std::move(response).error();
@@ -471,7 +447,7 @@ class GcsBackend final : public BlobBackend {
     std::string out;
     for (const auto& [key, value] : query) {
       if (!out.empty()) out += '&';
-      out += encode_component(key) + "=" + encode_component(value);
+      out += util::percent_encode(key) + "=" + util::percent_encode(value);
     }
     return out;
   }
@@ -480,7 +456,7 @@ class GcsBackend final : public BlobBackend {
                          const std::string* generation = nullptr) {
     if (generation && !generation->empty()) query.emplace_back("ifGenerationMatch", *generation);
     std::string url =
-        endpoint() + "/storage/v1/b/" + encode_component(options_.bucket) + "/o/" + encode_component(name);
+        endpoint() + "/storage/v1/b/" + util::percent_encode(options_.bucket) + "/o/" + util::percent_encode(name);
     const std::string q = query_string(std::move(query));
     return q.empty() ? url : url + "?" + q;
   }
@@ -489,7 +465,7 @@ class GcsBackend final : public BlobBackend {
     std::vector<std::pair<std::string, std::string>> query = {{"uploadType", upload_type}};
     // The conditional create: 412 when any generation of the object exists.
     if (overwrite == Overwrite::no) query.emplace_back("ifGenerationMatch", "0");
-    return endpoint() + "/upload/storage/v1/b/" + encode_component(options_.bucket) + "/o?" + query_string(query);
+    return endpoint() + "/upload/storage/v1/b/" + util::percent_encode(options_.bucket) + "/o?" + query_string(query);
   }
 
   static nlohmann::json metadata_json(const EntryMetadata& metadata) {
@@ -502,7 +478,7 @@ class GcsBackend final : public BlobBackend {
     if (!range) return 0;
     const auto dash = range->find('-');
     if (dash == std::string_view::npos) return 0;
-    auto last = parse_decimal(range->substr(dash + 1));
+    auto last = util::parse_decimal(range->substr(dash + 1));
     return last ? *last + 1 : 0;
   }
 

@@ -23,6 +23,7 @@
 #include "tier/cloud/xml.hpp"
 #include "tier/s3/sigv4.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 extern char** environ;
 
@@ -537,9 +538,9 @@ class DefaultChain final : public AwsCredentialProvider {
     request.headers = {{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
                        {"Accept", "application/xml"}};
     // In the body, not the URL: the token is a secret and URLs reach logs (redacted, but still).
-    request.body = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + aws_uri_encode(*role_arn, true) +
-                   "&RoleSessionName=" + aws_uri_encode(*session_name, true) +
-                   "&WebIdentityToken=" + aws_uri_encode(jwt, true);
+    request.body = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + util::percent_encode(*role_arn) +
+                   "&RoleSessionName=" + util::percent_encode(*session_name) +
+                   "&WebIdentityToken=" + util::percent_encode(jwt);
     request.idempotent = true;  // assuming a role twice does no harm
     request.deadline = k_sts_deadline;
     auto response = sts_http_.perform(request);
@@ -683,7 +684,7 @@ class DefaultChain final : public AwsCredentialProvider {
       return std::optional<AwsCredentials>();
     }
     net::HttpRequest credentials_request;
-    credentials_request.url = endpoint + "/latest/meta-data/iam/security-credentials/" + aws_uri_encode(role, true);
+    credentials_request.url = endpoint + "/latest/meta-data/iam/security-credentials/" + util::percent_encode(role);
     credentials_request.headers = with_token;
     credentials_request.deadline = k_metadata_deadline;
     auto answer = metadata_http_.perform(credentials_request);

@@ -6,18 +6,20 @@
 #include <algorithm>
 #include <mutex>
 
+#include "tier/cloud/header_backend.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "tier/s3/config.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
 #include "util/base64.hpp"
+#include "util/decimal.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo {
 namespace {
 
-using cloud::BlobBackend;
 using cloud::ByteRange;
 using cloud::EntryMetadata;
 using cloud::ListedObject;
@@ -31,16 +33,6 @@ constexpr const char* k_meta_size = "x-amz-meta-datavo-size";
 
 std::string raw_digest(const Sha256& digest) {
   return std::string(reinterpret_cast<const char*>(digest.raw().data()), digest.raw().size());
-}
-
-std::optional<std::uint64_t> parse_decimal(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + std::uint64_t(c - '0');
-  }
-  return value;
 }
 
 std::string xml_escape(std::string_view text) {
@@ -57,10 +49,11 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-class S3Backend final : public BlobBackend {
+class S3Backend final : public cloud::HeaderBackend {
  public:
   S3Backend(S3TierOptions options, s3::AwsEnvironment env)
-      : options_(std::move(options)),
+      : HeaderBackend({"Range", k_meta_sha256, k_meta_size, "object"}),
+        options_(std::move(options)),
         env_(std::move(env)),
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
 
@@ -73,43 +66,6 @@ class S3Backend final : public BlobBackend {
     if (!credentials) return std::move(credentials).error();
     return credentials->source + "; endpoint " + endpoint_ + ", region " + region_ +
            (path_style_ ? ", path-style" : ", virtual-hosted");
-  }
-
-  Result<std::optional<ObjectInfo>> get(const std::string& name, std::optional<ByteRange> range, const std::string* pin,
-                                        ByteSink& sink) override {
-    net::HttpRequest request;
-    request.url = url(name);
-    if (range) {
-      request.headers.push_back(
-          {"Range", "bytes=" + std::to_string(range->first) + "-" + std::to_string(range->first + range->length - 1)});
-    }
-    if (pin) request.headers.push_back({"If-Match", *pin});
-    request.sink = &sink;
-    request.accepted_statuses = {404, 412, 416};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 404) {
-      DATAVO_TRY(bucket_exists(*response));
-      return std::optional<ObjectInfo>{};
-    }
-    if (response->status == 412) return Error{ErrorCode::conflict, name + " changed (HTTP 412 to If-Match)"};
-    if (response->status == 416) {
-      // A range of an empty object: S3 answers InvalidRange. Ask for the whole (empty) object instead.
-      if (range && range->first == 0) return get(name, std::nullopt, pin, sink);
-      return Error{ErrorCode::remote, name + ": HTTP 416 to a range inside the object"};
-    }
-    return std::optional<ObjectInfo>{info_of(*response)};
-  }
-
-  Result<std::optional<ObjectInfo>> head(const std::string& name) override {
-    net::HttpRequest request;
-    request.method = net::HttpMethod::head;
-    request.url = url(name);
-    request.accepted_statuses = {404};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 404) return std::optional<ObjectInfo>{};
-    return std::optional<ObjectInfo>{info_of(*response)};
   }
 
   Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
@@ -230,7 +186,7 @@ class S3Backend final : public BlobBackend {
       auto response = perform(request);
       if (!response) return std::move(response).error();
       if (response->status == 404) {
-        DATAVO_TRY(bucket_exists(*response));
+        DATAVO_TRY(container_exists(*response));
         return out;
       }
       auto records = cloud::xml_records(response->body, "Contents");
@@ -239,7 +195,7 @@ class S3Backend final : public BlobBackend {
       for (auto& record : *records) {
         ListedObject object;
         object.name = record["Key"];
-        object.size = Bytes{parse_decimal(record["Size"]).value_or(0)};
+        object.size = Bytes{util::parse_decimal(record["Size"]).value_or(0)};
         object.last_modified =
             s3::parse_iso8601(record["LastModified"]).value_or(std::chrono::system_clock::time_point{});
         out.push_back(std::move(object));
@@ -282,7 +238,7 @@ class S3Backend final : public BlobBackend {
     return {};
   }
 
-  Result<net::HttpResponse> perform(net::HttpRequest& request) {
+  Result<net::HttpResponse> perform(net::HttpRequest& request) override {
     DATAVO_TRY(resolve());
     request.auth = auth_.get();
     return http_->perform(request);
@@ -296,7 +252,7 @@ class S3Backend final : public BlobBackend {
 
   std::string url(const std::string& name, const std::vector<std::pair<std::string, std::string>>& query = {}) {
     (void)resolve();
-    std::string out = base_for_bucket() + "/" + s3::aws_uri_encode(name, false);
+    std::string out = base_for_bucket() + "/" + util::percent_encode(name, util::Slash::keep);
     if (!query.empty()) out += "?" + s3::encode_query(query);
     return out;
   }
@@ -308,30 +264,14 @@ class S3Backend final : public BlobBackend {
     return base_for_bucket() + (path_style_ ? "?" : "/?") + s3::encode_query(query);
   }
 
+  std::string object_url(const std::string& name) override { return url(name); }
+
   // A 404 with NoSuchBucket is a missing bucket (an error that degrades the tier), not a missing object.
-  Result<void> bucket_exists(const net::HttpResponse& response) const {
+  Result<void> container_exists(const net::HttpResponse& response) const override {
     if (auto code = s3::s3_error_code(response.body); code && *code == "NoSuchBucket") {
       return Error{ErrorCode::not_found, "the bucket " + options_.bucket + " does not exist at " + endpoint_};
     }
     return {};
-  }
-
-  static void add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) {
-    headers.push_back({k_meta_sha256, metadata.sha256.hex()});
-    headers.push_back({k_meta_size, std::to_string(metadata.size.count())});
-  }
-
-  static ObjectInfo info_of(const net::HttpResponse& response) {
-    ObjectInfo info;
-    info.size = Bytes{response.entity_size.value_or(response.body_bytes.count())};
-    if (auto etag = response.header("ETag")) info.version = std::string(*etag);
-    if (auto sha = response.header(k_meta_sha256)) {
-      if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
-    }
-    if (auto size = response.header(k_meta_size)) {
-      if (auto parsed = parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
-    }
-    return info;
   }
 
   const S3TierOptions options_;

@@ -13,13 +13,13 @@
 #include "datavo/content_hash.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::s3 {
 namespace {
 
 constexpr std::string_view k_algorithm = "AWS4-HMAC-SHA256";
 constexpr std::string_view k_terminator = "aws4_request";
-constexpr char k_hex_upper[] = "0123456789ABCDEF";
 constexpr char k_hex_lower[] = "0123456789abcdef";
 
 // Headers signed besides host and x-amz-*: those that change what S3 does with the request.
@@ -36,11 +36,6 @@ std::string to_lower(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), lower);
   return out;
-}
-
-bool is_unreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_' || c == '~';
 }
 
 int hex_value(char c) {
@@ -231,27 +226,11 @@ std::string strip_whitespace(std::string_view text) {
 
 }  // namespace
 
-std::string aws_uri_encode(std::string_view text, bool encode_slash) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (is_unreserved(byte) || (c == '/' && !encode_slash)) {
-      out += c;
-    } else {
-      out += '%';
-      out += k_hex_upper[byte >> 4];
-      out += k_hex_upper[byte & 0xf];
-    }
-  }
-  return out;
-}
-
 std::string canonical_uri(std::string_view path) {
   if (path.empty()) return "/";
   // Decoded first, so that a path the caller already encoded is not encoded twice; a %2F in it becomes a '/' of
   // the key, which S3 does not encode either.
-  std::string out = aws_uri_encode(percent_decode(path, /*plus_is_space=*/false), /*encode_slash=*/false);
+  std::string out = util::percent_encode(percent_decode(path, /*plus_is_space=*/false), util::Slash::keep);
   if (out.front() != '/') out.insert(out.begin(), '/');
   return out;
 }
@@ -265,8 +244,8 @@ std::string canonical_query_string(std::string_view query) {
       const auto equals = param.find('=');
       const std::string_view name = param.substr(0, equals);
       const std::string_view value = equals == std::string_view::npos ? std::string_view() : param.substr(equals + 1);
-      params.emplace_back(aws_uri_encode(percent_decode(name, true), true),
-                          aws_uri_encode(percent_decode(value, true), true));
+      params.emplace_back(util::percent_encode(percent_decode(name, true)),
+                          util::percent_encode(percent_decode(value, true)));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
@@ -284,7 +263,7 @@ std::string encode_query(const std::vector<std::pair<std::string, std::string>>&
   std::vector<std::pair<std::string, std::string>> encoded;
   encoded.reserve(params.size());
   for (const auto& [name, value] : params)
-    encoded.emplace_back(aws_uri_encode(name, true), aws_uri_encode(value, true));
+    encoded.emplace_back(util::percent_encode(name), util::percent_encode(value));
   std::sort(encoded.begin(), encoded.end());
   std::string out;
   for (const auto& [name, value] : encoded) {

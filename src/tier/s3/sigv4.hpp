@@ -47,10 +47,6 @@ inline constexpr std::string_view k_empty_sha256 = "e3b0c44298fc1c149afbf4c8996f
 // The longest validity S3 accepts for a presigned URL: seven days.
 inline constexpr Seconds k_max_presign_expiry{7 * 24 * 3600};
 
-// Percent-encodes every byte of `text` except A-Z a-z 0-9 - . _ ~ (and '/' unless encode_slash), with upper-case
-// hex digits: AWS's UriEncode(). Use it to build object-key paths and query strings.
-std::string aws_uri_encode(std::string_view text, bool encode_slash);
-
 // The canonical URI of a URL path ("/test$file.text" and "/test%24file.text" both give "/test%24file.text").
 std::string canonical_uri(std::string_view path);
 

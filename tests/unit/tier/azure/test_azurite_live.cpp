@@ -24,6 +24,7 @@
 
 #include "net/http_client.hpp"
 #include "tier/azure/credentials.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::azure {
 namespace {
@@ -84,7 +85,7 @@ std::string account_sas(const std::string& account, const std::string& key, bool
       account + "\n" + sp + "\n" + ss + "\n" + srt + "\n" + st + "\n" + se + "\n" + "\n" + spr + "\n" + sv + "\n\n";
   std::string sig = hmac_base64(key, string_to_sign);
   if (tamper) sig[0] = sig[0] == 'A' ? 'B' : 'A';
-  auto q = [](const std::string& v) { return cloud::percent_encode(v); };
+  auto q = [](const std::string& v) { return util::percent_encode(v); };
   return "sv=" + sv + "&ss=" + ss + "&srt=" + srt + "&sp=" + sp + "&st=" + q(st) + "&se=" + q(se) + "&spr=" + q(spr) +
          "&sig=" + q(sig);
 }
