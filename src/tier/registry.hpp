@@ -3,7 +3,9 @@
 // folder. Internal.
 #pragma once
 
+#include <any>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -43,6 +45,22 @@ const TierType& azure_blob_tier_type();  // src/tier/azure/config.cpp
 // The fields every cloud tier shares (RemoteTierOptions), parsed once for all three: src/tier/cloud/config.cpp.
 struct RemoteTierOptions;
 Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& config, RemoteTierOptions& out);
+// The make() of a cloud type: the Options that its parse() stored in config.backend, given the hierarchy's name,
+// max_bytes and access, built by `make` (make_s3_tier, ...). `what` names the type in the internal error of a
+// config that its parse() did not fill.
+template <typename Options>
+Result<std::shared_ptr<Tier>> make_cloud_tier(const TierConfig& config, std::string_view what,
+                                              Result<std::shared_ptr<Tier>> (*make)(Options)) {
+  const auto* parsed = std::any_cast<Options>(&config.backend);
+  if (parsed == nullptr) {
+    return Error{ErrorCode::internal, "tier '" + config.name + "' has no " + std::string(what) + " options"};
+  }
+  Options options = *parsed;
+  options.remote.name = config.name;
+  options.remote.max_bytes = config.max_bytes;
+  options.remote.access = config.access;
+  return make(std::move(options));
+}
 // Helpers of the cloud types' name checks.
 inline bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool looks_like_ipv4(std::string_view text);

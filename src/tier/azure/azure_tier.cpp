@@ -155,24 +155,16 @@ class AzureBackend final : public cloud::HeaderBackend {
   }
 
   Result<std::vector<ListedObject>> list(const std::string& prefix) override {
-    std::vector<ListedObject> out;
-    std::string marker;
-    for (;;) {
+    auto page_url = [&](const std::string& marker) {
       std::string query = "restype=container&comp=list&prefix=" + util::percent_encode(prefix);
       if (!marker.empty()) query += "&marker=" + util::percent_encode(marker);
-      net::HttpRequest request;
-      request.url = container_ + "?" + query;
-      request.accepted_statuses = {404};
-      auto response = perform(request);
-      if (!response) return std::move(response).error();
-      if (response->status == 404) {
-        DATAVO_TRY(container_exists(*response));
-        return out;
-      }
+      return container_ + "?" + query;
+    };
+    return list_pages(page_url, [&](const std::string& body, std::vector<ListedObject>& out) -> Result<std::string> {
       // Each <Blob> holds its <Name> and one <Properties>: the two lists are in step.
-      auto blobs = cloud::xml_records(response->body, "Blob");
-      auto properties = cloud::xml_records(response->body, "Properties");
-      auto top = cloud::xml_child_texts(response->body, "EnumerationResults");
+      auto blobs = cloud::xml_records(body, "Blob");
+      auto properties = cloud::xml_records(body, "Properties");
+      auto top = cloud::xml_child_texts(body, "EnumerationResults");
       if (!blobs || !properties || !top || blobs->size() != properties->size())
         return Error{ErrorCode::remote, "List Blobs of " + container_ + ": malformed XML"};
       for (std::size_t i = 0; i < blobs->size(); ++i) {
@@ -180,9 +172,8 @@ class AzureBackend final : public cloud::HeaderBackend {
                                    Bytes{util::parse_decimal((*properties)[i]["Content-Length"]).value_or(0)},
                                    std::chrono::system_clock::time_point{}});
       }
-      marker = (*top)["NextMarker"];
-      if (marker.empty()) return out;
-    }
+      return (*top)["NextMarker"];
+    });
   }
 
  private:

@@ -63,13 +63,7 @@ Result<void> parse_azure(config::TierFields& fields, TierConfig& config) {
 }
 
 Result<std::shared_ptr<Tier>> make_azure(const TierConfig& config) {
-  const auto* parsed = std::any_cast<AzureBlobTierOptions>(&config.backend);
-  if (parsed == nullptr) return Error{ErrorCode::internal, "tier '" + config.name + "' has no Azure Blob options"};
-  AzureBlobTierOptions options = *parsed;
-  options.remote.name = config.name;
-  options.remote.max_bytes = config.max_bytes;
-  options.remote.access = config.access;
-  return make_azure_blob_tier(std::move(options));
+  return make_cloud_tier<AzureBlobTierOptions>(config, "Azure Blob", &make_azure_blob_tier);
 }
 
 }  // namespace

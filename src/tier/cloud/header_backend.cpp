@@ -41,6 +41,27 @@ Result<std::optional<ObjectInfo>> HeaderBackend::head(const std::string& name) {
   return std::optional<ObjectInfo>{info_of(*response)};
 }
 
+Result<std::vector<ListedObject>> HeaderBackend::list_pages(
+    const std::function<std::string(const std::string& token)>& page_url, const PageReader& read_page) {
+  std::vector<ListedObject> out;
+  std::string token;
+  for (;;) {
+    net::HttpRequest request;
+    request.url = page_url(token);
+    request.accepted_statuses = {404};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 404) {
+      DATAVO_TRY(container_exists(*response));
+      return out;
+    }
+    auto next = read_page(response->body, out);
+    if (!next) return std::move(next).error();
+    if (next->empty()) return out;
+    token = std::move(*next);
+  }
+}
+
 ObjectInfo HeaderBackend::info_of(const net::HttpResponse& response) const {
   ObjectInfo info;
   info.size = Bytes{response.entity_size.value_or(response.body_bytes.count())};

@@ -9,8 +9,10 @@
 // a 404 names the container; its other BlobBackend methods are its own. Thread safety as BlobBackend's.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tier/cloud/blob_backend.hpp"
 
@@ -39,6 +41,13 @@ class HeaderBackend : public BlobBackend {
   virtual Result<net::HttpResponse> perform(net::HttpRequest& request) = 0;
   // A 404 answer that names the bucket or container as missing: an ErrorCode::not_found Error; else success.
   virtual Result<void> container_exists(const net::HttpResponse& response) const = 0;
+
+  // The next page's token from one page of a listing (empty after the last page), its objects appended to `out`.
+  using PageReader = std::function<Result<std::string>(const std::string& body, std::vector<ListedObject>& out)>;
+  // Every object of a paginated XML listing: GETs page_url(token), the empty token for the first page, until
+  // read_page says there is no next page. A 404 is an empty listing unless container_exists() says otherwise.
+  Result<std::vector<ListedObject>> list_pages(const std::function<std::string(const std::string& token)>& page_url,
+                                               const PageReader& read_page);
 
   // The object as an answer to a GET or HEAD describes it (size, ETag, Datavo's metadata when present).
   ObjectInfo info_of(const net::HttpResponse& response) const;

@@ -69,13 +69,7 @@ Result<void> parse_gcs(config::TierFields& fields, TierConfig& config) {
 }
 
 Result<std::shared_ptr<Tier>> make_gcs(const TierConfig& config) {
-  const auto* parsed = std::any_cast<GcsTierOptions>(&config.backend);
-  if (parsed == nullptr) return Error{ErrorCode::internal, "tier '" + config.name + "' has no GCS options"};
-  GcsTierOptions options = *parsed;
-  options.remote.name = config.name;
-  options.remote.max_bytes = config.max_bytes;
-  options.remote.access = config.access;
-  return make_gcs_tier(std::move(options));
+  return make_cloud_tier<GcsTierOptions>(config, "GCS", &make_gcs_tier);
 }
 
 }  // namespace

@@ -80,13 +80,7 @@ Result<void> parse_s3(config::TierFields& fields, TierConfig& config) {
 }
 
 Result<std::shared_ptr<Tier>> make_s3(const TierConfig& config) {
-  const auto* parsed = std::any_cast<S3TierOptions>(&config.backend);
-  if (parsed == nullptr) return Error{ErrorCode::internal, "tier '" + config.name + "' has no S3 options"};
-  S3TierOptions options = *parsed;
-  options.remote.name = config.name;
-  options.remote.max_bytes = config.max_bytes;
-  options.remote.access = config.access;
-  return make_s3_tier(std::move(options));
+  return make_cloud_tier<S3TierOptions>(config, "S3", &make_s3_tier);
 }
 
 }  // namespace

@@ -175,22 +175,14 @@ class S3Backend final : public cloud::HeaderBackend {
   }
 
   Result<std::vector<ListedObject>> list(const std::string& prefix) override {
-    std::vector<ListedObject> out;
-    std::optional<std::string> token;
-    for (;;) {
+    auto page_url = [&](const std::string& token) {
       std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", prefix}};
-      if (token) query.emplace_back("continuation-token", *token);
-      net::HttpRequest request;
-      request.url = bucket_url(query);
-      request.accepted_statuses = {404};
-      auto response = perform(request);
-      if (!response) return std::move(response).error();
-      if (response->status == 404) {
-        DATAVO_TRY(container_exists(*response));
-        return out;
-      }
-      auto records = cloud::xml_records(response->body, "Contents");
-      auto top = cloud::xml_child_texts(response->body, "ListBucketResult");
+      if (!token.empty()) query.emplace_back("continuation-token", token);
+      return bucket_url(query);
+    };
+    return list_pages(page_url, [&](const std::string& body, std::vector<ListedObject>& out) -> Result<std::string> {
+      auto records = cloud::xml_records(body, "Contents");
+      auto top = cloud::xml_child_texts(body, "ListBucketResult");
       if (!records || !top) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": malformed XML"};
       for (auto& record : *records) {
         ListedObject object;
@@ -200,10 +192,11 @@ class S3Backend final : public cloud::HeaderBackend {
             s3::parse_iso8601(record["LastModified"]).value_or(std::chrono::system_clock::time_point{});
         out.push_back(std::move(object));
       }
-      if ((*top)["IsTruncated"] != "true") return out;
-      token = (*top)["NextContinuationToken"];
-      if (token->empty()) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": truncated, no token"};
-    }
+      if ((*top)["IsTruncated"] != "true") return std::string();
+      std::string token = (*top)["NextContinuationToken"];
+      if (token.empty()) return Error{ErrorCode::remote, "ListObjectsV2 of " + location() + ": truncated, no token"};
+      return token;
+    });
   }
 
  private:
