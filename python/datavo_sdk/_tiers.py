@@ -108,6 +108,11 @@ class _Tier:
         )
 
 
+def _arguments_of(frame_locals):
+    """A constructor's arguments, by name, from its locals() (taken first thing, so that they hold nothing else)."""
+    return {k: v for k, v in frame_locals.items() if k not in ("self", "__class__")}
+
+
 def _rebuild_tier(cls, arguments):
     tier = object.__new__(cls)
     tier._build(dict(arguments))
@@ -138,18 +143,7 @@ class ShardCacheTier(_Tier):
         verify=None,
         verify_sample_every=None,
     ):
-        self._build(
-            dict(
-                path=path,
-                max_bytes=max_bytes,
-                name=name,
-                max_age=max_age,
-                read_only=read_only,
-                durability=durability,
-                verify=verify,
-                verify_sample_every=verify_sample_every,
-            )
-        )
+        self._build(_arguments_of(locals()))
 
 
 class _CloudTier(_Tier):
@@ -183,23 +177,7 @@ class S3ShardCacheTier(_CloudTier):
         upload=None,
         single_flight=None,
     ):
-        self._build(
-            dict(
-                bucket=bucket,
-                region=region,
-                name=name,
-                prefix=prefix,
-                endpoint_url=endpoint_url,
-                addressing_style=addressing_style,
-                profile=profile,
-                max_bytes=max_bytes,
-                read_only=read_only,
-                part_size=part_size,
-                concurrency=concurrency,
-                upload=upload,
-                single_flight=single_flight,
-            )
-        )
+        self._build(_arguments_of(locals()))
 
 
 class GcsShardCacheTier(_CloudTier):
@@ -225,21 +203,7 @@ class GcsShardCacheTier(_CloudTier):
         upload=None,
         single_flight=None,
     ):
-        self._build(
-            dict(
-                bucket=bucket,
-                project=project,
-                name=name,
-                prefix=prefix,
-                endpoint_url=endpoint_url,
-                max_bytes=max_bytes,
-                read_only=read_only,
-                part_size=part_size,
-                concurrency=concurrency,
-                upload=upload,
-                single_flight=single_flight,
-            )
-        )
+        self._build(_arguments_of(locals()))
 
 
 class AzureBlobShardCacheTier(_CloudTier):
@@ -265,21 +229,7 @@ class AzureBlobShardCacheTier(_CloudTier):
         upload=None,
         single_flight=None,
     ):
-        self._build(
-            dict(
-                container_url=container_url,
-                name=name,
-                sas_token=sas_token,
-                managed_identity_client_id=managed_identity_client_id,
-                prefix=prefix,
-                max_bytes=max_bytes,
-                read_only=read_only,
-                part_size=part_size,
-                concurrency=concurrency,
-                upload=upload,
-                single_flight=single_flight,
-            )
-        )
+        self._build(_arguments_of(locals()))
 
     def __repr__(self):  # the SAS token is a secret; the base repr shows none of the arguments anyway
         return _Tier.__repr__(self)
