@@ -2,9 +2,12 @@
 
 #include <openssl/evp.h>
 
+#include <array>
+#include <cstring>
 #include <memory>
 #include <vector>
 
+#include "util/base64.hpp"
 #include "util/fs.hpp"
 
 namespace datavo::cloud {
@@ -30,7 +33,70 @@ Result<void> read_range(int fd, std::uint64_t offset, std::uint64_t length, Upda
   return {};
 }
 
+// CRC-32C's polynomial 0x1EDC6F41, bit-reversed (the CRC is computed least significant bit first).
+constexpr std::uint32_t k_crc32c_polynomial = 0x82F63B78;
+
+constexpr std::array<std::uint32_t, 256> crc32c_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1) ? k_crc32c_polynomial : 0);
+    table[i] = crc;
+  }
+  return table;
+}
+constexpr std::array<std::uint32_t, 256> k_crc32c_table = crc32c_table();
+
+// Both take and return the register (the CRC before its final inversion).
+std::uint32_t crc32c_table_update(std::uint32_t crc, const unsigned char* p, std::size_t n) {
+  for (; n > 0; --n) crc = (crc >> 8) ^ k_crc32c_table[(crc ^ *p++) & 0xff];
+  return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42_update(std::uint32_t crc, const unsigned char* p,
+                                                                    std::size_t n) {
+  std::uint64_t wide = crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, sizeof word);
+    wide = __builtin_ia32_crc32di(wide, word);
+  }
+  crc = std::uint32_t(wide);
+  for (; n > 0; --n) crc = __builtin_ia32_crc32qi(crc, *p++);
+  return crc;
+}
+
+bool has_sse42() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#endif
+
 }  // namespace
+
+std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::size_t size) {
+  return ~crc32c_table_update(~crc, static_cast<const unsigned char*>(data), size);
+}
+
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size) {
+#if defined(__x86_64__)
+  if (has_sse42()) return ~crc32c_sse42_update(~crc, static_cast<const unsigned char*>(data), size);
+#endif
+  return crc32c_extend_portable(crc, data, size);
+}
+
+Result<std::uint32_t> crc32c_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
+  std::uint32_t crc = 0;
+  DATAVO_TRY(
+      read_range(fd, offset, length, [&](const char* data, std::size_t n) { crc = crc32c_extend(crc, data, n); }));
+  return crc;
+}
+
+std::string crc32c_base64(std::uint32_t crc) {
+  const char bytes[4] = {char(crc >> 24), char(crc >> 16), char(crc >> 8), char(crc)};
+  return util::base64_encode(std::string_view(bytes, 4));
+}
 
 Result<Sha256> sha256_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
   Sha256Hasher hasher;

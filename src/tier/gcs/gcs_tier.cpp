@@ -72,17 +72,19 @@ ObjectInfo info_of_resource(const nlohmann::json& resource) {
 // Whether a 404 body says the bucket (not the object) is missing.
 bool says_no_bucket(std::string_view body) { return body.find("bucket does not exist") != std::string_view::npos; }
 
-// Counts what a sink receives and hashes it with MD5, so that a read of the whole object can be checked against
-// md5Hash when the object carries no datavo-sha256 (an object another tool wrote).
-class Md5Sink final : public ByteSink {
+// Counts what a sink receives and hashes it with MD5 and CRC-32C, so that a read of the whole object can be
+// checked against md5Hash, or crc32c when there is none (composite objects), when the object carries no
+// datavo-sha256 (an object another tool wrote).
+class ChecksumSink final : public ByteSink {
  public:
-  explicit Md5Sink(ByteSink& inner) : inner_(inner), ctx_(EVP_MD_CTX_new()) { restart_hash(); }
-  ~Md5Sink() override { EVP_MD_CTX_free(ctx_); }
-  Md5Sink(const Md5Sink&) = delete;
-  Md5Sink& operator=(const Md5Sink&) = delete;
+  explicit ChecksumSink(ByteSink& inner) : inner_(inner), ctx_(EVP_MD_CTX_new()) { restart_hash(); }
+  ~ChecksumSink() override { EVP_MD_CTX_free(ctx_); }
+  ChecksumSink(const ChecksumSink&) = delete;
+  ChecksumSink& operator=(const ChecksumSink&) = delete;
   Result<void> write(const void* data, std::size_t size) override {
     DATAVO_TRY(inner_.write(data, size));
     EVP_DigestUpdate(ctx_, data, size);
+    crc_ = cloud::crc32c_extend(crc_, data, size);
     hashed_ += size;
     return {};
   }
@@ -93,20 +95,24 @@ class Md5Sink final : public ByteSink {
   }
   // The bytes hashed since the last restart.
   std::uint64_t hashed() const { return hashed_; }
-  std::string digest() {
+  // What GCS's object resource would say of the bytes hashed: md5Hash and crc32c, in base64. Call once.
+  std::string md5_base64() {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
     EVP_DigestFinal_ex(ctx_, out, &size);
-    return std::string(reinterpret_cast<const char*>(out), size);
+    return util::base64_encode(std::string_view(reinterpret_cast<const char*>(out), size));
   }
+  std::string crc32c_base64() const { return cloud::crc32c_base64(crc_); }
 
  private:
   void restart_hash() {
     EVP_DigestInit_ex(ctx_, EVP_md5(), nullptr);
+    crc_ = 0;
     hashed_ = 0;
   }
   ByteSink& inner_;
   EVP_MD_CTX* ctx_;
+  std::uint32_t crc_ = 0;
   std::uint64_t hashed_ = 0;
 };
 
@@ -134,15 +140,15 @@ class GcsBackend final : public BlobBackend {
     // An object without our metadata is checked against GCS's own md5Hash when one response brings all of it: a
     // read from its first byte is hashed on the way (the layer's lookup asks for the first part_size bytes, which
     // is the whole object unless it is larger).
-    std::optional<Md5Sink> md5;
-    if (!range || range->first == 0) md5.emplace(sink);
+    std::optional<ChecksumSink> hashed;
+    if (!range || range->first == 0) hashed.emplace(sink);
     net::HttpRequest request;
     request.url = object_url(name, {{"alt", "media"}}, pin);
     if (range) {
       request.headers.push_back(
           {"Range", "bytes=" + std::to_string(range->first) + "-" + std::to_string(range->first + range->length - 1)});
     }
-    request.sink = md5 ? static_cast<ByteSink*>(&*md5) : &sink;
+    request.sink = hashed ? static_cast<ByteSink*>(&*hashed) : &sink;
     request.accepted_statuses = {404, 412, 416};
     auto response = perform(request);
     if (!response) return std::move(response).error();
@@ -182,11 +188,16 @@ class GcsBackend final : public BlobBackend {
       info.sha256 = described.sha256;
       info.recorded_size = described.recorded_size;
       if (info.version.empty()) info.version = described.version;
-      const bool whole = md5 && md5->hashed() == info.size.count();
-      if (whole && !info.sha256 && !(*resource)->md5_base64.empty() &&
-          util::base64_encode(md5->digest()) != (*resource)->md5_base64) {
-        // No SHA-256 to check the bytes against: GCS's own MD5 of the whole object is the next best.
-        return Error{ErrorCode::integrity, name + ": the bytes read do not match the object's md5Hash"};
+      const bool whole = hashed && hashed->hashed() == info.size.count();
+      if (whole && !info.sha256) {
+        // No SHA-256 to check the bytes against: GCS's own MD5 of the whole object is the next best, then its
+        // CRC-32C (a composite object has no MD5).
+        const Resource& stored = **resource;
+        if (!stored.md5_base64.empty() && hashed->md5_base64() != stored.md5_base64)
+          return Error{ErrorCode::integrity, name + ": the bytes read do not match the object's md5Hash"};
+        if (stored.md5_base64.empty() && !stored.crc32c_base64.empty() &&
+            hashed->crc32c_base64() != stored.crc32c_base64)
+          return Error{ErrorCode::integrity, name + ": the bytes read do not match the object's crc32c"};
       }
     }
     return std::optional<ObjectInfo>{info};
@@ -201,18 +212,25 @@ class GcsBackend final : public BlobBackend {
 
   Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
                              const std::optional<EntryMetadata>& metadata, Overwrite overwrite) override {
-    // uploadType=multipart: the object resource (with our metadata and the MD5 GCS checks) and the bytes in one
-    // multipart/related request. Each part needs a Content-Type (the emulator refuses parts without).
+    // uploadType=multipart: the object resource (with our metadata and the MD5 and CRC-32C that GCS checks) and
+    // the bytes in one multipart/related request. Each part needs a Content-Type (the emulator refuses parts
+    // without).
     nlohmann::json resource = {{"name", name}};
     std::string md5;
+    std::uint32_t crc = 0;
     if (const auto* file = std::get_if<net::FileBody>(&body)) {
       auto digest = cloud::md5_of_range(file->fd, file->offset, file->size.count());
       if (!digest) return std::move(digest).error();
+      auto crc32c = cloud::crc32c_of_range(file->fd, file->offset, file->size.count());
+      if (!crc32c) return std::move(crc32c).error();
       md5 = *digest;
+      crc = *crc32c;
     } else if (const auto* text = std::get_if<std::string>(&body)) {
       md5 = cloud::md5_of(*text);
+      crc = cloud::crc32c_extend(0, text->data(), text->size());
     }
     resource["md5Hash"] = util::base64_encode(md5);
+    resource["crc32c"] = cloud::crc32c_base64(crc);
     if (metadata) resource["metadata"] = metadata_json(*metadata);
     const std::string head = std::string("--") + k_boundary +
                              "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n" + resource.dump() + "\r\n--" +
@@ -271,6 +289,14 @@ class GcsBackend final : public BlobBackend {
     if (end != total && part.size.count() % k_chunk_granularity != 0) {
       return Error{ErrorCode::invalid_argument, "resumable chunks must be multiples of 256 KiB"};
     }
+    // The request that completes the object says its CRC-32C (X-Goog-Hash, as Google's clients send it), which GCS
+    // checks before it finalises: bytes damaged on the way are refused, not stored.
+    std::string whole_crc32c;
+    if (end == total) {
+      auto crc = cloud::crc32c_of_range(part.fd, 0, total);
+      if (!crc) return std::move(crc).error();
+      whole_crc32c = "crc32c=" + cloud::crc32c_base64(*crc);
+    }
     std::uint64_t sent = part.offset;
     // Until the server holds every byte of this chunk: a chunk it persisted only in part is continued from the
     // offset it reports, never from the start of the object.
@@ -282,6 +308,7 @@ class GcsBackend final : public BlobBackend {
       request.body = rest;
       request.headers.push_back({"Content-Range", "bytes " + std::to_string(sent) + "-" + std::to_string(end - 1) +
                                                       "/" + std::to_string(total)});
+      if (!whole_crc32c.empty()) request.headers.push_back({"X-Goog-Hash", whole_crc32c});
       request.idempotent = true;  // the Content-Range makes a repeat land where it belongs
       request.accepted_statuses = {412};
       auto response = perform(request);
@@ -386,7 +413,8 @@ class GcsBackend final : public BlobBackend {
 
   struct Resource {
     ObjectInfo info;
-    std::string md5_base64;  // GCS's md5Hash, empty when the object has none (composite objects)
+    std::string md5_base64;     // GCS's md5Hash, empty when the object has none (composite objects)
+    std::string crc32c_base64;  // GCS's crc32c (every object on GCS has one), empty when the server gave none
   };
   // GET of the object resource (its metadata, not its bytes); nullopt when there is no such object.
   Result<std::optional<Resource>> object_resource(const std::string& name) {
@@ -401,9 +429,11 @@ class GcsBackend final : public BlobBackend {
     }
     auto json = nlohmann::json::parse(response->body, nullptr, false);
     if (!json.is_object()) return Error{ErrorCode::remote, name + ": the object resource is not JSON"};
-    Resource resource{info_of_resource(json), {}};
+    Resource resource{info_of_resource(json), {}, {}};
     if (auto md5 = json.find("md5Hash"); md5 != json.end() && md5->is_string())
       resource.md5_base64 = md5->get<std::string>();
+    if (auto crc = json.find("crc32c"); crc != json.end() && crc->is_string())
+      resource.crc32c_base64 = crc->get<std::string>();
     return std::optional<Resource>{std::move(resource)};
   }
 

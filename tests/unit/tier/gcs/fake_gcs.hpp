@@ -8,7 +8,8 @@
 //     a-b/total", 308 with "Range: bytes=0-N" for what it holds, the status query "Content-Range: bytes */total",
 //     chunks that must be multiples of 256 KiB (but the last), DELETE of the session (499);
 //   - userProject (recorded with every request), bucket-missing and object-missing 404s told apart by their
-//     messages, md5Hash checked on multipart uploads (400 when it does not match the bytes);
+//     messages, md5Hash and crc32c checked on multipart uploads and X-Goog-Hash's crc32c on the request that
+//     completes a resumable one (400 when they do not match the bytes);
 //   - a bearer token checked on every request (when a test asks), from the refresh-token grant at /token.
 // Its knobs make it fail on purpose: a chunk persisted in part (308 short of its end, or 503 after persisting half
 // of it), a hook that replaces an object between the ranges of a read, stored objects whose md5Hash lies.
@@ -45,8 +46,9 @@ inline constexpr std::uint64_t k_chunk_granularity = 256 * 1024;
 struct FakeObject {
   std::string bytes;
   std::int64_t generation = 0;
-  nlohmann::json metadata;  // the custom metadata; null when there is none
-  std::string md5_base64;   // md5Hash as GCS reports it
+  nlohmann::json metadata;    // the custom metadata; null when there is none
+  std::string md5_base64;     // md5Hash as GCS reports it; empty: none (a composite object)
+  std::string crc32c_base64;  // crc32c as GCS reports it
 };
 
 // One request as the fake saw it.
@@ -57,6 +59,7 @@ struct SeenRequest {
   std::string range;                         // the Range header
   std::string content_range;                 // the Content-Range header
   std::string content_type;                  // the Content-Type header, empty when absent
+  std::string goog_hash;                     // the X-Goog-Hash header, empty when absent
   std::string authorization;                 // the Authorization header
   std::size_t body_bytes = 0;
   int status = 0;
@@ -125,6 +128,19 @@ class FakeGcs {
     std::lock_guard lock(mu_);
     store(bucket, name, bytes, std::move(metadata), std::move(md5_base64));
   }
+  // The object resource (JSON) of the last uploadType=multipart request, as it was sent.
+  nlohmann::json last_multipart_resource() {
+    std::lock_guard lock(mu_);
+    return last_multipart_resource_;
+  }
+  // An object as a composite upload leaves it: no md5Hash, and the given crc32c.
+  void put_composite_object(const std::string& bucket, const std::string& name, const std::string& bytes,
+                            std::string crc32c_base64) {
+    std::lock_guard lock(mu_);
+    FakeObject& stored = store(bucket, name, bytes, nullptr, {});
+    stored.md5_base64.clear();
+    stored.crc32c_base64 = std::move(crc32c_base64);
+  }
   std::optional<FakeObject> object(const std::string& bucket, const std::string& name) {
     std::lock_guard lock(mu_);
     auto b = buckets_.find(bucket);
@@ -181,7 +197,8 @@ class FakeGcs {
     half_chunk_ = n;
     half_chunk_fails_ = fail;
   }
-  // The next multipart upload's bytes are damaged on their way in (one byte flipped before GCS computes their MD5).
+  // The next upload's bytes are damaged on their way in (one byte of a multipart body, or of a resumable chunk,
+  // flipped before GCS computes their checksums).
   void corrupt_next_upload() {
     std::lock_guard lock(mu_);
     corrupt_next_upload_ = true;
@@ -223,6 +240,9 @@ class FakeGcs {
   };
 
   static std::string true_md5(const std::string& bytes) { return util::base64_encode(cloud::md5_of(bytes)); }
+  static std::string true_crc32c(const std::string& bytes) {
+    return cloud::crc32c_base64(cloud::crc32c_extend(0, bytes.data(), bytes.size()));
+  }
 
   // REQUIRES: mu_ held.
   FakeObject& store(const std::string& bucket, const std::string& name, const std::string& bytes,
@@ -232,6 +252,7 @@ class FakeGcs {
     object.generation = next_generation_++;
     object.metadata = std::move(metadata);
     object.md5_base64 = md5_base64.empty() ? true_md5(bytes) : std::move(md5_base64);
+    object.crc32c_base64 = true_crc32c(bytes);
     return object;
   }
 
@@ -241,8 +262,9 @@ class FakeGcs {
                           {"name", name},
                           {"size", std::to_string(object.bytes.size())},
                           {"generation", std::to_string(object.generation)},
-                          {"md5Hash", object.md5_base64},
+                          {"crc32c", object.crc32c_base64},
                           {"etag", "CN" + std::to_string(object.generation) + "="}};
+    if (!object.md5_base64.empty()) out["md5Hash"] = object.md5_base64;
     if (!object.metadata.is_null()) out["metadata"] = object.metadata;
     return out;
   }
@@ -263,6 +285,7 @@ class FakeGcs {
     seen.range = req.get_header_value("Range");
     seen.content_range = req.get_header_value("Content-Range");
     seen.content_type = req.get_header_value("Content-Type");
+    seen.goog_hash = req.get_header_value("X-Goog-Hash");
     seen.authorization = req.get_header_value("Authorization");
     seen.body_bytes = req.body.size();
     std::function<void(const SeenRequest&)> hook;
@@ -399,6 +422,7 @@ class FakeGcs {
       }
       auto object = nlohmann::json::parse(body.substr(json_start + 4, json_end - json_start - 4), nullptr, false);
       if (!object.is_object() || !object.contains("name")) return json_error(res, 400, "no object name");
+      last_multipart_resource_ = object;
       std::string data = body.substr(data_start + 4, data_end - data_start - 4);
       if (corrupt_next_upload_ && !data.empty()) data[data.size() / 2] ^= 0x20;
       corrupt_next_upload_ = false;
@@ -406,6 +430,11 @@ class FakeGcs {
         return json_error(res, 400,
                           "Provided MD5 hash \"" + object["md5Hash"].get<std::string>() +
                               "\" doesn't match calculated MD5 hash \"" + true_md5(data) + "\".");
+      }
+      if (object.contains("crc32c") && object["crc32c"].get<std::string>() != true_crc32c(data)) {
+        return json_error(res, 400,
+                          "Provided CRC32C \"" + object["crc32c"].get<std::string>() +
+                              "\" doesn't match calculated CRC32C \"" + true_crc32c(data) + "\".");
       }
       const std::string name = object["name"].get<std::string>();
       if (if_absent && !ignore_preconditions_ && exists(bucket, name))
@@ -472,6 +501,8 @@ class FakeGcs {
     if (refuse_chunks_from_ > 0 && chunks_ >= refuse_chunks_from_)
       return json_error(res, 403, "does not have storage.objects.create access");
     std::string fresh = req.body.substr(session.data.size() - first);  // bytes it already holds are ignored
+    if (corrupt_next_upload_ && !fresh.empty()) fresh[fresh.size() / 2] ^= 0x20;
+    corrupt_next_upload_ = false;
     if (chunks_ == half_chunk_) {
       const std::uint64_t keep = (fresh.size() / 2) / k_chunk_granularity * k_chunk_granularity;
       session.data += fresh.substr(0, keep);
@@ -489,6 +520,17 @@ class FakeGcs {
     if (session.if_absent && !ignore_preconditions_ && exists(session.bucket, session.name)) {
       session.cancelled = true;
       return json_error(res, 412, "Precondition Failed");
+    }
+    // X-Goog-Hash: crc32c=<base64> on the request that completes the object: checked before it is finalised.
+    const std::string hash = req.get_header_value("X-Goog-Hash");
+    if (const auto at = hash.find("crc32c="); at != std::string::npos) {
+      const std::string given = hash.substr(at + 7, hash.find(',', at) - at - 7);
+      if (given != true_crc32c(session.data)) {
+        session.cancelled = true;
+        return json_error(
+            res, 400,
+            "Provided CRC32C \"" + given + "\" doesn't match calculated CRC32C \"" + true_crc32c(session.data) + "\".");
+      }
     }
     session.done = true;
     const FakeObject& stored = store(session.bucket, session.name, session.data, session.metadata, {});
@@ -516,6 +558,7 @@ class FakeGcs {
   int half_chunk_ = 0;
   bool half_chunk_fails_ = false;
   bool corrupt_next_upload_ = false;
+  nlohmann::json last_multipart_resource_;
   int refuse_chunks_from_ = 0;
   bool metadata_headers_ = false;
   bool ignore_preconditions_ = false;

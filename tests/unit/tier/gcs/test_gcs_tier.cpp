@@ -20,6 +20,7 @@
 
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "tier/cloud/checksums.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "unit/tier/credential_test_support.hpp"
@@ -549,6 +550,61 @@ TEST_F(GcsTierTest, AnUploadWhoseBytesArriveDamagedIsRefusedThroughItsMd5Hash) {
   ASSERT_FALSE(installed);
   EXPECT_EQ(matching(gcs_.requests(), [](const SeenRequest& r) { return r.status == 400; }).size(), 1u);
   EXPECT_FALSE(gcs_.object(k_bucket, object_name(key))) << "nothing stored";
+}
+
+TEST_F(GcsTierTest, AMultipartUploadCarriesTheCrc32cOfItsBytes) {
+  auto tier = make();
+  const auto key = make_key(44);
+  const std::string bytes = random_bytes(20'000, 44);
+  ASSERT_TRUE(install(*tier, key, bytes));
+  const auto sent = gcs_.last_multipart_resource();
+  ASSERT_TRUE(sent.contains("crc32c")) << sent.dump();
+  EXPECT_EQ(sent["crc32c"], cloud::crc32c_base64(cloud::crc32c_extend(0, bytes.data(), bytes.size())));
+  EXPECT_TRUE(sent.contains("md5Hash"));
+}
+
+// The request that completes a resumable upload says the object's CRC-32C (X-Goog-Hash): GCS refuses to finalise
+// an object whose bytes were damaged on the way, and nothing is stored.
+TEST_F(GcsTierTest, AResumableUploadWhoseBytesArriveDamagedIsRefusedThroughItsCrc32c) {
+  auto tier = make();
+  const auto key = make_key(45);
+  const std::string bytes = random_bytes(2 * k_part + 777, 45);
+  ASSERT_TRUE(install(*tier, make_key(46), bytes)) << "undamaged, the same upload goes through";
+  auto chunks = matching(gcs_.requests(), [](const SeenRequest& r) { return r.chunk_start() >= 0; });
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0].goog_hash, "") << "only the request that completes the object carries it";
+  EXPECT_EQ(chunks[2].goog_hash, "crc32c=" + cloud::crc32c_base64(cloud::crc32c_extend(0, bytes.data(), bytes.size())));
+
+  gcs_.clear_requests();
+  gcs_.corrupt_next_upload();  // a byte of the first chunk flipped on its way in
+  auto installed = install(*tier, key, bytes);
+  ASSERT_FALSE(installed) << "a damaged upload was accepted";
+  EXPECT_EQ(matching(gcs_.requests(), [](const SeenRequest& r) { return r.status == 400; }).size(), 1u);
+  EXPECT_FALSE(gcs_.object(k_bucket, object_name(key))) << "nothing stored";
+}
+
+// An object another tool wrote as a composite (no md5Hash, no datavo-sha256) is checked against its crc32c.
+TEST_F(GcsTierTest, AnObjectWithOnlyACrc32cIsCheckedAgainstIt) {
+  auto tier = make();
+  const std::string bytes = random_bytes(30'000, 47);
+  const auto good = make_key(47);
+  gcs_.put_composite_object(k_bucket, object_name(good), bytes,
+                            cloud::crc32c_base64(cloud::crc32c_extend(0, bytes.data(), bytes.size())));
+  MemorySink sink;
+  auto read = tier->read_into(good, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(*read);
+  EXPECT_EQ(sink.bytes(), bytes);
+
+  const auto bad = make_key(48);
+  const std::string other = bytes + "x";
+  gcs_.put_composite_object(k_bucket, object_name(bad), bytes,
+                            cloud::crc32c_base64(cloud::crc32c_extend(0, other.data(), other.size())));
+  MemorySink bad_sink;
+  auto refused = tier->read_into(bad, bad_sink);
+  ASSERT_FALSE(refused) << "a hit of bytes that do not match crc32c";
+  EXPECT_EQ(refused.error().code, ErrorCode::integrity) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("crc32c"), std::string::npos) << refused.error().message;
 }
 
 TEST_F(GcsTierTest, AnEmptyObjectIsAHitOfZeroBytes) {
