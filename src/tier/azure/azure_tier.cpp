@@ -99,7 +99,7 @@ class AzureBackend final : public cloud::HeaderBackend {
   }
 
   Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
-                                   const net::FileBody& part, const Sha256&) override {
+                                   const net::FileBody& part) override {
     const std::string block_id = this->block_id(upload_id, number);
     net::HttpRequest request;
     request.method = net::HttpMethod::put;

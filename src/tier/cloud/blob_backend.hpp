@@ -97,7 +97,7 @@ class BlobBackend {
   // (already_present when the object exists); abort_upload frees what was sent (no orphaned parts left billed).
   virtual Result<std::string> start_upload(const std::string& name, const EntryMetadata& metadata) = 0;
   virtual Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
-                                           const net::FileBody& part, const Sha256& part_sha256) = 0;
+                                           const net::FileBody& part) = 0;
   virtual Result<InstallOutcome> finish_upload(const std::string& name, const std::string& upload_id,
                                                const std::vector<UploadedPart>& parts,
                                                const EntryMetadata& metadata) = 0;

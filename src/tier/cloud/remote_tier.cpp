@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "tier/cloud/checksums.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -390,10 +389,8 @@ class RemoteTier final : public Tier, public RemoteCoordination {
       for (int i = next++; i < parts && !failed; i = next++) {
         const std::uint64_t offset = std::uint64_t(i) * part;
         const std::uint64_t length = std::min(part, size - offset);
-        auto sha = sha256_of_range(source.fd(), offset, length);
-        Result<UploadedPart> sent = sha ? backend_->upload_part(object, *upload_id, i + 1,
-                                                                net::FileBody{source.fd(), Bytes{length}, offset}, *sha)
-                                        : Result<UploadedPart>(std::move(sha).error());
+        Result<UploadedPart> sent =
+            backend_->upload_part(object, *upload_id, i + 1, net::FileBody{source.fd(), Bytes{length}, offset});
         if (!sent) {
           std::lock_guard lock(mu);
           if (!first_error) first_error = std::move(sent).error();

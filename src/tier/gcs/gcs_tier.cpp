@@ -280,7 +280,7 @@ class GcsBackend final : public BlobBackend {
   }
 
   Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
-                                   const net::FileBody& part, const Sha256&) override {
+                                   const net::FileBody& part) override {
     if (upload_id == k_already_present) return UploadedPart{number, "", "", InstallOutcome::already_present};
     const auto space = upload_id.find(' ');
     const std::uint64_t total = util::parse_decimal(std::string_view(upload_id).substr(0, space)).value_or(0);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "tier/cloud/checksums.hpp"
 #include "tier/cloud/header_backend.hpp"
 #include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
@@ -106,14 +107,18 @@ class S3Backend final : public cloud::HeaderBackend {
   }
 
   Result<UploadedPart> upload_part(const std::string& name, const std::string& upload_id, int number,
-                                   const net::FileBody& part, const Sha256& part_sha256) override {
+                                   const net::FileBody& part) override {
+    // S3 checks the part against its SHA-256, which the signature covers too; only S3 needs it, so it is hashed
+    // here and not by the layer for every service.
+    auto part_sha256 = cloud::sha256_of_range(part.fd, part.offset, part.size.count());
+    if (!part_sha256) return std::move(part_sha256).error();
     net::HttpRequest request;
     request.method = net::HttpMethod::put;
     request.url = url(name, {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}});
     request.body = part;
-    const std::string checksum = util::base64_encode(raw_digest(part_sha256));
+    const std::string checksum = util::base64_encode(raw_digest(*part_sha256));
     request.headers.push_back({"x-amz-checksum-sha256", checksum});
-    request.headers.push_back({"x-amz-content-sha256", part_sha256.hex()});
+    request.headers.push_back({"x-amz-content-sha256", part_sha256->hex()});
     auto response = perform(request);
     if (!response) return std::move(response).error();
     auto etag = response->header("ETag");

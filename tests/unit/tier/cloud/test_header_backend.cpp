@@ -124,8 +124,7 @@ class TestBackend final : public HeaderBackend {
     return unused();
   }
   Result<std::string> start_upload(const std::string&, const EntryMetadata&) override { return unused(); }
-  Result<UploadedPart> upload_part(const std::string&, const std::string&, int, const net::FileBody&,
-                                   const Sha256&) override {
+  Result<UploadedPart> upload_part(const std::string&, const std::string&, int, const net::FileBody&) override {
     return unused();
   }
   Result<InstallOutcome> finish_upload(const std::string&, const std::string&, const std::vector<UploadedPart>&,
