@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "datavo/byte_sink.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
@@ -236,6 +238,42 @@ class StringSink final : public ByteSink {
   const std::string& bytes() const { return bytes_; }
 
  private:
+  std::string bytes_;
+};
+
+// A ByteSink that also takes bytes at any offset, from several threads at once, as a staging file does (the
+// parallel ranged reads of the cloud tiers write into it).
+class PositionalMemorySink final : public ByteSink, public PositionalSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    bytes_.append(static_cast<const char*>(data), size);
+    return {};
+  }
+  Bytes written() const override {
+    std::lock_guard lock(mu_);
+    return Bytes{bytes_.size()};
+  }
+  Result<void> restart() override {
+    std::lock_guard lock(mu_);
+    bytes_.clear();
+    return {};
+  }
+  PositionalSink* positional() override { return this; }
+  Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    if (bytes_.size() < offset + size) bytes_.resize(offset + size);
+    bytes_.replace(offset, size, static_cast<const char*>(data), size);
+    return {};
+  }
+  Result<void> prefix_complete(Bytes) override { return {}; }
+  std::string bytes() const {
+    std::lock_guard lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  mutable std::mutex mu_;
   std::string bytes_;
 };
 

@@ -29,39 +29,7 @@ using namespace shardtest;
 
 constexpr std::uint64_t k_part = 5 * 1024 * 1024;
 
-class MemorySink final : public ByteSink, public PositionalSink {
- public:
-  Result<void> write(const void* data, std::size_t size) override {
-    std::lock_guard lock(mu_);
-    bytes_.append(static_cast<const char*>(data), size);
-    return {};
-  }
-  Bytes written() const override {
-    std::lock_guard lock(mu_);
-    return Bytes{bytes_.size()};
-  }
-  Result<void> restart() override {
-    std::lock_guard lock(mu_);
-    bytes_.clear();
-    return {};
-  }
-  PositionalSink* positional() override { return this; }
-  Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override {
-    std::lock_guard lock(mu_);
-    if (bytes_.size() < offset + size) bytes_.resize(offset + size);
-    bytes_.replace(offset, size, static_cast<const char*>(data), size);
-    return {};
-  }
-  Result<void> prefix_complete(Bytes) override { return {}; }
-  std::string bytes() const {
-    std::lock_guard lock(mu_);
-    return bytes_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::string bytes_;
-};
+using MemorySink = PositionalMemorySink;
 
 class AzureTierTest : public ::testing::Test {
  protected:
