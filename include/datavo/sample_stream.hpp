@@ -31,7 +31,8 @@
 // reached (a fetch, the mapping or the tar reader, whose messages name the shard, member and byte offset); the
 // failure is sticky. No exception escapes.
 //
-// Thread safety: one thread at a time calls next() and stats() of a SampleStream (it is movable, not copyable).
+// Thread safety: one thread at a time calls next() of a SampleStream (it is movable, not copyable); stats() and
+// cancel() may be called from any thread, also while another one is inside next().
 // A SampleView is an independent value: it may be moved to and read from any thread, and it keeps its shard's
 // mapping alive after the stream and the cache entry are gone (an evicted entry stays readable through the map).
 // Destroying a stream stops the prefetcher (downloads in progress are cancelled at their next chunk) and joins its
@@ -153,6 +154,12 @@ class SampleStream {
   // The next sample; std::nullopt after the last one of this consumer's shards. REQUIRES (for every method): the
   // stream was not moved from.
   Result<std::optional<SampleView>> next();
+
+  // Stops the stream, from any thread: downloads in progress are cancelled at their next chunk, no shard is started,
+  // and next() (one blocked waiting for a shard included) returns a cancelled Error from then on, sticky. For a
+  // consumer that reads on another thread and must stop it without waiting for a fetch; the stream must still
+  // outlive that thread's next(). Idempotent.
+  void cancel();
 
   const Manifest& manifest() const;
   // The normalized key group.

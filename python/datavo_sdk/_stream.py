@@ -7,6 +7,7 @@ a torch.distributed job, reads a disjoint set of shards (the C++ stream's split,
 exactly once per epoch. ``set_epoch(n)`` reshuffles deterministically (with ``shuffle=True``).
 """
 
+import atexit
 import os
 import sys
 
@@ -20,6 +21,10 @@ except ImportError:  # pragma: no cover - exercised by the no-torch test in a su
     _torch_data = None
 
 _Base = _torch_data.IterableDataset if _torch_data is not None else object
+
+# A pass reads its C++ stream on a thread of its own (started by the first next()); those still running at exit are
+# stopped and joined before the interpreter shuts down.
+atexit.register(_datavo._stop_pipelines)
 
 __all__ = ["SampleStream"]
 
@@ -166,7 +171,13 @@ class SampleStream(_Base):
         return rank, world, worker, workers
 
     def __iter__(self):
-        """A pass over this consumer's shards: an iterator of Sample with ``close()`` and ``stats()``."""
+        """A pass over this consumer's shards: an iterator of Sample with ``close()`` and ``stats()``.
+
+        From its first ``next()`` on, a C++ thread of the iterator reads the stream up to two batches of 64 samples
+        ahead of Python (never holding the GIL), so that the C++ side's work overlaps the Python loop's; ``stats()``
+        counts what that thread has read. Use the iterator from one thread at a time, in the process that called
+        ``iter()`` (a DataLoader worker calls it itself); ``close()`` (or dropping the iterator) stops and joins
+        the thread, cancelling a shard download in progress."""
         args = self._args(*self.consumer())
         if self.copy is None:
             args.copy = _driven_by_dataloader()

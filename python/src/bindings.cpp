@@ -12,17 +12,23 @@
 //     datavo lock) and handed to Python's `logging` by the calling thread when a call returns (drain_logs()).
 #include <Python.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -438,13 +444,207 @@ struct StreamArgs {
   bool copy = false;
 };
 
-// Samples are pulled from C++ in batches with the GIL released once per batch, then turned into Python objects
-// one at a time as Python asks for them.
+// ---- the sample pipeline --------------------------------------------------------------------------------------
+
+// Samples are pulled from C++ in batches by a producer thread, then turned into Python objects one at a time as
+// Python asks for them.
 constexpr std::size_t k_batch = 64;
 
+// One batch the producer filled, and how the stream stood after its last sample.
+struct SampleBatch {
+  std::vector<SampleView> samples;
+  std::optional<Error> error;  // the stream failed after `samples` (its sticky error: nothing follows)
+  bool end = false;            // the stream ended, or the pipeline was stopped, after `samples`
+};
+
+class SamplePipeline;
+
+// How many forks made this process, counted by a pthread_atfork child handler (registered with the module). An
+// object that remembers the count when its threads started tells a forked child, where those threads do not
+// exist, by a mismatch: cheaper than getpid() per sample, and it sees every fork (os.fork, multiprocessing, C).
+std::atomic<std::uint64_t> g_forks{0};
+std::uint64_t fork_count() { return g_forks.load(std::memory_order_relaxed); }
+void count_fork_in_child() { g_forks.fetch_add(1, std::memory_order_relaxed); }
+
+// The live pipelines of this process, so that stop_pipelines() can stop and join them at interpreter exit (an
+// iterator still referenced then, or leaked, must not leave a thread running into the C++ runtime's exit).
+// Deliberately leaked, like Globals.
+struct PipelineRegistry {
+  std::mutex mu;
+  std::set<SamplePipeline*> live;  // guarded by mu
+};
+PipelineRegistry& pipeline_registry() {
+  static auto* r = new PipelineRegistry();
+  return *r;
+}
+
+// SamplePipeline: a producer thread that reads a SampleStream ahead of the Python thread, so that the C++ stream's
+// own work (tar headers, the manifest check of each sample, the mapping's page faults) runs on another core than
+// the Python side's (Sample objects, the loop body). While Python converts and consumes batch k, the producer fills
+// batch k+1, then hands it over in ready_ as soon as Python has taken batch k, and goes on with k+2.
+//
+// Contract:
+//   - Ownership: the pipeline borrows the stream, which must outlive it (NativeStream destroys the pipeline first).
+//     While the pipeline lives only its producer calls stream.next(); stream.stats() and stream.cancel() may be
+//     called by any thread (sample_stream.hpp). Samples move from producer to consumer by value, under mu_ (a
+//     SampleView owns its shard's mapping, so it can be read on any thread).
+//   - Threads: the producer runs C++ only: it never touches a Python object, the GIL or the NativeStream. Taking a
+//     batch (try_take(), take()) is for one consumer thread at a time, which NativeStream's busy_ check enforces;
+//     take() may wait, so it is called without the GIL. stop() is for any thread, stop_and_join() for one at a
+//     time (see there).
+//   - Bounded: besides the batch Python is converting, at most two exist: one in ready_ and one being filled.
+//   - Memory: Python hands each batch it has converted back (give_back()), and the producer destroys its samples
+//     and refills the same vector. So the samples are made and freed on the producer's thread: no allocation is
+//     freed by another thread than the one that made it, and a mapping's reference count is only ever changed by
+//     the producer (no cache line bouncing between the cores per sample), which costs the Python side nothing.
+//   - Shutdown: stop() sets stop_ and cancels the stream, so that a producer blocked in next() on a shard fetch
+//     returns promptly (the download is cancelled at its next chunk, no new shard is started) and a consumer
+//     waiting in take() gets an end. The destructor stops and joins the producer; it is never detached.
+//   - Fork: the producer starts in the constructor, which NativeStream calls at the first next(), in the process
+//     that iterates (a DataLoader worker, after the fork), never when the iterator is made. A process forked while
+//     a pipeline lives has the pipeline's memory but not its thread (and maybe a lock the thread held): there the
+//     pipeline must be leaked, never used or destroyed (forked() tells; NativeStream does so).
+class SamplePipeline {
+ public:
+  explicit SamplePipeline(SampleStream& stream) : stream_(stream), forks_(fork_count()) {
+    thread_ = std::thread([this] { run(); });
+    std::lock_guard lock(pipeline_registry().mu);  // once the thread exists: a failed start registers nothing
+    pipeline_registry().live.insert(this);
+  }
+  ~SamplePipeline() {
+    {
+      // Unregistered first: once this returns, stop_pipelines() is not (and will not be) joining this thread.
+      std::lock_guard lock(pipeline_registry().mu);
+      pipeline_registry().live.erase(this);
+    }
+    stop_and_join();
+  }
+  SamplePipeline(const SamplePipeline&) = delete;
+  SamplePipeline& operator=(const SamplePipeline&) = delete;
+
+  // Whether this process is a fork of the one that started the producer (which then does not run here).
+  bool forked() const { return fork_count() != forks_; }
+
+  // See the contract above. Idempotent.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    stream_.cancel();
+  }
+
+  // REQUIRES: not called concurrently with itself (the destructor runs it after leaving the registry, and
+  // stop_pipelines() only for registered pipelines, holding the registry's lock).
+  void stop_and_join() {
+    stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Returns the samples of a batch Python has converted, for the producer to destroy and reuse (see Memory above).
+  // Never waits but for mu_ (which the producer holds only to hand a batch over). May be called with the GIL.
+  void give_back(std::vector<SampleView>&& spent) {
+    if (spent.empty()) return;
+    {
+      std::lock_guard lock(mu_);
+      if (spent_.empty()) spent_.swap(spent);  // else the producer has not taken the last one yet: freed here
+    }
+  }
+
+  // The next batch if the producer has handed it over, else std::nullopt; never waits (but for mu_, which the
+  // producer holds only to hand a batch over). May be called with the GIL.
+  std::optional<SampleBatch> try_take() {
+    std::optional<SampleBatch> batch;
+    {
+      std::lock_guard lock(mu_);
+      batch.swap(ready_);
+    }
+    if (batch) cv_.notify_all();  // the producer may wait for ready_ to be empty
+    return batch;
+  }
+
+  // The next batch, waiting for the producer; an empty batch with `end` once stopped. REQUIRES: the GIL released.
+  SampleBatch take() {
+    std::optional<SampleBatch> batch;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return ready_.has_value() || stop_; });
+      batch.swap(ready_);
+    }
+    if (!batch) return SampleBatch{{}, std::nullopt, true};
+    cv_.notify_all();
+    return std::move(*batch);
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      SampleBatch batch;
+      {
+        std::lock_guard lock(mu_);
+        batch.samples.swap(spent_);  // a converted batch (or nothing): its samples are destroyed on this thread
+      }
+      batch.samples.clear();
+      batch.samples.reserve(k_batch);
+      while (batch.samples.size() < k_batch) {
+        auto sample = stream_.next();  // after stop() (stream_.cancel()): a cancelled Error at once
+        if (!sample) {
+          batch.error = std::move(sample).error();
+          break;
+        }
+        if (!*sample) {
+          batch.end = true;
+          break;
+        }
+        batch.samples.push_back(std::move(**sample));
+      }
+      const bool last = batch.error || batch.end;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !ready_ || stop_; });
+        if (stop_) return;
+        ready_ = std::move(batch);
+      }
+      cv_.notify_all();
+      if (last) return;  // nothing follows an error or the end: the thread ends, join() is immediate
+    }
+  }
+
+  SampleStream& stream_;
+  const std::uint64_t forks_;  // fork_count() when the producer started
+
+  std::mutex mu_;
+  std::condition_variable cv_;        // ready_ filled or emptied, or stop_ set
+  std::optional<SampleBatch> ready_;  // guarded by mu_: the batch handed over, not yet taken
+  std::vector<SampleView> spent_;     // guarded by mu_: the samples of a batch Python converted, given back
+  bool stop_ = false;                 // guarded by mu_
+
+  std::thread thread_;  // started by the constructor once every other member is initialised; joined, never detached
+};
+
+// atexit (datavo_sdk registers it): stops and joins every producer of this process still running, so that none
+// runs on while the interpreter and the C++ runtime shut down. An iterator whose pipeline is stopped here sees the
+// end of its stream. REQUIRES: the GIL released (a producer may take until its fetch's next chunk to stop).
+void stop_pipelines() {
+  auto& registry = pipeline_registry();
+  std::lock_guard lock(registry.mu);
+  for (SamplePipeline* pipeline : registry.live)
+    if (!pipeline->forked()) pipeline->stop_and_join();  // a parent's pipeline, inherited by fork, has no thread here
+}
+
+// NativeStream: the iterator a SampleStream pass returns (`iter(stream)`): Python's side of one C++ SampleStream.
+//
+// Contract: every member is guarded by the GIL, and used by one Python thread at a time: next() refuses a second
+// thread (busy_) while the first waits for a batch without the GIL. It owns the C++ stream and, from the first
+// next() on, the SamplePipeline whose producer thread reads that stream (see above); the pipeline is destroyed
+// (stopped, joined) before the stream. close() from another thread while one is inside next() only stops the
+// pipeline; the iterating thread then ends the pass and finishes the close itself. In a forked child (where the
+// producer and the stream's prefetcher threads do not exist) next() raises and close() / the destructor leak both
+// rather than join threads that are not there.
 class NativeStream {
  public:
-  explicit NativeStream(const StreamArgs& args) : copy_(args.copy) {
+  explicit NativeStream(const StreamArgs& args) : copy_(args.copy), prefetch_(args.prefetch), forks_(fork_count()) {
     if (args.keys.empty()) raise(Error{ErrorCode::invalid_argument, "SampleStream: keys must name at least one key"});
     auto name = unwrap(DatasetName::parse(args.dataset));
     OriginClientOptions origin;
@@ -477,12 +677,21 @@ class NativeStream {
       options.client = std::move(*client);
       return SampleStream::from_dataset(name.full(), std::move(options));
     });
-    stream_.emplace(unwrap(std::move(stream)));
+    stream_ = std::make_unique<SampleStream>(unwrap(std::move(stream)));
     for (const auto& key : stream_->keys())
       key_objects_.push_back(py::reinterpret_steal<py::str>(PyUnicode_InternFromString(key.c_str())));
   }
 
-  ~NativeStream() = default;  // the stream's threads never need the GIL: destroying it with the GIL held is safe
+  // With the GIL held: the producer and the stream's threads never need it. The pipeline goes first (stopped and
+  // joined: it reads the stream), then the stream (its prefetcher cancelled and joined).
+  ~NativeStream() {
+    if (inherited()) {
+      leak();
+      return;
+    }
+    pipeline_.reset();
+    stream_.reset();
+  }
 
   // The next Sample, or a null object at the end (no StopIteration object is made: tp_iternext's fast path).
   py::object next() {
@@ -492,29 +701,50 @@ class NativeStream {
       ~Busy() { flag = false; }
     } busy{busy_};
     busy_ = true;
+    // The threads that read this stream (the producer, the prefetcher's) exist in the process that made them only.
+    // Refused from the first next() in a child, even with samples left in the batch: none of it is to be relied on.
+    if (inherited())
+      throw std::runtime_error(
+          "this SampleStream iterator was made (or started) in another process and inherited by fork: its reader "
+          "threads are not here; call iter() on the SampleStream in this process");
     for (;;) {
-      if (position_ < batch_.size()) {
-        SampleView view = std::move(batch_[position_++]);
-        return to_python(view);
+      if (closing_) {  // close() was called by another thread meanwhile
+        close_now();
+        return py::object();
       }
+      if (position_ < batch_.size()) {
+        return to_python(batch_[position_++]);  // the view stays in batch_: the producer destroys it (give_back())
+      }
+      if (pipeline_) pipeline_->give_back(std::move(batch_));
       batch_.clear();
       position_ = 0;
       if (error_) {
-        Error error = *error_;  // sticky, like the C++ stream's
+        Error error = *error_;  // sticky, like the C++ stream's; raised after the samples that came before it
         raise(error);
       }
       if (done_ || !stream_) return py::object();
-      blocking([&] { refill(); });
+      if (!pipeline_) pipeline_ = std::make_unique<SamplePipeline>(*stream_);  // the producer starts here
+      std::optional<SampleBatch> batch = pipeline_->try_take();
+      if (batch) {
+        drain_logs();  // what the producer logged, as blocking() does below
+      } else {
+        batch = blocking([&] { return pipeline_->take(); });
+      }
+      batch_ = std::move(batch->samples);
+      if (batch->error) error_ = std::move(batch->error);
+      if (batch->end) done_ = true;
     }
   }
 
   void close() {
-    batch_.clear();
-    position_ = 0;
-    done_ = true;
-    if (!stream_) return;
-    // Joins the prefetcher (it cancels a download in progress at its next chunk): without the GIL.
-    blocking([&] { stream_.reset(); });
+    if (busy_ && !inherited()) {
+      // Another thread is inside next(), waiting for a batch without the GIL (or converting one): the pipeline and
+      // the stream are in use. Stop the producer so that the wait ends; that thread finishes the close.
+      closing_ = true;
+      if (pipeline_) pipeline_->stop();
+      return;
+    }
+    close_now();
   }
 
   const SampleStream& stream() const {
@@ -545,22 +775,6 @@ class NativeStream {
   }
 
  private:
-  // REQUIRES: the GIL released.
-  void refill() {
-    while (batch_.size() < k_batch) {
-      auto sample = stream_->next();
-      if (!sample) {
-        error_ = sample.error();
-        return;
-      }
-      if (!*sample) {
-        done_ = true;
-        return;
-      }
-      batch_.push_back(std::move(**sample));
-    }
-  }
-
   py::object base_view(const std::shared_ptr<const ShardMapping>& mapping) {
     if (mapping.get() != current_mapping_) {
       py::object buffer = py::cast(ShardBuffer{mapping});
@@ -621,9 +835,46 @@ class NativeStream {
     return sample;
   }
 
+  // Whether this process is a fork of one that started threads reading this stream: the pipeline's producer, or
+  // the C++ stream's prefetcher threads (made with the stream, when prefetch_ > 0). Those threads do not exist here.
+  bool inherited() const { return (pipeline_ && pipeline_->forked()) || (prefetch_ > 0 && fork_count() != forks_); }
+
+  // Leaks the stream and the pipeline: in a forked child their threads do not exist, so destroying them would join
+  // threads that are not there (and maybe wait on a lock one of them held at the fork).
+  void leak() {
+    (void)pipeline_.release();
+    (void)stream_.release();
+  }
+
+  // REQUIRES: no other thread inside next().
+  void close_now() {
+    batch_.clear();
+    position_ = 0;
+    done_ = true;
+    closing_ = false;
+    if (!stream_) return;
+    if (inherited()) {
+      leak();
+      return;
+    }
+    // Taken out with the GIL held, so that another thread calling next() or stats() meanwhile sees a closed stream,
+    // then stopped and joined without it: the pipeline (its producer cancelled in any wait), then the stream (its
+    // prefetcher cancels a download in progress at its next chunk).
+    std::unique_ptr<SamplePipeline> pipeline = std::move(pipeline_);
+    std::unique_ptr<SampleStream> stream = std::move(stream_);
+    blocking([&] {
+      pipeline.reset();
+      stream.reset();
+    });
+  }
+
   bool copy_;
-  bool busy_ = false;  // guarded by the GIL: set while next() runs (it releases the GIL to refill)
-  std::optional<SampleStream> stream_;
+  std::size_t prefetch_;
+  std::uint64_t forks_;   // fork_count() when the stream (and its prefetcher threads) was made
+  bool busy_ = false;     // set while next() runs (it releases the GIL to wait for a batch)
+  bool closing_ = false;  // close() was called while another thread was inside next()
+  std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<SamplePipeline> pipeline_;  // after stream_: destroyed first. Made by the first next()
   std::vector<py::str> key_objects_;
   std::vector<SampleView> batch_;
   std::size_t position_ = 0;
@@ -685,6 +936,10 @@ PYBIND11_MODULE(_datavo, m) {
       "0 error, 1 warning, 2 info, 3 debug.");
   m.def("log_level", [] { return static_cast<int>(log_level()); });
   m.def("tier_stat_names", &tier_stat_names, "The names of the per-tier counters, in order.");
+  pthread_atfork(nullptr, nullptr, count_fork_in_child);
+  m.def(
+      "_stop_pipelines", [] { blocking(stop_pipelines); },
+      "Stops and joins the SampleStream reader threads still running (datavo_sdk registers it with atexit).");
 
   py::class_<Tier, std::shared_ptr<Tier>>(m, "Tier", "A cache tier (C++ datavo::Tier).")
       .def_property_readonly("name", [](const Tier& t) { return t.name(); })

@@ -4,6 +4,7 @@ environment per test (HOME, caches and DATAVO_* inside a temp dir), and helpers 
 What they need: the `datavo` binary ($DATAVO_BIN, else the one bundled in the installed package, else
 build/cli/datavo) and an importable datavo_sdk (installed, or PYTHONPATH=build/python). scripts/test.sh sets both.
 """
+import json
 import math
 import os
 import re
@@ -153,3 +154,46 @@ def env(tmp_path, monkeypatch, origin):
 def run_python(code, env=None, timeout=120):
     """Runs `code` in a fresh interpreter (this one's), returns the CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+class Proxy:
+    """tests/support/fault_proxy.py in front of the origin; set_mode() arms a fault for the shard downloads (a stall,
+    a slow link, an error status: see the proxy's docstring)."""
+
+    def __init__(self, upstream, workdir):
+        self.mode_file = os.path.join(workdir, "proxy.mode")
+        port_file = os.path.join(workdir, "proxy.port")
+        self.set_mode("ok")
+        self.log = open(os.path.join(workdir, "proxy.log"), "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(REPO, "tests", "support", "fault_proxy.py"), "--upstream", upstream,
+             "--mode-file", self.mode_file, "--port-file", port_file],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 15
+        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            assert self.process.poll() is None and time.monotonic() < deadline, "fault proxy did not start"
+            time.sleep(0.05)
+        self.url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+    def set_mode(self, mode):
+        tmp = self.mode_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(mode + "\n")
+        os.replace(tmp, self.mode_file)
+
+    def stats(self):
+        """The proxy's counters (GET /_proxy_stats; see its docstring)."""
+        return json.loads(urllib.request.urlopen(self.url + "/_proxy_stats", timeout=10).read())
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(10)
+        self.log.close()
+
+
+@pytest.fixture
+def proxy(env, origin, tmp_path):
+    p = Proxy(origin.url, str(tmp_path))
+    yield p
+    p.stop()

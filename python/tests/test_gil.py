@@ -3,55 +3,15 @@ the time of one; a pure-Python thread keeps running meanwhile; a fetcher runs in
 threads run while a hierarchy call waits."""
 import hashlib
 import os
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import DATASET, REPO, SHARDS
+from conftest import DATASET, SHARDS
 from datavo_sdk import SampleStream, ShardCacheHierarchy, ShardCacheTier
 
 STALL_SECONDS = 2
-
-
-class Proxy:
-    """tests/support/fault_proxy.py in front of the origin: the first `count` shard downloads stall."""
-
-    def __init__(self, upstream, workdir):
-        self.mode_file = os.path.join(workdir, "proxy.mode")
-        port_file = os.path.join(workdir, "proxy.port")
-        self.set_mode("ok")
-        self.log = open(os.path.join(workdir, "proxy.log"), "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, os.path.join(REPO, "tests", "support", "fault_proxy.py"), "--upstream", upstream,
-             "--mode-file", self.mode_file, "--port-file", port_file],
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 15
-        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
-            assert self.process.poll() is None and time.monotonic() < deadline, "fault proxy did not start"
-            time.sleep(0.05)
-        self.url = "http://127.0.0.1:%s" % open(port_file).read().strip()
-
-    def set_mode(self, mode):
-        tmp = self.mode_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(mode + "\n")
-        os.replace(tmp, self.mode_file)
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(10)
-        self.log.close()
-
-
-@pytest.fixture
-def proxy(env, origin, tmp_path):
-    p = Proxy(origin.url, str(tmp_path))
-    yield p
-    p.stop()
 
 
 def read_one_shard(proxy_url, rank, results):

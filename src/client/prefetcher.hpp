@@ -4,11 +4,13 @@
 //
 // With depth 0 there is no thread: next() loads the item itself. The first Error ends the sequence: every item
 // before it is still handed over, then the Error in its place, and again on every later call; no item after it is
-// started. The destructor cancels (the flag passed to the loader turns true, and no new item is started) and joins
-// the threads.
+// started. cancel() (from any thread) and the destructor cancel: the flag passed to the loader turns true, no new
+// item is started, and every next() from then on (one waiting for an item included) returns a cancelled Error. The
+// destructor then joins the threads.
 //
-// Thread safety: next() and max_ahead() are called by one consumer thread. The loader runs on the prefetcher's
-// threads (several at once when max_parallel > 1; it must be thread-safe), or on the consumer's with depth 0.
+// Thread safety: next() is called by one consumer thread; max_ahead() and cancel() by any thread, at any time. The
+// loader runs on the prefetcher's threads (several at once when max_parallel > 1; it must be thread-safe), or on
+// the consumer's with depth 0.
 #pragma once
 
 #include <algorithm>
@@ -38,19 +40,26 @@ class Prefetcher {
     for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
   }
   ~Prefetcher() {
-    {
-      std::lock_guard lock(mu_);
-      cancelled_.store(true);
-    }
-    space_.notify_all();
+    cancel();
     for (auto& thread : threads_) thread.join();
   }
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  // The next item in order, std::nullopt after the last one, or the sticky Error.
+  // Stops the loads (see the top of this file). Idempotent; any thread.
+  void cancel() {
+    {
+      std::lock_guard lock(mu_);
+      cancelled_.store(true);
+    }
+    space_.notify_all();
+    ready_cv_.notify_all();  // a consumer waiting in next()
+  }
+
+  // The next item in order, std::nullopt after the last one, or the sticky Error (cancelled after cancel()).
   Result<std::optional<T>> next() {
     if (error_) return *error_;
+    if (cancelled_.load()) return fail(Error{ErrorCode::cancelled, "cancelled"});
     if (depth_ == 0) {
       if (taken_ == count_) return std::optional<T>{};
       auto item = load_(taken_++, cancelled_);
@@ -61,8 +70,10 @@ class Prefetcher {
     // Every item started below next_to_start_ ends up in ready_, so once nothing is loading and the consumer has
     // caught up with next_to_start_, nothing more will come.
     ready_cv_.wait(lock, [&] {
-      return ready_.contains(taken_) || (in_flight_ == 0 && taken_ == next_to_start_ && no_more_starts());
+      return cancelled_.load() || ready_.contains(taken_) ||
+             (in_flight_ == 0 && taken_ == next_to_start_ && no_more_starts());
     });
+    if (cancelled_.load()) return fail(Error{ErrorCode::cancelled, "cancelled"});
     auto found = ready_.find(taken_);
     if (found == ready_.end()) return std::optional<T>{};
     Result<T> item = std::move(found->second);

@@ -1,6 +1,7 @@
 #include "datavo/sample_stream.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "client/prefetcher.hpp"
@@ -18,7 +19,7 @@ class CancellableSink final : public ByteSink {
   CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled) : inner_(inner), cancelled_(cancelled) {}
   Result<void> write(const void* data, std::size_t size) override {
     if (cancelled_.load(std::memory_order_relaxed))
-      return Error{ErrorCode::io, "download cancelled: the SampleStream was destroyed"};
+      return Error{ErrorCode::io, "download cancelled: the SampleStream was cancelled or destroyed"};
     return inner_.write(data, size);
   }
   Bytes written() const override { return inner_.written(); }
@@ -56,6 +57,7 @@ struct SampleStream::Impl {
   std::optional<SampleIterator> samples;  // over current->mapping
   std::size_t sample_in_shard = 0;
   std::optional<Error> error;
+  std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
 
   // Last: destroyed (cancelled and joined) before anything its loader uses.
   std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
@@ -119,10 +121,18 @@ void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) 
 
 Result<std::optional<SampleView>> SampleStream::Impl::next() {
   if (error) return *error;
+  const auto cancelled_error = [&] {
+    return Error{ErrorCode::cancelled, "SampleStream of " + manifest.name.full() + ": cancelled"};
+  };
+  if (cancel_requested.load(std::memory_order_relaxed)) return fail(cancelled_error());
   for (;;) {
     if (!current) {
       auto shard = prefetcher->next();
-      if (!shard) return fail(std::move(shard).error());
+      if (!shard) {
+        Error e = std::move(shard).error();
+        // After cancel() a failed load (a download cut short, say) is the cancellation's doing.
+        return fail(cancel_requested.load() ? cancelled_error() : std::move(e));
+      }
       if (!*shard) return std::optional<SampleView>{};
       current = std::move(**shard);
       samples.emplace(current->mapping->bytes(), current->mapping->name());
@@ -235,6 +245,11 @@ SampleStream& SampleStream::operator=(SampleStream&&) noexcept = default;
 SampleStream::~SampleStream() = default;
 
 Result<std::optional<SampleView>> SampleStream::next() { return impl_->next(); }
+
+void SampleStream::cancel() {
+  impl_->cancel_requested.store(true);
+  impl_->prefetcher->cancel();
+}
 const Manifest& SampleStream::manifest() const { return impl_->manifest; }
 const std::vector<std::string>& SampleStream::keys() const { return impl_->keys; }
 const std::vector<std::uint64_t>& SampleStream::shard_indices() const { return impl_->shard_indices; }

@@ -1,5 +1,5 @@
 // Tests of the background prefetcher (src/client/prefetcher.hpp): order, the bound on items ahead, sticky errors,
-// the synchronous mode and cancellation by the destructor.
+// the synchronous mode and cancellation by the destructor and by cancel().
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -155,6 +155,33 @@ TEST(PrefetcherTest, DestructorCancelsALoadInProgress) {
   }
   EXPECT_TRUE(saw_cancel.load());
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+}
+
+TEST(PrefetcherTest, CancelFromAnotherThreadWakesAWaitingConsumer) {
+  for (std::size_t depth : {0u, 2u}) {
+    std::atomic<bool> loading{false};
+    Prefetcher<int> prefetcher(3, depth, [&](std::size_t, const std::atomic<bool>& cancelled) -> Result<int> {
+      loading = true;
+      while (!cancelled.load()) std::this_thread::sleep_for(1ms);
+      return Error{ErrorCode::io, "load cut short"};
+    });
+    const auto started = std::chrono::steady_clock::now();
+    std::thread canceller([&] {
+      while (!loading.load()) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(20ms);  // the consumer is inside next() by now
+      prefetcher.cancel();
+    });
+    auto item = prefetcher.next();  // blocks on the never-ending load until cancel()
+    canceller.join();
+    ASSERT_FALSE(item) << "depth " << depth;
+    if (depth > 0) {
+      EXPECT_EQ(item.error().code, ErrorCode::cancelled);
+    }
+    auto again = prefetcher.next();
+    ASSERT_FALSE(again) << "depth " << depth << ": sticky";
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+    prefetcher.cancel();  // idempotent
+  }
 }
 
 }  // namespace

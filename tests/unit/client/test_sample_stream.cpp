@@ -246,6 +246,25 @@ TEST_F(SampleStreamTest, DestroyingAStreamMidwayJoinsThePrefetcher) {
   SUCCEED();
 }
 
+TEST_F(SampleStreamTest, CancelMakesEveryLaterNextFail) {
+  for (std::size_t depth : {0u, 2u}) {
+    auto o = options();
+    o.prefetch_shards = depth;
+    SampleStream stream = open(std::move(o));
+    auto first = stream.next();
+    ASSERT_TRUE(first && *first);
+    std::thread([&] { stream.cancel(); }).join();  // any thread
+    for (int round = 0; round < 2; ++round) {
+      auto next = stream.next();
+      ASSERT_FALSE(next) << "depth " << depth;
+      EXPECT_EQ(next.error().code, ErrorCode::cancelled);
+      EXPECT_NE(next.error().message.find("fake/train"), std::string::npos) << next.error().message;
+    }
+    stream.cancel();  // idempotent
+    EXPECT_EQ(stream.stats().samples, 1u);
+  }
+}
+
 TEST_F(SampleStreamTest, MovedStreamKeepsReading) {
   SampleStream stream = open(options());
   auto first = stream.next();
