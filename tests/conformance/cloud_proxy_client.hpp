@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "conformance/tier_conformance.hpp"
@@ -39,5 +40,23 @@ class CloudProxy {
 
 // The process's proxy in front of `upstream`, started at first use.
 CloudProxy& proxy_for(const std::string& upstream, const std::string& flavour);
+
+// A harness whose tiers may talk to their server through a CloudProxy: the counters and faults of the cases go to
+// the proxy of the last make() (proxy_, null when that tier was made without TierSetup::through_proxy).
+class ProxiedHarness : public TierHarness {
+ public:
+  bool observable() const override { return proxy_ != nullptr; }
+  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
+  void reset_counts() override {
+    if (proxy_) proxy_->reset_counts();
+  }
+  void set_fault(const std::string& mode) override {
+    if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
+    proxy_->set_fault(mode);
+  }
+
+ protected:
+  CloudProxy* proxy_ = nullptr;
+};
 
 }  // namespace datavo::conformance

@@ -105,7 +105,7 @@ class SplitTier final : public Tier {
   std::shared_ptr<Tier> reader_, writer_;
 };
 
-class GcsHarness final : public TierHarness {
+class GcsHarness final : public ProxiedHarness {
  public:
   GcsHarness() : endpoint_(env_or_empty("STORAGE_EMULATOR_HOST")) {
     if (!endpoint_.empty() && endpoint_.find("://") == std::string::npos) endpoint_ = "http://" + endpoint_;
@@ -162,16 +162,6 @@ class GcsHarness final : public TierHarness {
     auto page = nlohmann::json::parse(response.body);
     if (page.contains("nextPageToken")) throw std::runtime_error("more objects than one page: not expected here");
     return page.contains("items") ? int(page["items"].size()) : 0;
-  }
-
-  bool observable() const override { return proxy_ != nullptr; }
-  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
-  void reset_counts() override {
-    if (proxy_) proxy_->reset_counts();
-  }
-  void set_fault(const std::string& mode) override {
-    if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
-    proxy_->set_fault(mode);
   }
 
  private:
@@ -237,7 +227,6 @@ class GcsHarness final : public TierHarness {
   net::HttpClient http_;
   std::string bucket_;
   RemoteTierOptions options_;
-  CloudProxy* proxy_ = nullptr;
 };
 
 }  // namespace

@@ -48,7 +48,7 @@ struct Server {
   std::string secret;
 };
 
-class S3Harness final : public TierHarness {
+class S3Harness final : public ProxiedHarness {
  public:
   explicit S3Harness(Server server) : server_(std::move(server)) {
     if (!server_.endpoint.empty()) {
@@ -149,16 +149,6 @@ class S3Harness final : public TierHarness {
     return int(objects->size());
   }
 
-  bool observable() const override { return proxy_ != nullptr; }
-  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
-  void reset_counts() override {
-    if (proxy_) proxy_->reset_counts();
-  }
-  void set_fault(const std::string& mode) override {
-    if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
-    proxy_->set_fault(mode);
-  }
-
  private:
   std::string object_path(const ShardKey& key) const {
     return "/" + bucket_ + "/" + util::percent_encode(cloud::entry_object_name(options_, key), util::Slash::keep);
@@ -192,7 +182,6 @@ class S3Harness final : public TierHarness {
   net::HttpClient http_;
   std::string bucket_;
   RemoteTierOptions options_;
-  CloudProxy* proxy_ = nullptr;
 };
 
 }  // namespace
