@@ -24,8 +24,6 @@
 //
 // Environment (tests/support/emulators.sh up azurite exports it): AZURITE_BLOB_ENDPOINT (path-style,
 // http://127.0.0.1:P/devstoreaccount1), AZURITE_CONNECTION_STRING, AZURITE_ACCOUNT_NAME, AZURITE_ACCOUNT_KEY.
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -38,6 +36,7 @@
 #include "conformance/tier_conformance.hpp"
 #include "datavo/azure_blob_tier.hpp"
 #include "net/http_client.hpp"
+#include "support/azurite_sas.hpp"
 #include "support/shard_fixtures.hpp"
 #include "tier/azure/azure_tier.hpp"
 #include "tier/azure/credentials.hpp"
@@ -58,57 +57,9 @@ std::string env_or_empty(const char* name) {
   return value ? value : "";
 }
 
-cloud::CredentialEnv env_of(std::map<std::string, std::string> vars) {
-  cloud::CredentialEnv env;
-  env.getenv = [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-  env.now = [] { return cloud::WallClock::now(); };
-  return env;
-}
-
-std::string hmac_sha256_base64(const std::string& key_base64, const std::string& text) {
-  std::string key(key_base64.size(), '\0');
-  const int size = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(key.data()),
-                                   reinterpret_cast<const unsigned char*>(key_base64.data()), int(key_base64.size()));
-  if (size < 0) throw std::runtime_error("AZURITE_ACCOUNT_KEY is not base64");
-  key.resize(std::size_t(size) - (key_base64.ends_with("==") ? 2 : key_base64.ends_with("=") ? 1 : 0));
-  unsigned char mac[32];
-  unsigned int mac_size = 0;
-  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac,
-       &mac_size);
-  std::string out(64, '\0');
-  out.resize(std::size_t(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac, int(mac_size))));
-  return out;
-}
-
-std::string utc(cloud::WallClock::time_point time) {
-  const std::time_t seconds = cloud::WallClock::to_time_t(time);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-// An account SAS ("Create an account SAS", version 2020-12-06 and later) for blobs: services, containers and
-// objects; read, write, delete, list, add, create; valid for two hours.
-std::string account_sas(const std::string& account, const std::string& key) {
-  using namespace std::chrono_literals;
-  const std::string sv = "2021-12-02", ss = "b", srt = "sco", sp = "rwdlac", spr = "https,http";
-  const std::string st = utc(cloud::WallClock::now() - 5min), se = utc(cloud::WallClock::now() + 2h);
-  const std::string string_to_sign =
-      account + "\n" + sp + "\n" + ss + "\n" + srt + "\n" + st + "\n" + se + "\n" + "\n" + spr + "\n" + sv + "\n\n";
-  auto q = [](const std::string& v) { return util::percent_encode(v); };
-  return "sv=" + sv + "&ss=" + ss + "&srt=" + srt + "&sp=" + sp + "&st=" + q(st) + "&se=" + q(se) + "&spr=" + q(spr) +
-         "&sig=" + q(hmac_sha256_base64(key, string_to_sign));
-}
-
 enum class Mode { shared_key, sas };
 
-class AzureHarness final : public TierHarness {
+class AzureHarness final : public ProxiedHarness {
  public:
   explicit AzureHarness(Mode mode)
       : mode_(mode),
@@ -123,7 +74,7 @@ class AzureHarness final : public TierHarness {
     const auto path = endpoint_.find('/', endpoint_.find("://") + 3);
     origin_ = endpoint_.substr(0, path);
     account_path_ = path == std::string::npos ? "" : endpoint_.substr(path);
-    if (mode_ == Mode::sas) sas_ = account_sas(account_, key_);
+    if (mode_ == Mode::sas) sas_ = azuretest::account_sas(account_, key_, std::chrono::hours(2));
     auto auth = azure::make_azure_auth({endpoint_ + "/conformance", sas_, ""}, tier_env(), http_);
     if (!auth) throw std::runtime_error("make_azure_auth: " + auth.error().message);
     const auto expected = mode_ == Mode::sas ? azure::AzureAuthMode::sas : azure::AzureAuthMode::shared_key;
@@ -205,21 +156,11 @@ class AzureHarness final : public TierHarness {
     return int(blobs->size());
   }
 
-  bool observable() const override { return proxy_ != nullptr; }
-  RequestCounts counts() override { return proxy_ ? proxy_->counts() : RequestCounts{}; }
-  void reset_counts() override {
-    if (proxy_) proxy_->reset_counts();
-  }
-  void set_fault(const std::string& mode) override {
-    if (!proxy_) throw std::runtime_error("set_fault needs a tier made with through_proxy");
-    proxy_->set_fault(mode);
-  }
-
  private:
   // SharedKey: the tier finds Azurite's key where an SDK would; SAS: no key anywhere, the SAS alone.
   cloud::CredentialEnv tier_env() const {
-    if (mode_ == Mode::sas) return env_of({});
-    return env_of({{"AZURE_STORAGE_CONNECTION_STRING", connection_string_}});
+    if (mode_ == Mode::sas) return azuretest::env_of({});
+    return azuretest::env_of({{"AZURE_STORAGE_CONNECTION_STRING", connection_string_}});
   }
 
   std::string blob_path(const ShardKey& key) const {
@@ -258,7 +199,6 @@ class AzureHarness final : public TierHarness {
   std::shared_ptr<net::RequestAuth> auth_;
   std::string container_;
   RemoteTierOptions options_;
-  CloudProxy* proxy_ = nullptr;
 };
 
 }  // namespace

@@ -14,8 +14,6 @@
 // fail naming the variable (never a silent pass).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <cstdlib>
 #include <ctime>
@@ -23,6 +21,7 @@
 #include <random>
 
 #include "net/http_client.hpp"
+#include "support/azurite_sas.hpp"
 #include "tier/azure/credentials.hpp"
 #include "util/percent.hpp"
 
@@ -40,54 +39,6 @@ constexpr const char* k_default_key =
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
-}
-
-cloud::CredentialEnv env_of(std::map<std::string, std::string> vars) {
-  cloud::CredentialEnv env;
-  env.getenv = [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-  env.now = [] { return cloud::WallClock::now(); };
-  return env;
-}
-
-// Written against OpenSSL here, not with src/tier/azure/shared_key.cpp: the account SAS of "Create an account SAS"
-// (version 2020-12-06 and later: the string-to-sign ends with the encryption scope and a newline).
-std::string hmac_base64(const std::string& key_base64, const std::string& text) {
-  std::string key(key_base64.size(), '\0');
-  const int size = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(key.data()),
-                                   reinterpret_cast<const unsigned char*>(key_base64.data()), int(key_base64.size()));
-  key.resize(std::size_t(size) - (key_base64.ends_with("==") ? 2 : key_base64.ends_with("=") ? 1 : 0));
-  unsigned char mac[32];
-  unsigned int mac_size = 0;
-  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac,
-       &mac_size);
-  std::string out(64, '\0');
-  out.resize(std::size_t(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), mac, int(mac_size))));
-  return out;
-}
-
-std::string utc(cloud::WallClock::time_point time) {
-  const std::time_t seconds = cloud::WallClock::to_time_t(time);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-std::string account_sas(const std::string& account, const std::string& key, bool tamper) {
-  const std::string sv = "2021-12-02", ss = "b", srt = "sco", sp = "rwdlac", spr = "https,http";
-  const std::string st = utc(cloud::WallClock::now() - 5min), se = utc(cloud::WallClock::now() + 1h);
-  const std::string string_to_sign =
-      account + "\n" + sp + "\n" + ss + "\n" + srt + "\n" + st + "\n" + se + "\n" + "\n" + spr + "\n" + sv + "\n\n";
-  std::string sig = hmac_base64(key, string_to_sign);
-  if (tamper) sig[0] = sig[0] == 'A' ? 'B' : 'A';
-  auto q = [](const std::string& v) { return util::percent_encode(v); };
-  return "sv=" + sv + "&ss=" + ss + "&srt=" + srt + "&sp=" + sp + "&st=" + q(st) + "&se=" + q(se) + "&spr=" + q(spr) +
-         "&sig=" + q(sig);
 }
 
 class AzuriteLive : public ::testing::Test {
@@ -150,7 +101,7 @@ class AzuriteLive : public ::testing::Test {
 
   void TearDown() override {
     if (endpoint_.empty() || container_.empty()) return;
-    auto cleanup = auth(env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", key_}}));
+    auto cleanup = auth(azuretest::env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", key_}}));
     if (cleanup.auth) (void)send(cleanup.auth.get(), net::HttpMethod::delete_, "?restype=container");
   }
 
@@ -161,14 +112,15 @@ class AzuriteLive : public ::testing::Test {
 
 TEST_F(AzuriteLive, SharedKeySignedRequestsAreAcceptedAndAWrongKeyIsRefused) {
   const std::string connection = getenv_or("AZURITE_CONNECTION_STRING", "");
-  auto env = connection.empty() ? env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", key_}})
-                                : env_of({{"AZURE_STORAGE_CONNECTION_STRING", connection}});
+  auto env = connection.empty() ? azuretest::env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", key_}})
+                                : azuretest::env_of({{"AZURE_STORAGE_CONNECTION_STRING", connection}});
   const auto shared = auth(env);
   ASSERT_EQ(shared.mode, AzureAuthMode::shared_key) << shared.description;
   round_trip(shared.auth.get());
 
   // The same request signed with another key: Azurite recomputes the signature and refuses it.
-  const auto wrong = auth(env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", "d3Jvbmcga2V5IGJ5dGVz"}}));
+  const auto wrong =
+      auth(azuretest::env_of({{"AZURE_STORAGE_ACCOUNT", account_}, {"AZURE_STORAGE_KEY", "d3Jvbmcga2V5IGJ5dGVz"}}));
   ASSERT_EQ(wrong.mode, AzureAuthMode::shared_key);
   auto refused = send(wrong.auth.get(), net::HttpMethod::get, "/dir/a.txt");
   ASSERT_FALSE(refused);
@@ -177,11 +129,12 @@ TEST_F(AzuriteLive, SharedKeySignedRequestsAreAcceptedAndAWrongKeyIsRefused) {
 }
 
 TEST_F(AzuriteLive, AnAccountSasMadeInTheTestIsAcceptedAndATamperedOneIsRefused) {
-  const auto sas = auth(env_of({}), "?" + account_sas(account_, key_, /*tamper=*/false));
+  const auto sas = auth(azuretest::env_of({}), "?" + azuretest::account_sas(account_, key_, std::chrono::hours(1)));
   ASSERT_EQ(sas.mode, AzureAuthMode::sas);
   round_trip(sas.auth.get());
 
-  const auto tampered = auth(env_of({}), account_sas(account_, key_, /*tamper=*/true));
+  const auto tampered = auth(azuretest::env_of({}), azuretest::account_sas(account_, key_, std::chrono::hours(1),
+                                                                           azuretest::SasSignature::tampered));
   auto refused = send(tampered.auth.get(), net::HttpMethod::get, "/dir/a.txt");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::permission_denied);
