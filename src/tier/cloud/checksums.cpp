@@ -104,16 +104,33 @@ Result<Sha256> sha256_of_range(int fd, std::uint64_t offset, std::uint64_t lengt
   return hasher.finish();
 }
 
-Result<std::string> md5_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
+// The MD5 of the range, with every chunk also given to `also`.
+template <typename Also>
+Result<std::string> md5_of_range_and(int fd, std::uint64_t offset, std::uint64_t length, Also&& also) {
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_md5(), nullptr) != 1)
     return Error{ErrorCode::internal, "cannot start an MD5"};
-  DATAVO_TRY(
-      read_range(fd, offset, length, [&](const char* data, std::size_t n) { EVP_DigestUpdate(ctx.get(), data, n); }));
+  DATAVO_TRY(read_range(fd, offset, length, [&](const char* data, std::size_t n) {
+    EVP_DigestUpdate(ctx.get(), data, n);
+    also(data, n);
+  }));
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1) return Error{ErrorCode::internal, "cannot finish an MD5"};
   return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+Result<std::string> md5_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
+  return md5_of_range_and(fd, offset, length, [](const char*, std::size_t) {});
+}
+
+Result<Md5AndCrc32c> md5_and_crc32c_of_range(int fd, std::uint64_t offset, std::uint64_t length) {
+  Md5AndCrc32c out;
+  auto md5 = md5_of_range_and(
+      fd, offset, length, [&](const char* data, std::size_t n) { out.crc32c = crc32c_extend(out.crc32c, data, n); });
+  if (!md5) return std::move(md5).error();
+  out.md5 = std::move(*md5);
+  return out;
 }
 
 std::string md5_of(std::string_view bytes) {

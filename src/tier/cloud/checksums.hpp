@@ -30,6 +30,12 @@ std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t siz
 // The same without the crc32 instruction (what crc32c_extend falls back to on CPUs without SSE 4.2).
 std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::size_t size);
 Result<std::uint32_t> crc32c_of_range(int fd, std::uint64_t offset, std::uint64_t length);
+// Both of GCS's checksums of [offset, offset + length) of `fd`, in one read of it.
+struct Md5AndCrc32c {
+  std::string md5;  // 16 raw bytes
+  std::uint32_t crc32c = 0;
+};
+Result<Md5AndCrc32c> md5_and_crc32c_of_range(int fd, std::uint64_t offset, std::uint64_t length);
 // GCS's form of a CRC-32C (the crc32c field, the X-Goog-Hash header): its four bytes big-endian, in base64.
 std::string crc32c_base64(std::uint32_t crc);
 

@@ -219,12 +219,10 @@ class GcsBackend final : public BlobBackend {
     std::string md5;
     std::uint32_t crc = 0;
     if (const auto* file = std::get_if<net::FileBody>(&body)) {
-      auto digest = cloud::md5_of_range(file->fd, file->offset, file->size.count());
-      if (!digest) return std::move(digest).error();
-      auto crc32c = cloud::crc32c_of_range(file->fd, file->offset, file->size.count());
-      if (!crc32c) return std::move(crc32c).error();
-      md5 = *digest;
-      crc = *crc32c;
+      auto sums = cloud::md5_and_crc32c_of_range(file->fd, file->offset, file->size.count());
+      if (!sums) return std::move(sums).error();
+      md5 = std::move(sums->md5);
+      crc = sums->crc32c;
     } else if (const auto* text = std::get_if<std::string>(&body)) {
       md5 = cloud::md5_of(*text);
       crc = cloud::crc32c_extend(0, text->data(), text->size());

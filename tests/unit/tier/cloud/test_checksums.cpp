@@ -85,6 +85,10 @@ TEST(Crc32c, OfAFileRangeIsTheCrcOfThoseBytes) {
   auto md5 = md5_of_range(fd.get(), 1000, bytes.size() - 2000);
   ASSERT_TRUE(md5) << md5.error().message;
   EXPECT_EQ(*md5, md5_of(std::string_view(bytes).substr(1000, bytes.size() - 2000)));
+  auto both = md5_and_crc32c_of_range(fd.get(), 1000, bytes.size() - 2000);
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_EQ(both->md5, *md5);
+  EXPECT_EQ(both->crc32c, *crc);
 }
 
 }  // namespace
