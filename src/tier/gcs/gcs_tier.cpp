@@ -1,8 +1,8 @@
 // The GCS backend of the remote-tier layer, over the JSON API: media downloads pinned to the generation
 // (ifGenerationMatch), multipart uploads for small objects and resumable uploads in chunks of part_size for large
 // ones (one chunk when part_size covers the object; resumed from the offset the server reports),
-// ifGenerationMatch=0 as the conditional create, MD5 sent with every multipart upload so that GCS refuses corrupt
-// bytes, Application Default Credentials (gcs/credentials.hpp).
+// ifGenerationMatch=0 as the conditional create, CRC-32C (and MD5 on multipart uploads) sent with every upload so
+// that GCS refuses corrupt bytes, Application Default Credentials (gcs/credentials.hpp).
 #include "datavo/gcs_tier.hpp"
 
 #include <openssl/evp.h>
