@@ -33,6 +33,7 @@
 #include "datavo/hierarchy.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
+#include "util/fs.hpp"
 
 namespace {
 
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
       auto result = (*hierarchy)->get_or_fetch(key, fetcher, Expectation{Bytes{shard.size}, shard.sha256});
       if (result) {
         source = to_string(result->source);
-        auto actual = sha256_of_fd(result->handle.fd());
+        auto actual = util::sha256_of_fd(result->handle.fd());
         verdict = actual && *actual == shard.sha256 ? "ok" : "wrong";
       } else {
         std::cerr << "datavo_soak_reader: " << result.error().message << "\n";

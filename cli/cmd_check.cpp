@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "datavo/hierarchy.hpp"
 #include "datavo/tier_registry.hpp"
 
 namespace datavo::cli {

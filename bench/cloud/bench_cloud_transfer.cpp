@@ -8,7 +8,7 @@
 //       --file PATH [--concurrency N] [--part-size BYTES] [--instance NAME]
 // --tier defaults to s3. --bucket is the S3 or GCS bucket, or the Azure container (the tier's container_url is
 // <endpoint>/<bucket>, so --endpoint is Azurite's http://host:port/<account>). Concurrency and part size default
-// to the tiers' defaults (RemoteTierOptions: 8 and 16 MiB).
+// to the tiers' defaults (CloudTierOptions: 8 and 16 MiB).
 // Prints one JSON line: {"op", "tier", "bytes", "seconds", "cpu_seconds", "mb_per_s", "concurrency", "part_size"}
 // (cpu: user + system of this process during the transfer, every thread). Credentials: each tier's own chain
 // (S3: AWS_ACCESS_KEY_ID, ...; GCS: none when STORAGE_EMULATOR_HOST is set; Azure: AZURE_STORAGE_CONNECTION_STRING,
@@ -105,7 +105,7 @@ T require(Result<T> result, const char* what) {
 }
 
 Result<std::shared_ptr<Tier>> make_tier(const std::string& type, const std::string& endpoint, const std::string& bucket,
-                                        RemoteTierOptions remote) {
+                                        CloudTierOptions remote) {
   if (type == "s3") {
     S3TierOptions options;
     options.bucket = bucket;
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   if (argc < 2) usage_error("no operation");
   const std::string op = argv[1];
   std::string type = "s3", endpoint, bucket, hash, file, instance = "local";
-  RemoteTierOptions remote;  // the tiers' defaults unless given
+  CloudTierOptions remote;  // the tiers' defaults unless given
   remote.name = "bench";
   remote.single_flight = false;
   for (int i = 2; i < argc; i += 2) {
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     ::fstat(fd.get(), &st);
     bytes = std::uint64_t(st.st_size);
     // The digest is known before an upload (staging computed it): not part of the timed transfer.
-    auto digest = require(sha256_of_fd(fd.get()), "sha256");
+    auto digest = require(util::sha256_of_fd(fd.get()), "sha256");
     ShardHandle source(::dup(fd.get()), file, Bytes{bytes});
     const double cpu0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();

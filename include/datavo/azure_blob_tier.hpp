@@ -8,13 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "datavo/remote_tier.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo {
 
 struct AzureBlobTierOptions {
-  RemoteTierOptions remote;
+  CloudTierOptions remote;
   // https://<account>.blob.core.windows.net/<container>, or a custom host such as Azurite's
   // http://127.0.0.1:10000/devstoreaccount1/<container>.
   std::string container_url;

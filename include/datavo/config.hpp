@@ -1,11 +1,11 @@
-// shards.yaml: the typed configuration of a cache hierarchy and its resolution order. The tiers it describes are
-// built by the tier registry (tier_registry.hpp).
+// shards.yaml: the typed configuration of a cache hierarchy and its resolution order. One tier's settings, and the
+// value syntax they share, are in tier_config.hpp; the tiers are built by the tier registry (tier_registry.hpp).
 //
 // Schema (docs/config.md): a mapping with one key, `tiers`, a non-empty list, fastest first. Each tier has
 // `type` (a registered type: folder | s3 | gcs | azure_blob; default folder), `name` (optional; defaults to the
 // path or bucket), `max_bytes` (optional integer or "<n><unit>" with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, all
 // 1024-based; 0 or missing means unbounded) and `read_only` (optional bool), plus the fields of its type, which the
-// type's entry in the tier registry parses (src/tier/<type>/config.cpp). Unknown keys, wrong types, bad sizes,
+// type's entry in the tier registry parses (src/tier/<type>/<type>_type.cpp). Unknown keys, wrong types, bad sizes,
 // duplicate names, missing required fields, an empty list and a list without a folder tier are errors that name
 // the file, the line and the field. The legacy top-level `root` is accepted and ignored with a WARNING.
 //
@@ -28,31 +28,10 @@
 #include <variant>
 #include <vector>
 
-#include "datavo/folder_tier.hpp"
 #include "datavo/result.hpp"
-#include "datavo/units.hpp"
+#include "datavo/tier_config.hpp"
 
 namespace datavo {
-
-// One effective setting of a tier, and where its value came from: what `datavo cache info` shows (like `ccache -p`).
-struct TierSetting {
-  std::string name;    // e.g. "max_bytes", "durability"
-  std::string value;   // as a person reads it; secrets are "<redacted>"
-  std::string origin;  // "<file>:<line>", "default", or the environment variable it came from
-};
-
-struct TierConfig {
-  std::string name;
-  std::string type;  // a registered type: "folder", "s3", "gcs", "azure_blob" (tier_registry.hpp)
-  std::optional<Bytes> max_bytes;
-  Access access = Access::read_write;
-  // The backend's options: FolderTierOptions, S3TierOptions, GcsTierOptions or AzureBlobTierOptions, as the
-  // type's parser (src/tier/<type>/config.cpp) filled them in; the common fields above are merged in when the
-  // tier is built.
-  std::any backend;
-  int line = 0;                       // 1-based line of the tier's entry in its file; 0 for the built-in default
-  std::vector<TierSetting> settings;  // every effective setting, in the order shown to users
-};
 
 enum class ConfigSource { argument, environment, system, user, builtin_default };
 // "argument", "environment", "system", "user", "builtin_default".
@@ -70,27 +49,6 @@ struct CacheConfig {
   std::vector<SkippedCandidate> skipped;  // candidates looked at before `path`, with the reason
   std::vector<std::string> warnings;      // already logged; kept for `datavo cache info`
 };
-
-// Where configuration comes from; tests substitute every field.
-struct ConfigEnvironment {
-  std::function<std::optional<std::string>(const std::string&)> getenv;  // empty: ::getenv
-  std::string system_path = "/etc/datavo/shards.yaml";
-  // The process environment.
-  static ConfigEnvironment process();
-};
-
-// Parses "<n>" or "<n><unit>" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; 1024-based; case-insensitive unit; optional
-// space before the unit). Negative, fractional-garbage, overflowing or unknown units are invalid_argument.
-Result<Bytes> parse_byte_size(std::string_view text);
-// Parses "<n><unit>" with s, m, h, d or w. invalid_argument otherwise.
-Result<Seconds> parse_duration(std::string_view text);
-// The inverse of parse_byte_size for people: "200 GiB" when exact in the largest unit that divides it, else
-// "<n> B".
-std::string format_byte_size(Bytes size);
-// The inverse of parse_duration: "30d", "12h", "90m", "45s" (the largest unit that divides it exactly).
-std::string format_duration(Seconds duration);
-// Expands a leading ~ and $VAR / ${VAR}; an unset variable is invalid_argument naming it.
-Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env);
 
 // Parses and validates YAML text; `file_name` is used in error messages and as CacheConfig::path. Every failure is
 // ErrorCode::config with a message "<file_name>:<line>: <field>: <problem>" (line 1-based; field like

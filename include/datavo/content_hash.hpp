@@ -81,9 +81,6 @@ class Sha256Hasher {
   void* ctx_;  // EVP_MD_CTX*, kept opaque so that OpenSSL stays out of the public headers
 };
 
-// Computes the SHA-256 of the whole file open as `fd` (read with pread from offset 0).
-Result<Sha256> sha256_of_fd(int fd);
-
 }  // namespace datavo
 
 namespace datavo {

@@ -39,7 +39,6 @@
 
 namespace datavo {
 
-enum class Access { read_write, read_only };
 enum class DryRun { no, yes };
 enum class Repair { no, yes };
 // Whether a staged entry's data is flushed to stable storage before the rename that commits it.

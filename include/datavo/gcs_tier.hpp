@@ -8,13 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "datavo/remote_tier.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo {
 
 struct GcsTierOptions {
-  RemoteTierOptions remote;
+  CloudTierOptions remote;
   std::string bucket;
   // Sent as userProject (requester pays) only when set.
   std::optional<std::string> project;

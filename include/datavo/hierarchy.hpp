@@ -46,17 +46,12 @@
 #include <string>
 #include <vector>
 
+#include "datavo/config.hpp"
+#include "datavo/fetcher.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo {
-
-// Writes the shard's bytes into `sink` and returns what they must be (fields it cannot tell stay empty). The sink
-// may already hold a prefix of the bytes (a download a killed process left half-done): a fetcher that can
-// continue from sink.written() does (the origin client asks for the rest with a Range request), any other calls
-// sink.restart() first. May be called again with a restarted sink to retry. Returning an Error fails the call;
-// nothing is installed.
-using Fetcher = std::function<Result<Expectation>(ByteSink& sink)>;
 
 enum class ServedFrom { hit, promoted, fetched };
 const char* to_string(ServedFrom source);
@@ -131,5 +126,12 @@ class ShardCacheHierarchy {
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;
 };
+
+// Builds every tier of `config` through the tier registry (tier_registry.hpp); a tier that this build cannot provide
+// is skipped with a WARNING, any other that cannot be built fails the call (config, naming the file).
+Result<std::shared_ptr<ShardCacheHierarchy>> build_hierarchy(const CacheConfig& config);
+// resolve_config() + build_hierarchy(): the hierarchy a read would use.
+Result<std::shared_ptr<ShardCacheHierarchy>> get_default_shard_cache(
+    const std::optional<std::string>& config_path = std::nullopt);
 
 }  // namespace datavo

@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "datavo/content_hash.hpp"
-#include "datavo/hierarchy.hpp"
+#include "datavo/fetcher.hpp"
 #include "datavo/result.hpp"
 #include "datavo/transport.hpp"
 #include "datavo/units.hpp"

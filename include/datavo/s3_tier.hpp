@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "datavo/remote_tier.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo {
@@ -20,7 +20,7 @@ enum class AddressingStyle { automatic, path, virtual_hosted };
 const char* to_string(AddressingStyle style);
 
 struct S3TierOptions {
-  RemoteTierOptions remote;
+  CloudTierOptions remote;
   std::string bucket;
   // nullopt: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
   std::optional<std::string> region;

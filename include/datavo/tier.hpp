@@ -17,8 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "datavo/access.hpp"
 #include "datavo/byte_sink.hpp"
 #include "datavo/content_hash.hpp"
+#include "datavo/fetcher.hpp"
+#include "datavo/lease.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 
@@ -121,12 +124,6 @@ struct EntryInfo {
 // Whether a write to an existing key replaces it. Content-addressed entries never need replacing.
 enum class InstallOutcome { installed, already_present };
 
-// What the bytes of a shard must be, as far as anyone knows (a fetcher, a tier's metadata, the caller).
-struct Expectation {
-  std::optional<Bytes> size;
-  std::optional<Sha256> sha256;
-};
-
 // One probe of `datavo cache check`.
 struct CheckStep {
   std::string name;  // "credentials", "put", "get", "conditional put", "delete", "write", ...
@@ -139,9 +136,6 @@ struct CheckReport {
   bool writable = false;
   std::vector<std::string> warnings;  // works, but not fully (e.g. conditional writes ignored)
 };
-
-class Lease;
-class RemoteCoordination;
 
 // When an upload to a remote tier runs: after the local install, in the hierarchy's bounded background queue
 // (the reader gets its local path at once), or before get_or_fetch() returns.

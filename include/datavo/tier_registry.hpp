@@ -1,5 +1,6 @@
 // The tier registry: from a TierConfig (a tier of shards.yaml) to a Tier, through the one table of tier types
-// (src/tier/registry.cpp), and from a configuration to the hierarchy a read uses.
+// (src/tier/registry.cpp). The hierarchy a whole configuration describes is built by build_hierarchy()
+// (hierarchy.hpp).
 //
 // Thread safety: functions are reentrant.
 #pragma once
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "datavo/config.hpp"
-#include "datavo/hierarchy.hpp"
+#include "datavo/tier.hpp"
+#include "datavo/tier_config.hpp"
 
 namespace datavo {
 
@@ -20,10 +21,4 @@ std::vector<std::string> tier_type_names();
 // Builds one tier from its config. A type this build does not provide yields `unsupported`; an unknown type
 // `config`. Does no I/O.
 Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config);
-// Builds every tier; a tier that cannot be built is skipped with a WARNING unless it is the only folder tier.
-Result<std::shared_ptr<ShardCacheHierarchy>> build_hierarchy(const CacheConfig& config);
-// resolve_config() + build_hierarchy(): the hierarchy a read would use.
-Result<std::shared_ptr<ShardCacheHierarchy>> get_default_shard_cache(
-    const std::optional<std::string>& config_path = std::nullopt);
-
 }  // namespace datavo

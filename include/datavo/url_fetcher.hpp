@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "datavo/hierarchy.hpp"
+#include "datavo/fetcher.hpp"
 #include "datavo/transport.hpp"
 #include "datavo/units.hpp"
 

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "client/prefetcher.hpp"
+#include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
 #include "util/log.hpp"

@@ -16,9 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "config/tier_fields.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/tier_registry.hpp"
 #include "tier/registry.hpp"
+#include "tier/tier_fields.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -70,17 +71,6 @@ bool has_control_char(const std::string& text) {
                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-// An environment without a getenv function reads the process environment, as config.hpp promises.
-std::optional<std::string> lookup_env(const ConfigEnvironment& env, const std::string& name) {
-  if (env.getenv) return env.getenv(name);
-  const char* value = ::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
 // "unknown key for an s3 tier (...); an s3 tier takes ..."
 std::string unknown_tier_key(const std::string& key, const TierType& type) {
   std::vector<std::string> allowed(std::begin(k_common_fields), std::end(k_common_fields));
@@ -97,7 +87,7 @@ std::string unknown_tier_key(const std::string& key, const TierType& type) {
 
 // The common fields (max_bytes, read_only) and the type's own, once the keys are known to be the type's: shared by
 // shards.yaml and parse_tier_arguments(). Fills `tier` (its type and name already set) and its settings.
-Result<void> parse_tier_fields(const TierType& type, config::TierFields& tier_fields, TierConfig& tier) {
+Result<void> parse_tier_fields(const TierType& type, TierFields& tier_fields, TierConfig& tier) {
   auto max_bytes = tier_fields.optional_size("max_bytes");
   if (!max_bytes) return max_bytes.error();
   // The schema's "0 means unbounded".
@@ -281,7 +271,7 @@ class Parser {
       tier.type = *name;
     }
 
-    std::vector<config::FieldValue> values;
+    std::vector<FieldValue> values;
     for (const Field& field : *all) {
       if (!is_common_field(field.key) && !takes(*type, field.key)) {
         for (const auto& [key, why] : type->hints) {
@@ -293,7 +283,7 @@ class Parser {
         }
         return fail(field.mark, field.path, unknown_tier_key(field.key, *type));
       }
-      config::FieldValue value;
+      FieldValue value;
       value.key = field.key;
       value.line = field.mark.line + 1;
       value.kind = kind_of(field.value);
@@ -301,8 +291,7 @@ class Parser {
       value.quoted = field.value.Tag() == "!";
       values.push_back(std::move(value));
     }
-    config::TierFields tier_fields(file_, path, tier.line, tier.type, std::string(type->article), std::move(values),
-                                   env_);
+    TierFields tier_fields(file_, path, tier.line, tier.type, std::string(type->article), std::move(values), env_);
 
     YAML::Mark name_mark = node.Mark();
     bool name_is_default = true;
@@ -352,7 +341,7 @@ Result<Existence> check_exists(const std::string& path) {
 }
 
 std::optional<std::string> non_empty_env(const ConfigEnvironment& env, const std::string& name) {
-  auto value = lookup_env(env, name);
+  auto value = env.get(name);
   if (!value || value->empty()) return std::nullopt;
   return value;
 }
@@ -419,75 +408,6 @@ const char* to_string(ConfigSource source) {
   return "builtin_default";
 }
 
-ConfigEnvironment ConfigEnvironment::process() {
-  ConfigEnvironment env;
-  env.getenv = [](const std::string& name) -> std::optional<std::string> {
-    const char* value = ::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-  return env;
-}
-
-Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env) {
-  auto lookup = [&env](const std::string& name) { return lookup_env(env, name); };
-  std::string out;
-  std::size_t i = 0;
-  if (!text.empty() && text.front() == '~') {
-    if (text.size() > 1 && text[1] != '/') {
-      return Error{ErrorCode::invalid_argument,
-                   "\"" + std::string(text) + "\": ~user is not supported; write the home directory out"};
-    }
-    auto home = lookup("HOME");
-    if (!home || home->empty()) {
-      return Error{ErrorCode::invalid_argument,
-                   "\"" + std::string(text) + "\": cannot expand ~: environment variable HOME is not set"};
-    }
-    out = *home;
-    i = 1;
-  }
-  while (i < text.size()) {
-    char c = text[i];
-    if (c != '$') {
-      out += c;
-      ++i;
-      continue;
-    }
-    std::string name;
-    if (i + 1 < text.size() && text[i + 1] == '{') {
-      std::size_t close = text.find('}', i + 2);
-      if (close == std::string_view::npos) {
-        return Error{ErrorCode::invalid_argument, "\"" + std::string(text) + "\": unterminated ${"};
-      }
-      name = std::string(text.substr(i + 2, close - i - 2));
-      bool valid = !name.empty() && is_name_start(name.front());
-      for (char n : name) valid = valid && is_name_char(n);
-      if (!valid) {
-        return Error{ErrorCode::invalid_argument,
-                     "\"" + std::string(text) + "\": invalid variable name \"" + name + "\" in ${...}"};
-      }
-      i = close + 1;
-    } else if (i + 1 < text.size() && is_name_start(text[i + 1])) {
-      std::size_t end = i + 1;
-      while (end < text.size() && is_name_char(text[end])) ++end;
-      name = std::string(text.substr(i + 1, end - i - 1));
-      i = end;
-    } else {
-      // As in the shell, a '$' that starts no variable name is a literal '$'.
-      out += c;
-      ++i;
-      continue;
-    }
-    auto value = lookup(name);
-    if (!value) {
-      return Error{ErrorCode::invalid_argument,
-                   "\"" + std::string(text) + "\": environment variable " + name + " is not set"};
-    }
-    out += *value;
-  }
-  return out;
-}
-
 Result<CacheConfig> parse_config(std::string_view yaml_text, const std::string& file_name,
                                  const ConfigEnvironment& env) {
   try {
@@ -516,7 +436,7 @@ Result<TierConfig> parse_tier_arguments(std::string_view type_name, const std::v
   }
   TierConfig tier;
   tier.type = std::string(type->name);
-  std::vector<config::FieldValue> values;
+  std::vector<FieldValue> values;
   for (const TierArgument& argument : arguments) {
     if (argument.key == "type") continue;
     if (!is_common_field(argument.key) && !takes(*type, argument.key)) {
@@ -525,7 +445,7 @@ Result<TierConfig> parse_tier_arguments(std::string_view type_name, const std::v
     if (std::any_of(values.begin(), values.end(), [&](const auto& v) { return v.key == argument.key; })) {
       return Error{ErrorCode::config, where + "." + argument.key + ": given twice"};
     }
-    config::FieldValue value;
+    FieldValue value;
     value.key = argument.key;
     value.kind = "a scalar";
     value.scalar = argument.value;
@@ -533,7 +453,7 @@ Result<TierConfig> parse_tier_arguments(std::string_view type_name, const std::v
     values.push_back(std::move(value));
   }
   // Without a file, TierFields words its errors "<origin>.<key>: <problem>".
-  config::TierFields tier_fields("", where, 0, tier.type, std::string(type->article), values, env);
+  TierFields tier_fields("", where, 0, tier.type, std::string(type->article), values, env);
   bool name_given = false;
   for (const auto& value : values) {
     if (value.key != "name") continue;

@@ -12,7 +12,7 @@
 
 #include "core/breaker.hpp"
 #include "core/upload_queue.hpp"
-#include "datavo/remote_tier.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "tier/folder/locks.hpp"
 #include "tier/folder/staging.hpp"
 #include "util/fs.hpp"
@@ -454,7 +454,7 @@ class Walk {
     if (record && *record && (*record)->sha256) {
       sha = *(*record)->sha256;
     } else {
-      auto computed = sha256_of_fd(hit.fd());
+      auto computed = util::sha256_of_fd(hit.fd());
       if (!computed) {
         impl_.degrade(hit_tier, "read", computed.error());
         return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "datavo/cloud_tier.hpp"
 #include "datavo/hierarchy.hpp"
-#include "datavo/remote_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo::core {

@@ -1,5 +1,5 @@
 // The one table of tier types (src/tier/registry.cpp). Each entry lives beside its backend
-// (src/tier/<type>/config.cpp): its fields, its parser and its factory. Adding a type touches that table and one
+// (src/tier/<type>/<type>_type.cpp): its fields, its parser and its factory. Adding a type touches that table and one
 // folder. Internal.
 #pragma once
 
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "config/tier_fields.hpp"
-#include "datavo/config.hpp"
 #include "datavo/tier.hpp"
+#include "datavo/tier_config.hpp"
+#include "tier/tier_fields.hpp"
 
 namespace datavo {
 
@@ -26,7 +26,7 @@ struct TierType {
   std::vector<std::pair<std::string_view, std::string_view>> hints;
   // Fills config.backend (and config.name when it is empty: a default from the location), recording every
   // effective setting in `fields`. The common fields are already in `config`.
-  Result<void> (*parse)(config::TierFields& fields, TierConfig& config);
+  Result<void> (*parse)(TierFields& fields, TierConfig& config);
   // Builds the tier. Does no I/O.
   Result<std::shared_ptr<Tier>> (*make)(const TierConfig& config);
 };
@@ -37,14 +37,14 @@ const std::vector<const TierType*>& tier_types();
 const TierType* find_tier_type(std::string_view name);
 
 // The entries, one per backend folder.
-const TierType& folder_tier_type();      // src/tier/folder/config.cpp
-const TierType& s3_tier_type();          // src/tier/s3/config.cpp
-const TierType& gcs_tier_type();         // src/tier/gcs/config.cpp
-const TierType& azure_blob_tier_type();  // src/tier/azure/config.cpp
+const TierType& folder_tier_type();      // src/tier/folder/folder_type.cpp
+const TierType& s3_tier_type();          // src/tier/s3/s3_type.cpp
+const TierType& gcs_tier_type();         // src/tier/gcs/gcs_type.cpp
+const TierType& azure_blob_tier_type();  // src/tier/azure/azure_type.cpp
 
-// The fields every cloud tier shares (RemoteTierOptions), parsed once for all three: src/tier/cloud/config.cpp.
-struct RemoteTierOptions;
-Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& config, RemoteTierOptions& out);
+// The fields every cloud tier shares (CloudTierOptions), parsed once for all three: src/tier/cloud/cloud_fields.cpp.
+struct CloudTierOptions;
+Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, CloudTierOptions& out);
 // The make() of a cloud type: the Options that its parse() stored in config.backend, given the hierarchy's name,
 // max_bytes and access, built by `make` (make_s3_tier, ...). `what` names the type in the internal error of a
 // config that its parse() did not fill.

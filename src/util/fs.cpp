@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <vector>
@@ -77,6 +78,40 @@ Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const
     offset += n;
   }
   return {};
+}
+
+Result<void> read_chunks(int fd, off_t offset, std::optional<std::uint64_t> length, const std::string& what,
+                         const ChunkConsumer& consume) {
+  // Big enough to amortise the syscall, small enough for a stack of upload workers.
+  constexpr std::uint64_t k_chunk = 1u << 20;
+  std::vector<char> buffer(std::size_t(length ? std::min(*length, k_chunk) : k_chunk));
+  std::uint64_t done = 0;
+  while (!length || done < *length) {
+    const std::size_t want =
+        std::size_t(length ? std::min<std::uint64_t>(buffer.size(), *length - done) : buffer.size());
+    const ssize_t n = ::pread(fd, buffer.data(), want, off_t(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "cannot read " + what);
+    }
+    if (n == 0) {
+      if (!length) break;
+      return Error{ErrorCode::io, "unexpected end of file in " + what + " at byte offset " +
+                                      std::to_string(std::uint64_t(offset) + done)};
+    }
+    DATAVO_TRY(consume(std::span<const char>(buffer.data(), std::size_t(n))));
+    done += std::uint64_t(n);
+  }
+  return {};
+}
+
+Result<Sha256> sha256_of_fd(int fd) {
+  Sha256Hasher hasher;
+  DATAVO_TRY(read_chunks(fd, 0, std::nullopt, "a file for its SHA-256", [&](std::span<const char> chunk) {
+    hasher.update(chunk.data(), chunk.size());
+    return Result<void>{};
+  }));
+  return hasher.finish();
 }
 
 Result<void> copy_fd(int in, int out, Bytes size, const std::string& what) {

@@ -4,10 +4,14 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "datavo/content_hash.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 
@@ -48,6 +52,14 @@ Result<void> make_dirs(const std::string& path, mode_t mode, mode_t always = 0);
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
 // Reads exactly `size` bytes at `offset`; io error on a short read.
 Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const std::string& what);
+// The one chunked read loop: reads [offset, offset + length) of `fd` with pread, or from `offset` to the end of
+// the file when `length` is nullopt, in chunks of at most 1 MiB, and hands each chunk to `consume` in order. Stops
+// at the first Error of `consume`. An io Error naming `what` on a read failure, or on a file shorter than `length`.
+using ChunkConsumer = std::function<Result<void>(std::span<const char> chunk)>;
+Result<void> read_chunks(int fd, off_t offset, std::optional<std::uint64_t> length, const std::string& what,
+                         const ChunkConsumer& consume);
+// The SHA-256 of the whole file open as `fd` (read_chunks from offset 0).
+Result<Sha256> sha256_of_fd(int fd);
 // Copies `size` bytes from offset 0 of `in` to the current offset of `out`, with copy_file_range where the
 // kernel allows it and read/write otherwise.
 Result<void> copy_fd(int in, int out, Bytes size, const std::string& what);

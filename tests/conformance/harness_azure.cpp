@@ -40,8 +40,8 @@
 #include "support/shard_fixtures.hpp"
 #include "tier/azure/azure_tier.hpp"
 #include "tier/azure/credentials.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/credentials.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/percent.hpp"
 
@@ -198,7 +198,7 @@ class AzureHarness final : public ProxiedHarness {
   std::shared_ptr<net::HttpClient> http_;
   std::shared_ptr<net::RequestAuth> auth_;
   std::string container_;
-  RemoteTierOptions options_;
+  CloudTierOptions options_;
 };
 
 }  // namespace

@@ -54,8 +54,8 @@
 #include "datavo/gcs_tier.hpp"
 #include "net/http_client.hpp"
 #include "support/shard_fixtures.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/credentials.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "util/percent.hpp"
 
@@ -226,7 +226,7 @@ class GcsHarness final : public ProxiedHarness {
   std::string endpoint_;
   net::HttpClient http_;
   std::string bucket_;
-  RemoteTierOptions options_;
+  CloudTierOptions options_;
 };
 
 }  // namespace

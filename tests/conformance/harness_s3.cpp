@@ -22,7 +22,7 @@
 #include "net/http_client.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
-#include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "tier/s3/credentials.hpp"
 #include "tier/s3/sigv4.hpp"
@@ -181,7 +181,7 @@ class S3Harness final : public ProxiedHarness {
   std::shared_ptr<net::RequestAuth> auth_;
   net::HttpClient http_;
   std::string bucket_;
-  RemoteTierOptions options_;
+  CloudTierOptions options_;
 };
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "conformance/tier_conformance.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "datavo/hierarchy.hpp"
-#include "datavo/remote_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 

@@ -8,9 +8,9 @@
 
 #include "datavo/azure_blob_tier.hpp"
 #include "tier/azure/credentials.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/header_backend.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
@@ -244,7 +244,7 @@ Result<std::shared_ptr<Tier>> make_azure_blob_tier(AzureBlobTierOptions options)
 
 Result<std::shared_ptr<Tier>> azure::make_azure_blob_tier_with_env(AzureBlobTierOptions options,
                                                                    cloud::CredentialEnv env) {
-  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  DATAVO_TRY(cloud::validate_cloud_options(options.remote));
   if (options.container_url.empty())
     return Error{ErrorCode::invalid_argument, "an Azure Blob tier needs a container_url"};
   if (options.remote.part_size > k_max_block_size) {
@@ -254,8 +254,8 @@ Result<std::shared_ptr<Tier>> azure::make_azure_blob_tier_with_env(AzureBlobTier
   }
   if (options.remote.name.empty())
     options.remote.name = options.container_url.substr(0, options.container_url.find('?'));
-  RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(std::move(remote), std::make_unique<AzureBackend>(std::move(options), std::move(env)));
+  CloudTierOptions remote = options.remote;
+  return cloud::make_blob_tier(std::move(remote), std::make_unique<AzureBackend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

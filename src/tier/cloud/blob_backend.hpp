@@ -1,8 +1,8 @@
 // BlobBackend: what one cloud service (S3, GCS, Azure Blob) must provide to the remote-tier layer
-// (remote_tier.hpp). A backend is a request builder over the one HTTP transport (net::HttpClient): its URLs, its
+// (blob_tier.hpp). A backend is a request builder over the one HTTP transport (net::HttpClient): its URLs, its
 // headers, its RequestAuth and its error mapping. Everything else a cloud tier does (object names, metadata,
 // parallel ranged reads pinned to a version, multipart uploads, conditional creates, leases, `cache check`) is
-// written once, in remote_tier.cpp.
+// written once, in blob_tier.cpp.
 //
 // Error contract for every method: a miss is a value (nullopt, false); a failure is an Error whose code the layer
 // branches on: conflict (a precondition failed: 412, or 409 for "already exists"), not_found (the bucket or

@@ -13,9 +13,6 @@
 namespace datavo::cloud {
 namespace {
 
-// Big enough to amortise the syscall, small enough for a stack of upload workers.
-constexpr std::size_t k_chunk = 1u << 20;
-
 struct MdCtxFree {
   void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
 };
@@ -23,14 +20,10 @@ struct MdCtxFree {
 // Feeds [offset, offset + length) of `fd` to `update`.
 template <typename Update>
 Result<void> read_range(int fd, std::uint64_t offset, std::uint64_t length, Update&& update) {
-  std::vector<char> buffer(std::size_t(std::min<std::uint64_t>(length, k_chunk)));
-  for (std::uint64_t done = 0; done < length;) {
-    const std::size_t n = std::size_t(std::min<std::uint64_t>(buffer.size(), length - done));
-    DATAVO_TRY(util::pread_all(fd, buffer.data(), n, off_t(offset + done), "upload source"));
-    update(buffer.data(), n);
-    done += n;
-  }
-  return {};
+  return util::read_chunks(fd, off_t(offset), length, "upload source", [&](std::span<const char> chunk) {
+    update(chunk.data(), chunk.size());
+    return Result<void>{};
+  });
 }
 
 // CRC-32C's polynomial 0x1EDC6F41, bit-reversed (the CRC is computed least significant bit first).

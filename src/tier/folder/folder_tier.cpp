@@ -294,7 +294,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     return miss();
   }
   if (hash_this_hit && record && record->sha256) {
-    auto actual = sha256_of_fd(fd);
+    auto actual = util::sha256_of_fd(fd);
     if (!actual) return std::move(actual).error();
     if (*actual != *record->sha256) {
       quarantine(key, path,

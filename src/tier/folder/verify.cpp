@@ -41,7 +41,7 @@ Result<VerifyReport> FolderTier::verify(Repair repair) {
       ++report.unverifiable;
       continue;
     } else {
-      auto actual = sha256_of_fd(fd.get());
+      auto actual = util::sha256_of_fd(fd.get());
       if (!actual) return std::move(actual).error();
       if (*actual == *record->sha256) {
         ++report.ok;

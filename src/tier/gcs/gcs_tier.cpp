@@ -12,8 +12,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/credentials.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "util/base64.hpp"
@@ -545,7 +545,7 @@ Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {
 }
 
 Result<std::shared_ptr<Tier>> gcs::make_gcs_tier_with_env(GcsTierOptions options, cloud::CredentialEnv env) {
-  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  DATAVO_TRY(cloud::validate_cloud_options(options.remote));
   if (options.bucket.empty()) return Error{ErrorCode::invalid_argument, "a GCS tier needs a bucket"};
   if (options.remote.part_size.count() % k_chunk_granularity != 0) {
     return Error{
@@ -553,8 +553,8 @@ Result<std::shared_ptr<Tier>> gcs::make_gcs_tier_with_env(GcsTierOptions options
         "tier '" + options.remote.name + "': part_size must be a multiple of 256 KiB for GCS resumable uploads"};
   }
   if (options.remote.name.empty()) options.remote.name = options.bucket;
-  RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(std::move(remote), std::make_unique<GcsBackend>(std::move(options), std::move(env)));
+  CloudTierOptions remote = options.remote;
+  return cloud::make_blob_tier(std::move(remote), std::make_unique<GcsBackend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

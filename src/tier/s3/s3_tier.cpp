@@ -1,17 +1,17 @@
 // The S3 backend of the remote-tier layer: S3's REST requests (path-style or virtual-hosted), SigV4 through
 // make_sigv4_auth, the default credential chain, and S3's error mapping. Everything else is the layer's
-// (src/tier/cloud/remote_tier.cpp).
+// (src/tier/cloud/blob_tier.cpp).
 #include "datavo/s3_tier.hpp"
 
 #include <algorithm>
 #include <mutex>
 
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/header_backend.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/cloud/xml.hpp"
-#include "tier/s3/config.hpp"
 #include "tier/s3/credentials.hpp"
+#include "tier/s3/s3_type.hpp"
 #include "tier/s3/sigv4.hpp"
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
@@ -287,14 +287,14 @@ class S3Backend final : public cloud::HeaderBackend {
 }  // namespace
 
 Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
-  DATAVO_TRY(cloud::validate_remote_options(options.remote));
+  DATAVO_TRY(cloud::validate_cloud_options(options.remote));
   if (auto problem = s3::bucket_name_problem(options.bucket); !problem.empty()) {
     return Error{ErrorCode::invalid_argument, "invalid S3 bucket name \"" + options.bucket + "\": " + problem};
   }
   if (options.remote.name.empty()) options.remote.name = options.bucket;
-  RemoteTierOptions remote = options.remote;
-  return cloud::make_remote_tier(std::move(remote),
-                                 std::make_unique<S3Backend>(std::move(options), s3::AwsEnvironment{}));
+  CloudTierOptions remote = options.remote;
+  return cloud::make_blob_tier(std::move(remote),
+                               std::make_unique<S3Backend>(std::move(options), s3::AwsEnvironment{}));
 }
 
 }  // namespace datavo

@@ -13,6 +13,7 @@
 
 #include "datavo/azure_blob_tier.hpp"
 #include "datavo/config.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/gcs_tier.hpp"
 #include "datavo/s3_tier.hpp"
 

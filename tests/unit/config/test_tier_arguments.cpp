@@ -6,8 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "datavo/cloud_tier.hpp"
 #include "datavo/config.hpp"
-#include "datavo/remote_tier.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/s3_tier.hpp"
 
 namespace datavo {

@@ -11,8 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "datavo/cloud_tier.hpp"
 #include "datavo/memory_tier.hpp"
-#include "datavo/remote_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo::shardtest {

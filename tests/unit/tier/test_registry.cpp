@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "datavo/gcs_tier.hpp"
+#include "datavo/hierarchy.hpp"
 #include "datavo/s3_tier.hpp"
 #include "datavo/tier_registry.hpp"
 #include "support/temp_dir.hpp"

@@ -20,8 +20,8 @@
 
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
-#include "tier/cloud/remote_tier.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "unit/tier/credential_test_support.hpp"
 #include "unit/tier/gcs/fake_gcs.hpp"

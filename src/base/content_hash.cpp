@@ -9,8 +9,6 @@
 #include <cstdlib>
 #include <optional>
 
-#include "util/fs.hpp"
-
 namespace datavo {
 namespace {
 
@@ -120,23 +118,6 @@ Sha256 Sha256Hasher::finish() {
   EVP_DigestFinal_ex(as_ctx(ctx_), raw.data(), &length);
   EVP_DigestInit_ex(as_ctx(ctx_), EVP_sha256(), nullptr);
   return Sha256(raw);
-}
-
-Result<Sha256> sha256_of_fd(int fd) {
-  Sha256Hasher hasher;
-  std::string buffer(1 << 20, '\0');
-  off_t offset = 0;
-  for (;;) {
-    ssize_t n = ::pread(fd, buffer.data(), buffer.size(), offset);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno(errno, "cannot read for SHA-256");
-    }
-    if (n == 0) break;
-    hasher.update(buffer.data(), static_cast<std::size_t>(n));
-    offset += n;
-  }
-  return hasher.finish();
 }
 
 Result<Instance> Instance::parse(std::string_view name) {

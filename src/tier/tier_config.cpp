@@ -1,11 +1,12 @@
-// The scalar value parsers of config.hpp: byte sizes and durations.
+// The value syntax of tier_config.hpp: byte sizes, durations, and paths with ~ and $VAR.
+#include "datavo/tier_config.hpp"
+
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <string_view>
-
-#include "datavo/config.hpp"
 
 namespace datavo {
 namespace {
@@ -19,6 +20,9 @@ std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   return text;
 }
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -136,6 +140,82 @@ std::string format_duration(Seconds duration) {
   if (s != 0 && s % 3600 == 0) return std::to_string(s / 3600) + "h";
   if (s != 0 && s % 60 == 0) return std::to_string(s / 60) + "m";
   return std::to_string(s) + "s";
+}
+
+std::optional<std::string> ConfigEnvironment::get(const std::string& name) const {
+  if (getenv) return getenv(name);
+  const char* value = ::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+ConfigEnvironment ConfigEnvironment::process() {
+  ConfigEnvironment env;
+  env.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* value = ::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+  return env;
+}
+
+Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& env) {
+  auto lookup = [&env](const std::string& name) { return env.get(name); };
+  std::string out;
+  std::size_t i = 0;
+  if (!text.empty() && text.front() == '~') {
+    if (text.size() > 1 && text[1] != '/') {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": ~user is not supported; write the home directory out"};
+    }
+    auto home = lookup("HOME");
+    if (!home || home->empty()) {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": cannot expand ~: environment variable HOME is not set"};
+    }
+    out = *home;
+    i = 1;
+  }
+  while (i < text.size()) {
+    char c = text[i];
+    if (c != '$') {
+      out += c;
+      ++i;
+      continue;
+    }
+    std::string name;
+    if (i + 1 < text.size() && text[i + 1] == '{') {
+      std::size_t close = text.find('}', i + 2);
+      if (close == std::string_view::npos) {
+        return Error{ErrorCode::invalid_argument, "\"" + std::string(text) + "\": unterminated ${"};
+      }
+      name = std::string(text.substr(i + 2, close - i - 2));
+      bool valid = !name.empty() && is_name_start(name.front());
+      for (char n : name) valid = valid && is_name_char(n);
+      if (!valid) {
+        return Error{ErrorCode::invalid_argument,
+                     "\"" + std::string(text) + "\": invalid variable name \"" + name + "\" in ${...}"};
+      }
+      i = close + 1;
+    } else if (i + 1 < text.size() && is_name_start(text[i + 1])) {
+      std::size_t end = i + 1;
+      while (end < text.size() && is_name_char(text[end])) ++end;
+      name = std::string(text.substr(i + 1, end - i - 1));
+      i = end;
+    } else {
+      // As in the shell, a '$' that starts no variable name is a literal '$'.
+      out += c;
+      ++i;
+      continue;
+    }
+    auto value = lookup(name);
+    if (!value) {
+      return Error{ErrorCode::invalid_argument,
+                   "\"" + std::string(text) + "\": environment variable " + name + " is not set"};
+    }
+    out += *value;
+  }
+  return out;
 }
 
 }  // namespace datavo

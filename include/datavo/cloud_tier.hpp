@@ -16,14 +16,15 @@
 #include <optional>
 #include <string>
 
+#include "datavo/access.hpp"
 #include "datavo/content_hash.hpp"
-#include "datavo/folder_tier.hpp"
+#include "datavo/tier.hpp"
 #include "datavo/transport.hpp"
 #include "datavo/units.hpp"
 
 namespace datavo {
 
-struct RemoteTierOptions {
+struct CloudTierOptions {
   std::string name;
   // Normalised: no leading or trailing '/', no "..", "//" or control characters (the config loader refuses them).
   std::optional<std::string> prefix;
@@ -41,28 +42,6 @@ struct RemoteTierOptions {
   // A lease not renewed for this long is taken over by a waiting VM; its holder renews it every third of it.
   Seconds lease_duration{60};
   TransportOptions transport;
-};
-
-// A lease on one shard in a bucket: while it is held, other VMs wait for the object instead of calling the origin.
-// Renewed in the background while held; released (deleted) on destruction. Thread-safe.
-class Lease {
- public:
-  virtual ~Lease() = default;
-};
-
-struct LeaseAttempt {
-  std::unique_ptr<Lease> held;                    // set when this process now holds the lease
-  std::string holder;                             // otherwise who does ("<host> <pid>"), for messages
-  std::chrono::system_clock::time_point expires;  // when that holder's lease runs out unless renewed
-};
-
-// Cross-VM single flight through one bucket (Tier::coordination()). Thread-safe.
-class RemoteCoordination {
- public:
-  virtual ~RemoteCoordination() = default;
-  // Takes the lease of `key` when it is free or its holder's has expired (a conditional create: of several VMs,
-  // one wins); otherwise says who holds it. An Error when the bucket cannot say: the caller then fetches without.
-  virtual Result<LeaseAttempt> try_lease(const ShardKey& key) = 0;
 };
 
 // The smallest part_size any of the three services accepts for a multipart part (S3: 5 MiB).

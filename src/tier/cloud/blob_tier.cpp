@@ -1,4 +1,4 @@
-#include "tier/cloud/remote_tier.hpp"
+#include "tier/cloud/blob_tier.hpp"
 
 #include <unistd.h>
 
@@ -62,7 +62,7 @@ std::string describe_remote(const std::string& name, std::string_view type) {
   return "tier '" + name + "' (" + std::string(type) + ")";
 }
 
-class RemoteTier;
+class BlobTier;
 
 // A held lease: renewed by its own thread until destroyed, then deleted.
 class HeldLease final : public Lease {
@@ -117,9 +117,9 @@ class HeldLease final : public Lease {
   std::thread renewer_;
 };
 
-class RemoteTier final : public Tier, public RemoteCoordination {
+class BlobTier final : public Tier, public RemoteCoordination {
  public:
-  RemoteTier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend)
+  BlobTier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend)
       : options_(std::move(options)), backend_(std::move(backend)), prefix_(object_prefix(options_)) {}
 
   const std::string& name() const override { return options_.name; }
@@ -414,12 +414,12 @@ class RemoteTier final : public Tier, public RemoteCoordination {
     return *finished;
   }
 
-  const RemoteTierOptions options_;
+  const CloudTierOptions options_;
   const std::shared_ptr<BlobBackend> backend_;
   const std::string prefix_;
 };
 
-CheckReport RemoteTier::check() {
+CheckReport BlobTier::check() {
   CheckReport report;
   auto step = [&report](std::string name, bool ok, std::string detail) {
     report.steps.push_back(CheckStep{std::move(name), ok, std::move(detail)});
@@ -480,17 +480,17 @@ CheckReport RemoteTier::check() {
 
 }  // namespace
 
-std::string object_prefix(const RemoteTierOptions& options) { return options.prefix ? *options.prefix + "/" : ""; }
+std::string object_prefix(const CloudTierOptions& options) { return options.prefix ? *options.prefix + "/" : ""; }
 
-std::string entry_object_name(const RemoteTierOptions& options, const ShardKey& key) {
+std::string entry_object_name(const CloudTierOptions& options, const ShardKey& key) {
   return object_prefix(options) + key.instance.name() + "/" + key.hash.hex() + k_entry_suffix;
 }
 
-std::string lease_object_name(const RemoteTierOptions& options, const ShardKey& key) {
+std::string lease_object_name(const CloudTierOptions& options, const ShardKey& key) {
   return object_prefix(options) + key.instance.name() + "/" + k_leases_dir + key.hash.hex();
 }
 
-Result<void> validate_remote_options(const RemoteTierOptions& options) {
+Result<void> validate_cloud_options(const CloudTierOptions& options) {
   if (options.part_size < k_min_part_size) {
     return Error{ErrorCode::invalid_argument, "tier '" + options.name + "': part_size must be at least 5 MiB"};
   }
@@ -510,8 +510,8 @@ Result<void> validate_remote_options(const RemoteTierOptions& options) {
   return {};
 }
 
-std::shared_ptr<Tier> make_remote_tier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend) {
-  return std::make_shared<RemoteTier>(std::move(options), std::move(backend));
+std::shared_ptr<Tier> make_blob_tier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend) {
+  return std::make_shared<BlobTier>(std::move(options), std::move(backend));
 }
 
 }  // namespace datavo::cloud

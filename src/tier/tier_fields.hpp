@@ -1,7 +1,7 @@
-// TierFields: one tier's mapping of shards.yaml as the tier type's parser sees it (src/tier/<type>/config.cpp),
+// TierFields: one tier's mapping of shards.yaml as the tier type's parser sees it (src/tier/<type>/<type>_type.cpp),
 // without yaml-cpp. Every accessor returns ErrorCode::config errors worded "<file>:<line>: tiers[i].<key>:
 // <problem>", and records the setting it read, so that `datavo cache info` can show every effective setting and
-// where it came from. Internal to the config loader and the tier registry.
+// where it came from. Internal to the tier registry and the config loader.
 //
 // Thread safety: one thread uses a TierFields.
 #pragma once
@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "datavo/config.hpp"
 #include "datavo/result.hpp"
+#include "datavo/tier_config.hpp"
 #include "datavo/units.hpp"
 
-namespace datavo::config {
+namespace datavo {
 
 // One key of the tier's mapping.
 struct FieldValue {
@@ -104,4 +104,4 @@ Result<E> TierFields::choice(std::string_view key, std::initializer_list<std::pa
   return fail(key, "unknown " + std::string(key) + " \"" + **text + "\" (expected " + names + ")");
 }
 
-}  // namespace datavo::config
+}  // namespace datavo

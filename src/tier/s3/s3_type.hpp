@@ -1,4 +1,4 @@
-// The S3 tier's configuration rules shared by its shards.yaml parser (config.cpp) and its factory (s3_tier.cpp).
+// The S3 tier's configuration rules shared by its shards.yaml parser (s3_type.cpp) and its factory (s3_tier.cpp).
 #pragma once
 
 #include <string>

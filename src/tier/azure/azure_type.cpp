@@ -31,7 +31,7 @@ std::string container_url_problem(const std::string& url) {
   return "";
 }
 
-Result<void> parse_azure(config::TierFields& fields, TierConfig& config) {
+Result<void> parse_azure(TierFields& fields, TierConfig& config) {
   AzureBlobTierOptions options;
   auto url = fields.required_string("container_url");
   if (!url) return std::move(url).error();
@@ -43,10 +43,10 @@ Result<void> parse_azure(config::TierFields& fields, TierConfig& config) {
   fields.effective("container_url", options.container_url);
   if (config.name.empty()) config.name = without_query(options.container_url);
 
-  auto sas_token = fields.optional_string("sas_token", config::Secret::yes);
+  auto sas_token = fields.optional_string("sas_token", Secret::yes);
   if (!sas_token) return std::move(sas_token).error();
   options.sas_token = std::move(*sas_token);
-  fields.effective("sas_token", options.sas_token ? "<redacted>" : "(none)", "default", config::Secret::no);
+  fields.effective("sas_token", options.sas_token ? "<redacted>" : "(none)", "default", Secret::no);
 
   auto client_id = fields.optional_string("managed_identity_client_id");
   if (!client_id) return std::move(client_id).error();
@@ -57,7 +57,7 @@ Result<void> parse_azure(config::TierFields& fields, TierConfig& config) {
   options.managed_identity_client_id = std::move(*client_id);
   fields.effective("managed_identity_client_id", options.managed_identity_client_id.value_or("(none)"));
 
-  DATAVO_TRY(parse_remote_fields(fields, config, options.remote));
+  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
   config.backend = std::move(options);
   return {};
 }

@@ -7,7 +7,7 @@
 namespace datavo {
 namespace {
 
-Result<void> parse_folder(config::TierFields& fields, TierConfig& config) {
+Result<void> parse_folder(TierFields& fields, TierConfig& config) {
   FolderTierOptions options;
   auto raw = fields.required_string("path");
   if (!raw) return std::move(raw).error();

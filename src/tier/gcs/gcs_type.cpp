@@ -30,7 +30,7 @@ std::string gcs_bucket_problem(const std::string& bucket) {
   return "";
 }
 
-Result<void> parse_gcs(config::TierFields& fields, TierConfig& config) {
+Result<void> parse_gcs(TierFields& fields, TierConfig& config) {
   GcsTierOptions options;
   auto bucket = fields.required_string("bucket");
   if (!bucket) return std::move(bucket).error();
@@ -63,7 +63,7 @@ Result<void> parse_gcs(config::TierFields& fields, TierConfig& config) {
                    options.endpoint_url.value_or("(STORAGE_EMULATOR_HOST, else https://storage.googleapis.com)"),
                    "resolved at first use");
 
-  DATAVO_TRY(parse_remote_fields(fields, config, options.remote));
+  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
   config.backend = std::move(options);
   return {};
 }

@@ -1,8 +1,8 @@
-#include "config/tier_fields.hpp"
+#include "tier/tier_fields.hpp"
 
 #include <cctype>
 
-namespace datavo::config {
+namespace datavo {
 namespace {
 
 bool has_control_char(const std::string& text) {
@@ -123,4 +123,4 @@ Result<std::optional<std::uint64_t>> TierFields::optional_integer(std::string_vi
   return std::optional<std::uint64_t>{number};
 }
 
-}  // namespace datavo::config
+}  // namespace datavo

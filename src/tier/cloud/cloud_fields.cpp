@@ -1,5 +1,5 @@
-// The shards.yaml fields every cloud tier shares (RemoteTierOptions), parsed once for S3, GCS and Azure Blob.
-#include "datavo/remote_tier.hpp"
+// The shards.yaml fields every cloud tier shares (CloudTierOptions), parsed once for S3, GCS and Azure Blob.
+#include "datavo/cloud_tier.hpp"
 #include "tier/registry.hpp"
 
 namespace datavo {
@@ -32,7 +32,7 @@ std::string endpoint_problem(const std::string& url) {
   return "";
 }
 
-Result<void> parse_remote_fields(config::TierFields& fields, const TierConfig& config, RemoteTierOptions& out) {
+Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, CloudTierOptions& out) {
   out.name = config.name;
   out.max_bytes = config.max_bytes;
   out.access = config.access;

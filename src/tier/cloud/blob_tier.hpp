@@ -22,22 +22,22 @@
 
 #include <memory>
 
-#include "datavo/remote_tier.hpp"
+#include "datavo/cloud_tier.hpp"
 #include "datavo/tier.hpp"
 #include "tier/cloud/blob_backend.hpp"
 
 namespace datavo::cloud {
 
 // REQUIRES: backend != nullptr; options validated by the config loader or the backend's factory
-// (validate_remote_options).
-std::shared_ptr<Tier> make_remote_tier(RemoteTierOptions options, std::unique_ptr<BlobBackend> backend);
+// (validate_cloud_options).
+std::shared_ptr<Tier> make_blob_tier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend);
 
 // invalid_argument naming the option unless part_size, concurrency and prefix are acceptable.
-Result<void> validate_remote_options(const RemoteTierOptions& options);
+Result<void> validate_cloud_options(const CloudTierOptions& options);
 
 // The object names of the layer, for backends and tests.
-std::string object_prefix(const RemoteTierOptions& options);  // "" or "<prefix>/"
-std::string entry_object_name(const RemoteTierOptions& options, const ShardKey& key);
-std::string lease_object_name(const RemoteTierOptions& options, const ShardKey& key);
+std::string object_prefix(const CloudTierOptions& options);  // "" or "<prefix>/"
+std::string entry_object_name(const CloudTierOptions& options, const ShardKey& key);
+std::string lease_object_name(const CloudTierOptions& options, const ShardKey& key);
 
 }  // namespace datavo::cloud

@@ -1,5 +1,5 @@
 // The S3 tier's entry in the tier registry: its shards.yaml fields, their parser and its factory.
-#include "tier/s3/config.hpp"
+#include "tier/s3/s3_type.hpp"
 
 #include <algorithm>
 
@@ -26,7 +26,7 @@ std::string s3::bucket_name_problem(const std::string& bucket) {
 
 namespace {
 
-Result<void> parse_s3(config::TierFields& fields, TierConfig& config) {
+Result<void> parse_s3(TierFields& fields, TierConfig& config) {
   S3TierOptions options;
   auto bucket = fields.required_string("bucket");
   if (!bucket) return std::move(bucket).error();
@@ -74,7 +74,7 @@ Result<void> parse_s3(config::TierFields& fields, TierConfig& config) {
   options.profile = std::move(*profile);
   fields.effective("profile", options.profile.value_or("(AWS_PROFILE, else default)"), "resolved at first use");
 
-  DATAVO_TRY(parse_remote_fields(fields, config, options.remote));
+  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
   config.backend = std::move(options);
   return {};
 }

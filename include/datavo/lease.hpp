@@ -1,0 +1,40 @@
+// Cross-machine single flight: a lease on one shard, held by the one machine of a region that fetches it from the
+// origin while the others wait for its upload. A tier that can coordinate machines (a bucket that honours
+// conditional writes) offers it through Tier::coordination(); the hierarchy takes and waits on leases.
+//
+// Thread safety: every class here is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "datavo/content_hash.hpp"
+#include "datavo/result.hpp"
+
+namespace datavo {
+
+// A lease on one shard: while it is held, other machines wait for the object instead of calling the origin.
+// Renewed in the background while held; released (deleted) on destruction.
+class Lease {
+ public:
+  virtual ~Lease() = default;
+};
+
+struct LeaseAttempt {
+  std::unique_ptr<Lease> held;                    // set when this process now holds the lease
+  std::string holder;                             // otherwise who does ("<host> <pid>"), for messages
+  std::chrono::system_clock::time_point expires;  // when that holder's lease runs out unless renewed
+};
+
+// Cross-machine single flight through one shared tier.
+class RemoteCoordination {
+ public:
+  virtual ~RemoteCoordination() = default;
+  // Takes the lease of `key` when it is free or its holder's has expired (a conditional create: of several
+  // machines, one wins); otherwise says who holds it. An Error when the tier cannot say: the caller then fetches
+  // without one.
+  virtual Result<LeaseAttempt> try_lease(const ShardKey& key) = 0;
+};
+
+}  // namespace datavo

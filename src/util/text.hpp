@@ -1,0 +1,39 @@
+// Small text helpers: ASCII case folding and trimming, the same rules everywhere (HTTP header names, SigV4's
+// canonical headers, INI-style files, YAML scalars). ASCII only: none of these texts is localised.
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace datavo::util {
+
+// The ASCII whitespace that every trim() removes: space, tab, CR, LF, VT and FF.
+inline constexpr std::string_view k_ascii_space = " \t\r\n\v\f";
+
+inline char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+inline std::string to_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = to_lower(c);
+  return out;
+}
+// Whether `a` and `b` are equal ignoring ASCII case.
+inline bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (to_lower(a[i]) != to_lower(b[i])) return false;
+  }
+  return true;
+}
+
+inline std::string_view trim_left(std::string_view text) {
+  const auto first = text.find_first_not_of(k_ascii_space);
+  return first == std::string_view::npos ? std::string_view{} : text.substr(first);
+}
+inline std::string_view trim_right(std::string_view text) {
+  const auto last = text.find_last_not_of(k_ascii_space);
+  return last == std::string_view::npos ? std::string_view{} : text.substr(0, last + 1);
+}
+inline std::string_view trim(std::string_view text) { return trim_right(trim_left(text)); }
+
+}  // namespace datavo::util
