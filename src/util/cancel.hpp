@@ -10,17 +10,22 @@
 #include <string_view>
 
 #include "datavo/result.hpp"
+#include "datavo/units.hpp"
 
 namespace datavo::util {
 
 // Asks every cancellable operation of the process to stop; `signal` (SIGINT, SIGTERM, ...) says why. The first
-// request wins; later ones are ignored.
+// request wins; later ones are ignored. Wakes every sleep_unless_cancelled(). Not async-signal-safe: call it from
+// a thread (cli/signals.cpp takes signals with sigwait), never from a signal handler.
 void request_cancel(int signal);
 // The signal of the request, 0 when none was made.
 int cancel_signal();
 inline bool cancel_requested() { return cancel_signal() != 0; }
 // "<what>: interrupted by SIGINT" as ErrorCode::cancelled.
 Error cancelled_error(std::string_view what);
+// The one cancellable wait: sleeps for `duration`, or until a cancellation is requested (then at once), whichever
+// comes first. cancelled_error(what) when a cancellation was requested, before or during the sleep.
+Result<void> sleep_unless_cancelled(Milliseconds duration, std::string_view what);
 // "SIGINT", "SIGTERM", or "signal <n>".
 std::string signal_name(int signal);
 
