@@ -185,19 +185,6 @@ class Parser {
     return text;
   }
 
-  Result<bool> bool_value(const Field& field) const {
-    if (!field.value.IsScalar()) {
-      return fail(field.mark, field.path, "expected true or false, got " + kind_of(field.value));
-    }
-    const std::string& text = field.value.Scalar();
-    // A quoted "true" is a string in YAML; accepting it would blur the line the schema draws.
-    bool quoted = field.value.Tag() == "!";
-    if (!quoted && (text == "true" || text == "True" || text == "TRUE")) return true;
-    if (!quoted && (text == "false" || text == "False" || text == "FALSE")) return false;
-    return fail(field.mark, field.path,
-                "expected true or false, got " + std::string(quoted ? "the string " : "") + "\"" + text + "\"");
-  }
-
   Result<CacheConfig> parse_top(const YAML::Node& root) {
     auto top = fields(root, "");
     if (!top) return top.error();

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/text.hpp"
+
 namespace datavo {
 namespace {
 
@@ -15,22 +17,10 @@ constexpr const char* k_size_expectation =
     "expected an integer or <n><unit> with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB";
 constexpr const char* k_duration_expectation = "expected <n><unit> with s, m, h, d or w, e.g. 30d or 12h";
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  return text;
-}
-
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 enum class Number { ok, empty, overflow };
 
@@ -61,7 +51,7 @@ Error invalid_duration(std::string_view text, std::string_view why) {
 }  // namespace
 
 Result<Bytes> parse_byte_size(std::string_view text) {
-  std::string_view rest = trim(text);
+  std::string_view rest = util::trim(text);
   if (!rest.empty() && rest.front() == '-') return invalid_size(text, "must not be negative");
   std::uint64_t count = 0;
   switch (take_digits(rest, count)) {
@@ -74,7 +64,7 @@ Result<Bytes> parse_byte_size(std::string_view text) {
     return invalid_size(text, "fractions are not supported; use a smaller unit, e.g. 1536MiB for 1.5GiB");
   }
   if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  std::string unit = lower(rest);
+  std::string unit = util::to_lower(rest);
   unsigned shift = 0;
   if (unit.empty() || unit == "b")
     shift = 0;
@@ -95,7 +85,7 @@ Result<Bytes> parse_byte_size(std::string_view text) {
 }
 
 Result<Seconds> parse_duration(std::string_view text) {
-  std::string_view rest = trim(text);
+  std::string_view rest = util::trim(text);
   if (!rest.empty() && rest.front() == '-') return invalid_duration(text, "must not be negative");
   std::uint64_t count = 0;
   switch (take_digits(rest, count)) {
