@@ -38,10 +38,10 @@
 #include "net/http_client.hpp"
 #include "support/azurite_sas.hpp"
 #include "support/shard_fixtures.hpp"
+#include "tier/azure/azure_auth.hpp"
 #include "tier/azure/azure_tier.hpp"
-#include "tier/azure/credentials.hpp"
 #include "tier/cloud/blob_tier.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/percent.hpp"
 

@@ -55,7 +55,7 @@
 #include "net/http_client.hpp"
 #include "support/shard_fixtures.hpp"
 #include "tier/cloud/blob_tier.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "util/percent.hpp"
 
@@ -187,7 +187,6 @@ class GcsHarness final : public ProxiedHarness {
       if (name == "STORAGE_EMULATOR_HOST") return host;
       return std::nullopt;
     };
-    env.now = [] { return cloud::WallClock::now(); };
     auto tier = gcs::make_gcs_tier_with_env(std::move(options), std::move(env));
     if (!tier) throw std::runtime_error("make_gcs_tier: " + tier.error().message);
     return *tier;

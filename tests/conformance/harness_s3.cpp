@@ -24,7 +24,7 @@
 #include "support/temp_dir.hpp"
 #include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/xml.hpp"
-#include "tier/s3/credentials.hpp"
+#include "tier/s3/aws_credentials.hpp"
 #include "tier/s3/sigv4.hpp"
 #include "util/percent.hpp"
 

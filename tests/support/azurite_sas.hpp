@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 #include "util/percent.hpp"
 
 namespace datavo::azuretest {
@@ -27,7 +27,6 @@ inline cloud::CredentialEnv env_of(std::map<std::string, std::string> vars) {
     if (it == vars.end()) return std::nullopt;
     return it->second;
   };
-  env.now = [] { return cloud::WallClock::now(); };
   return env;
 }
 

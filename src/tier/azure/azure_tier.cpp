@@ -1,13 +1,13 @@
 // The Azure Blob backend of the remote-tier layer: Get Blob with x-ms-range pinned by If-Match, Put Blob for small
 // objects and Put Block + Put Block List for large ones, If-None-Match: * as the conditional create (409
 // BlobAlreadyExists or 412), metadata in x-ms-meta-datavo_sha256 / datavo_size (Azure metadata names cannot hold
-// '-'), and SAS, SharedKey or bearer tokens as azure/credentials.hpp picks them.
+// '-'), and SAS, SharedKey or bearer tokens as azure/azure_auth.hpp picks them.
 #include "tier/azure/azure_tier.hpp"
 
 #include <mutex>
 
 #include "datavo/azure_blob_tier.hpp"
-#include "tier/azure/credentials.hpp"
+#include "tier/azure/azure_auth.hpp"
 #include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/header_backend.hpp"
@@ -47,7 +47,7 @@ class AzureBackend final : public cloud::HeaderBackend {
       : HeaderBackend({"x-ms-range", k_meta_sha256, k_meta_size, "blob"}),
         options_(std::move(options)),
         env_(std::move(env)),
-        http_(std::make_shared<net::HttpClient>(options_.remote.transport)) {
+        http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {
     // A SAS given inside the container URL (as the portal copies it) serves as the tier's sas_token.
     container_ = options_.container_url;
     if (const auto query = container_.find('?'); query != std::string::npos) {

@@ -9,22 +9,11 @@
 #include <vector>
 
 #include "util/base64.hpp"
+#include "util/percent.hpp"
+#include "util/text.hpp"
 
 namespace datavo::azure {
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
 
 // The path and the query of an absolute http(s) URL; nullopt when it has no "scheme://host".
 struct UrlParts {
@@ -53,7 +42,7 @@ Result<SharedKey> make_shared_key(std::string account, std::string_view key_base
   auto invalid = [&] {
     return Error{ErrorCode::config, "the account key in " + std::string(origin) + " is not base64"};
   };
-  const auto text = trim(key_base64);
+  const auto text = util::trim(key_base64);
   auto decoded = util::base64_decode(text);
   if (text.empty() || !decoded) return invalid();
   if (account.empty())
@@ -87,10 +76,11 @@ Result<std::string> canonicalized_resource(std::string_view url, std::string_vie
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     if (pair.empty()) continue;
     const auto equals = pair.find('=');
-    auto name = cloud::percent_decode(pair.substr(0, equals));
-    auto value = cloud::percent_decode(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1));
+    auto name = util::percent_decode(pair.substr(0, equals), util::Plus::space);
+    auto value = util::percent_decode(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1),
+                                      util::Plus::space);
     if (!name || !value) return Error{ErrorCode::invalid_argument, "malformed percent-escape in the query string"};
-    parameters[lower(*name)].push_back(std::move(*value));
+    parameters[util::to_lower(*name)].push_back(std::move(*value));
   }
   for (auto& [name, values] : parameters) {
     std::sort(values.begin(), values.end());
@@ -103,10 +93,10 @@ Result<std::string> canonicalized_resource(std::string_view url, std::string_vie
 std::string canonicalized_headers(const net::HttpHeaders& headers) {
   std::map<std::string, std::string> ms;
   for (const auto& header : headers) {
-    std::string name = lower(trim(header.name));
+    std::string name = util::to_lower(util::trim(header.name));
     if (!name.starts_with("x-ms-")) continue;
-    auto [it, inserted] = ms.emplace(name, std::string(trim(header.value)));
-    if (!inserted) it->second += "," + std::string(trim(header.value));
+    auto [it, inserted] = ms.emplace(name, std::string(util::trim(header.value)));
+    if (!inserted) it->second += "," + std::string(util::trim(header.value));
   }
   std::string out;
   for (const auto& [name, value] : ms) out += name + ":" + value + "\n";
@@ -152,7 +142,7 @@ std::string hmac_sha256_base64(std::string_view key, std::string_view text) {
 void set_date_and_version(net::PreparedRequest& request, cloud::WallClock::time_point now) {
   auto& headers = request.headers;
   headers.erase(std::remove_if(headers.begin(), headers.end(),
-                               [](const net::HttpHeader& h) { return lower(h.name) == "x-ms-date"; }),
+                               [](const net::HttpHeader& h) { return util::to_lower(h.name) == "x-ms-date"; }),
                 headers.end());
   headers.push_back({"x-ms-date", http_date(now)});
   if (!net::find_header(headers, "x-ms-version")) headers.push_back({"x-ms-version", k_storage_api_version});

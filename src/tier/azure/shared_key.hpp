@@ -27,7 +27,7 @@
 
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 
 namespace datavo::azure {
 

@@ -2,7 +2,7 @@
 // (ifGenerationMatch), multipart uploads for small objects and resumable uploads in chunks of part_size for large
 // ones (one chunk when part_size covers the object; resumed from the offset the server reports),
 // ifGenerationMatch=0 as the conditional create, CRC-32C (and MD5 on multipart uploads) sent with every upload so
-// that GCS refuses corrupt bytes, Application Default Credentials (gcs/credentials.hpp).
+// that GCS refuses corrupt bytes, Application Default Credentials (gcs/google_credentials.hpp).
 #include "datavo/gcs_tier.hpp"
 
 #include <openssl/evp.h>
@@ -12,10 +12,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "tier/cloud/bearer_auth.hpp"
 #include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
-#include "tier/gcs/credentials.hpp"
 #include "tier/gcs/gcs_tier.hpp"
+#include "tier/gcs/google_credentials.hpp"
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
 #include "util/log.hpp"
@@ -121,7 +122,7 @@ class GcsBackend final : public BlobBackend {
   GcsBackend(GcsTierOptions options, cloud::CredentialEnv env)
       : options_(std::move(options)),
         env_(std::move(env)),
-        http_(std::make_shared<net::HttpClient>(options_.remote.transport)) {}
+        http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
 
   std::string_view type() const override { return "gcs"; }
   std::string location() const override { return "gs://" + options_.bucket; }
@@ -453,7 +454,7 @@ class GcsBackend final : public BlobBackend {
         return;
       }
       provider_ = std::move(*provider);
-      auth_ = gcs::make_gcs_auth(provider_);
+      if (provider_) auth_ = cloud::make_bearer_auth(provider_);
     });
     if (resolve_error_) return *resolve_error_;
     return {};
@@ -534,7 +535,7 @@ class GcsBackend final : public BlobBackend {
   std::optional<Error> resolve_error_;
   std::string endpoint_;
   bool emulator_ = false;
-  std::shared_ptr<gcs::GcsTokenProvider> provider_;
+  std::shared_ptr<cloud::TokenProvider> provider_;
   std::shared_ptr<net::RequestAuth> auth_;
 };
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "datavo/gcs_tier.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 
 namespace datavo::gcs {
 

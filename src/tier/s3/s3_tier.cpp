@@ -1,6 +1,6 @@
 // The S3 backend of the remote-tier layer: S3's REST requests (path-style or virtual-hosted), SigV4 through
-// make_sigv4_auth, the default credential chain, and S3's error mapping. Everything else is the layer's
-// (src/tier/cloud/blob_tier.cpp).
+// make_sigv4_auth, the AWS default credential chain (aws_credentials.hpp), and S3's error mapping. Everything else is
+// the layer's (src/tier/cloud/blob_tier.cpp).
 #include "datavo/s3_tier.hpp"
 
 #include <algorithm>
@@ -10,13 +10,16 @@
 #include "tier/cloud/checksums.hpp"
 #include "tier/cloud/header_backend.hpp"
 #include "tier/cloud/xml.hpp"
-#include "tier/s3/credentials.hpp"
+#include "tier/s3/aws_config.hpp"
+#include "tier/s3/aws_credentials.hpp"
+#include "tier/s3/s3_tier.hpp"
 #include "tier/s3/s3_type.hpp"
 #include "tier/s3/sigv4.hpp"
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
 #include "util/log.hpp"
 #include "util/percent.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo {
 namespace {
@@ -52,7 +55,7 @@ std::string xml_escape(std::string_view text) {
 
 class S3Backend final : public cloud::HeaderBackend {
  public:
-  S3Backend(S3TierOptions options, s3::AwsEnvironment env)
+  S3Backend(S3TierOptions options, cloud::CredentialEnv env)
       : HeaderBackend({"Range", k_meta_sha256, k_meta_size, "object"}),
         options_(std::move(options)),
         env_(std::move(env)),
@@ -194,7 +197,7 @@ class S3Backend final : public cloud::HeaderBackend {
         object.name = record["Key"];
         object.size = Bytes{util::parse_decimal(record["Size"]).value_or(0)};
         object.last_modified =
-            s3::parse_iso8601(record["LastModified"]).value_or(std::chrono::system_clock::time_point{});
+            util::parse_rfc3339(record["LastModified"]).value_or(std::chrono::system_clock::time_point{});
         out.push_back(std::move(object));
       }
       if ((*top)["IsTruncated"] != "true") return std::string();
@@ -227,7 +230,7 @@ class S3Backend final : public cloud::HeaderBackend {
           path_style_ = custom || options_.bucket.find('.') != std::string::npos;
           break;
       }
-      provider_ = s3::make_default_credential_chain(env_, options_.profile);
+      provider_ = s3::make_default_credential_chain(env_, {options_.profile});
       auth_ = s3::make_sigv4_auth(provider_, region_, "s3", env_.clock);
       LOG_DEBUG("tier '" << options_.remote.name << "': " << endpoint_ << ", region " << region_
                          << (path_style_ ? ", path-style" : ", virtual-hosted"));
@@ -273,7 +276,7 @@ class S3Backend final : public cloud::HeaderBackend {
   }
 
   const S3TierOptions options_;
-  const s3::AwsEnvironment env_;
+  const cloud::CredentialEnv env_;
   const std::shared_ptr<net::HttpClient> http_;
   std::once_flag resolved_once_;
   std::optional<Error> resolve_error_;
@@ -287,14 +290,17 @@ class S3Backend final : public cloud::HeaderBackend {
 }  // namespace
 
 Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
+  return s3::make_s3_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());
+}
+
+Result<std::shared_ptr<Tier>> s3::make_s3_tier_with_env(S3TierOptions options, cloud::CredentialEnv env) {
   DATAVO_TRY(cloud::validate_cloud_options(options.remote));
   if (auto problem = s3::bucket_name_problem(options.bucket); !problem.empty()) {
     return Error{ErrorCode::invalid_argument, "invalid S3 bucket name \"" + options.bucket + "\": " + problem};
   }
   if (options.remote.name.empty()) options.remote.name = options.bucket;
   CloudTierOptions remote = options.remote;
-  return cloud::make_blob_tier(std::move(remote),
-                               std::make_unique<S3Backend>(std::move(options), s3::AwsEnvironment{}));
+  return cloud::make_blob_tier(std::move(remote), std::make_unique<S3Backend>(std::move(options), std::move(env)));
 }
 
 }  // namespace datavo

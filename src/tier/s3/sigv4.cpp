@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <map>
 
 #include "datavo/content_hash.hpp"
 #include "tier/cloud/xml.hpp"
 #include "util/log.hpp"
 #include "util/percent.hpp"
+#include "util/text.hpp"
 
 namespace datavo::s3 {
 namespace {
@@ -30,39 +30,10 @@ constexpr std::string_view k_signed_plain_headers[] = {
 
 using Digest = std::array<unsigned char, 32>;
 
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-std::string to_lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes %XX escapes once; a '%' that does not start one stays as it is (and is then encoded as %25).
-std::string percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%' && i + 2 < text.size()) {
-      const int high = hex_value(text[i + 1]);
-      const int low = hex_value(text[i + 2]);
-      if (high >= 0 && low >= 0) {
-        out += static_cast<char>(high * 16 + low);
-        i += 2;
-        continue;
-      }
-    }
-    out += (c == '+' && plus_is_space) ? ' ' : c;
-  }
-  return out;
+// `text` percent-decoded once; text that is not well-formed percent-encoding is taken literally (and its '%'
+// then encoded as %25).
+std::string decoded(std::string_view text, util::Plus plus) {
+  return util::percent_decode(text, plus).value_or(std::string(text));
 }
 
 std::string hex_lower(const unsigned char* bytes, std::size_t size) {
@@ -112,7 +83,7 @@ Result<UrlParts> split_url(std::string_view url) {
   };
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return invalid("not an http(s) URL");
-  const std::string scheme = to_lower(url.substr(0, scheme_end));
+  const std::string scheme = util::to_lower(url.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https") return invalid("not an http(s) URL");
   std::string_view rest = url.substr(scheme_end + 3);
   if (auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
@@ -166,7 +137,7 @@ struct CanonicalHeaders {
 CanonicalHeaders canonical_headers(const net::HttpHeaders& headers, const std::string& url_host) {
   std::map<std::string, std::string> signed_headers;
   for (const auto& header : headers) {
-    std::string name = to_lower(header.name);
+    std::string name = util::to_lower(header.name);
     if (!is_signed_header(name)) continue;
     std::string value = canonical_header_value(header.value);
     auto [it, inserted] = signed_headers.emplace(std::move(name), value);
@@ -218,19 +189,13 @@ void finish_signature(SignatureV4& out, net::HttpMethod method, const UrlParts& 
   out.signature = signature_of(credentials.secret_access_key, scope, date, out.string_to_sign);
 }
 
-std::string strip_whitespace(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  return std::string(text);
-}
-
 }  // namespace
 
 std::string canonical_uri(std::string_view path) {
   if (path.empty()) return "/";
   // Decoded first, so that a path the caller already encoded is not encoded twice; a %2F in it becomes a '/' of
   // the key, which S3 does not encode either.
-  std::string out = util::percent_encode(percent_decode(path, /*plus_is_space=*/false), util::Slash::keep);
+  std::string out = util::percent_encode(decoded(path, util::Plus::literal), util::Slash::keep);
   if (out.front() != '/') out.insert(out.begin(), '/');
   return out;
 }
@@ -244,8 +209,8 @@ std::string canonical_query_string(std::string_view query) {
       const auto equals = param.find('=');
       const std::string_view name = param.substr(0, equals);
       const std::string_view value = equals == std::string_view::npos ? std::string_view() : param.substr(equals + 1);
-      params.emplace_back(util::percent_encode(percent_decode(name, true)),
-                          util::percent_encode(percent_decode(value, true)));
+      params.emplace_back(util::percent_encode(decoded(name, util::Plus::space)),
+                          util::percent_encode(decoded(value, util::Plus::space)));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
@@ -289,7 +254,7 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 bool is_signed_header(std::string_view name) {
-  const std::string lowered = to_lower(name);
+  const std::string lowered = util::to_lower(name);
   if (lowered == "host" || lowered.starts_with("x-amz-")) return true;
   return std::find(std::begin(k_signed_plain_headers), std::end(k_signed_plain_headers), lowered) !=
          std::end(k_signed_plain_headers);
@@ -351,7 +316,7 @@ std::optional<std::string> s3_error_code(std::string_view body) {
   if (!fields) return std::nullopt;
   auto code = fields->find("Code");
   if (code == fields->end()) return std::nullopt;
-  std::string value = strip_whitespace(code->second);
+  std::string value(util::trim(code->second));
   if (value.empty()) return std::nullopt;
   return value;
 }
@@ -380,7 +345,7 @@ class SigV4Auth final : public net::RequestAuth {
     if (auto given = net::find_header(request.headers, "x-amz-content-sha256")) payload_hash = std::string(*given);
     // What this signer sets is set afresh on every attempt; a stale copy must not be signed next to it.
     std::erase_if(request.headers, [](const net::HttpHeader& header) {
-      const std::string name = to_lower(header.name);
+      const std::string name = util::to_lower(header.name);
       return name == "authorization" || name == "x-amz-date" || name == "x-amz-security-token" ||
              name == "x-amz-content-sha256";
     });

@@ -36,7 +36,7 @@
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 #include "net/http_client.hpp"
-#include "tier/s3/credentials.hpp"
+#include "tier/s3/aws_credentials.hpp"
 
 namespace datavo::s3 {
 

@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "net/http_client.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
 
 namespace datavo::credtest {
 
@@ -107,10 +107,7 @@ class FakeEnvironment {
       return it->second;
     };
     out.home = home_;
-    out.now = [state] {
-      std::lock_guard lock(state->mutex);
-      return state->base + state->offset;
-    };
+    out.clock = std::make_shared<Clock>(state_);
     return out;
   }
 
@@ -120,6 +117,20 @@ class FakeEnvironment {
     std::map<std::string, std::string> vars;
     cloud::WallClock::time_point base = std::chrono::time_point_cast<std::chrono::seconds>(cloud::WallClock::now());
     std::chrono::milliseconds offset{0};
+  };
+  // Wall time from the state; steady time and sleeps are the real ones (the transport's retries really wait).
+  class Clock final : public net::Clock {
+   public:
+    explicit Clock(std::shared_ptr<State> state) : state_(std::move(state)) {}
+    std::chrono::steady_clock::time_point now() override { return std::chrono::steady_clock::now(); }
+    std::chrono::system_clock::time_point wall_now() override {
+      std::lock_guard lock(state_->mutex);
+      return state_->base + state_->offset;
+    }
+    void sleep_for(Milliseconds duration) override { std::this_thread::sleep_for(duration); }
+
+   private:
+    const std::shared_ptr<State> state_;
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
   std::string home_;

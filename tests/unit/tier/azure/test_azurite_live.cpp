@@ -22,7 +22,7 @@
 
 #include "net/http_client.hpp"
 #include "support/azurite_sas.hpp"
-#include "tier/azure/credentials.hpp"
+#include "tier/azure/azure_auth.hpp"
 #include "util/percent.hpp"
 
 namespace datavo::azure {

@@ -23,7 +23,8 @@
 #include <thread>
 
 #include "net/http_client.hpp"
-#include "tier/s3/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
+#include "tier/s3/aws_credentials.hpp"
 #include "tier/s3/sigv4.hpp"
 
 namespace datavo::s3test {
@@ -92,15 +93,16 @@ inline std::string iso8601(std::chrono::system_clock::time_point when) {
   return std::string(buffer, std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc));
 }
 
-// An AwsEnvironment over a map instead of the process environment. The map is copied when env() is called.
+// A CredentialEnv over a map instead of the process environment, on a FakeClock; the ECS agent's host for the
+// chain's options. The map is copied when env() is called.
 struct FakeEnvironment {
   std::map<std::string, std::string> vars;
   std::string home;
   std::shared_ptr<FakeClock> clock;
   std::string container_host = "http://127.0.0.1:9";  // nothing listens on the discard port
 
-  s3::AwsEnvironment env() const {
-    s3::AwsEnvironment out;
+  cloud::CredentialEnv env() const {
+    cloud::CredentialEnv out;
     out.getenv = [vars = vars](const std::string& name) -> std::optional<std::string> {
       auto it = vars.find(name);
       if (it == vars.end()) return std::nullopt;
@@ -108,7 +110,6 @@ struct FakeEnvironment {
     };
     out.home = home;
     out.clock = clock;
-    out.container_host = container_host;
     return out;
   }
 };

@@ -320,6 +320,7 @@ class CountingProvider final : public AwsCredentialProvider {
     ++invalidations;
     stale_ = true;
   }
+  std::string describe() const override { return "counting"; }
   std::atomic<int> fetches{0};
   std::atomic<int> invalidations{0};
   bool with_token = true;
@@ -392,6 +393,7 @@ TEST(SigV4Auth, AProviderErrorEndsPrepare) {
    public:
     Result<AwsCredentials> get() override { return Error{ErrorCode::permission_denied, "no AWS credentials found"}; }
     void invalidate() override {}
+    std::string describe() const override { return "empty"; }
   };
   auto auth = make_sigv4_auth(std::make_shared<Empty>(), "us-east-1");
   net::RequestBody none;

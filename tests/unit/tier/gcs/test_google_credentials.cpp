@@ -1,5 +1,5 @@
-// Tests of src/tier/gcs/credentials.cpp against fake Google endpoints on loopback: a token endpoint that verifies
-// the service account's RS256 JWT (with the public half of a key made here) and checks its claims, the
+// Tests of src/tier/gcs/google_credentials.cpp against fake Google endpoints on loopback: a token endpoint that
+// verifies the service account's RS256 JWT (with the public half of a key made here) and checks its claims, the
 // refresh-token grant, an STS exchange reading a subject-token file (with and without impersonation), a GCE
 // metadata server that requires Metadata-Flavor, the ADC order, refresh ahead of expiry, invalidate(), the
 // RequestAuth's one repeat after a 401, and the absence of every secret from the debug log.
@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "support/temp_dir.hpp"
-#include "tier/gcs/credentials.hpp"
+#include "tier/cloud/bearer_auth.hpp"
+#include "tier/gcs/google_credentials.hpp"
 #include "unit/tier/credential_test_support.hpp"
 #include "unit/tier/gcs/gcs_test_keys.hpp"
 #include "util/log.hpp"
@@ -239,7 +240,7 @@ class GcsCredentialsTest : public ::testing::Test {
     return last_subject_token_;
   }
 
-  std::shared_ptr<GcsTokenProvider> provider() {
+  std::shared_ptr<cloud::TokenProvider> provider() {
     auto made = make_gcs_token_provider({}, fake_.env(), http_);
     EXPECT_TRUE(made) << made.error().message;
     return made ? *made : nullptr;
@@ -298,7 +299,7 @@ TEST_F(GcsCredentialsTest, RefreshHappensAheadOfExpiryOnTheRealClock) {
   fake_.set("GOOGLE_APPLICATION_CREDENTIALS", write_service_account_file("sa.json"));
   sa_lifetime_ = 2;
   cloud::CredentialEnv env = fake_.env();
-  env.now = [] { return cloud::WallClock::now(); };
+  env.clock = nullptr;  // the system clock
   auto gcs = make_gcs_token_provider({}, env, http_).value();
   auto first = gcs->get();
   ASSERT_TRUE(first) << first.error().message;
@@ -394,7 +395,6 @@ TEST_F(GcsCredentialsTest, ApplicationDefaultCredentialsOrder) {
   auto none = make_gcs_token_provider({}, fake_.env(), http_);
   ASSERT_TRUE(none);
   EXPECT_EQ(*none, nullptr);
-  EXPECT_EQ(make_gcs_auth(*none), nullptr);
   fake_.unset("STORAGE_EMULATOR_HOST");
   auto anonymous = make_gcs_token_provider({.anonymous = true}, fake_.env(), http_);
   ASSERT_TRUE(anonymous);
@@ -443,7 +443,7 @@ TEST_F(GcsCredentialsTest, MalformedCredentialFilesAreConfigErrorsThatQuoteNoVal
 TEST_F(GcsCredentialsTest, RequestAuthRepeatsOnceAfterA401WithARefreshedToken) {
   fake_.set("GOOGLE_APPLICATION_CREDENTIALS", write_service_account_file("sa.json"));
   sa_lifetime_ = 3600;
-  auto auth = make_gcs_auth(provider());
+  auto auth = cloud::make_bearer_auth(provider());
   ASSERT_TRUE(auth);
   net::HttpClient client;
   net::HttpRequest request;
@@ -475,7 +475,7 @@ TEST_F(GcsCredentialsTest, NoSecretAppearsInTheDebugLog) {
     fake_.set("GOOGLE_APPLICATION_CREDENTIALS", write_service_account_file("sa.json"));
     auto sa = provider();
     (void)sa->get();
-    auto auth = make_gcs_auth(sa);
+    auto auth = cloud::make_bearer_auth(sa);
     net::HttpClient client;
     net::HttpRequest request;
     request.url = server_.url() + "/storage/v1/b/bucket/o/object";

@@ -1,4 +1,4 @@
-#include "tier/gcs/credentials.hpp"
+#include "tier/gcs/google_credentials.hpp"
 
 #include <sys/stat.h>
 
@@ -6,13 +6,17 @@
 #include <utility>
 #include <vector>
 
+#include "tier/cloud/oauth.hpp"
 #include "tier/gcs/jwt.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/rfc3339.hpp"
+#include "util/text.hpp"
 
 namespace datavo::gcs {
 namespace {
 
+using cloud::AccessToken;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -50,12 +54,6 @@ Result<std::string> required_field(const json& object, const char* name, const s
 
 bool valid_header_value(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
 
-std::string trim_trailing_space(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-    text.pop_back();
-  return text;
-}
-
 // A POST of an application/x-www-form-urlencoded body to a token endpoint, and its OAuth token response.
 Result<AccessToken> exchange_form(net::HttpClient& http, const std::string& url,
                                   const std::vector<std::pair<std::string, std::string>>& fields, std::string_view what,
@@ -79,25 +77,7 @@ Result<AccessToken> exchange_form(net::HttpClient& http, const std::string& url,
 }
 
 // The part every provider shares: the cache in front of fetch().
-class CachingProvider : public GcsTokenProvider {
- public:
-  explicit CachingProvider(cloud::CredentialEnv env) : env_(std::move(env)) {}
-  Result<AccessToken> get() override {
-    auto token = cache_.get(
-        env_.now(), [this] { return fetch(); }, describe());
-    if (token && !valid_header_value(token->token))
-      return Error{ErrorCode::remote, describe() + ": the access token contains a line break"};
-    return token;
-  }
-  void invalidate() override { cache_.invalidate(); }
-
- protected:
-  virtual Result<AccessToken> fetch() = 0;
-  cloud::CredentialEnv env_;
-
- private:
-  cloud::TokenCache cache_;
-};
+using CachingProvider = cloud::CachingProvider<AccessToken>;
 
 class ServiceAccountProvider final : public CachingProvider {
  public:
@@ -218,7 +198,7 @@ class ExternalAccountProvider final : public CachingProvider {
       return Error{ErrorCode::permission_denied,
                    describe() + ": cannot read the subject token file: " + text.error().message};
     if (!config_.json_field) {
-      std::string token = trim_trailing_space(std::move(*text));
+      std::string token(util::trim_right(*text));
       if (token.empty()) return Error{ErrorCode::permission_denied, describe() + ": the subject token file is empty"};
       return token;
     }
@@ -252,8 +232,8 @@ class ExternalAccountProvider final : public CachingProvider {
     auto token = body.is_object() ? string_field(body, "accessToken") : std::nullopt;
     auto expire_time = body.is_object() ? string_field(body, "expireTime") : std::nullopt;
     if (!token || !expire_time) return Error{ErrorCode::remote, what + ": the answer has no accessToken/expireTime"};
-    auto expires_at = cloud::parse_rfc3339_utc(*expire_time);
-    if (!expires_at) return Error{ErrorCode::remote, what + ": expireTime is not an RFC 3339 UTC time"};
+    auto expires_at = util::parse_rfc3339(*expire_time);
+    if (!expires_at) return Error{ErrorCode::remote, what + ": expireTime is not an RFC 3339 time"};
     return AccessToken{std::move(*token), *expires_at};
   }
 
@@ -261,18 +241,20 @@ class ExternalAccountProvider final : public CachingProvider {
   ExternalAccountConfig config_;
 };
 
+TransportOptions metadata_options() {
+  TransportOptions options;
+  options.connect_timeout = k_metadata_connect_timeout;
+  options.stall_timeout = Seconds{2};
+  options.max_attempts = 2;
+  options.initial_backoff = Milliseconds{100};
+  options.max_backoff = Milliseconds{500};
+  return options;
+}
+
 class MetadataServerProvider final : public CachingProvider {
  public:
   MetadataServerProvider(cloud::CredentialEnv env, std::string host, std::string tried)
-      : CachingProvider(std::move(env)), host_(std::move(host)), tried_(std::move(tried)), http_([] {
-          TransportOptions options;
-          options.connect_timeout = k_metadata_connect_timeout;
-          options.stall_timeout = Seconds{2};
-          options.max_attempts = 2;
-          options.initial_backoff = Milliseconds{100};
-          options.max_backoff = Milliseconds{500};
-          return options;
-        }()) {}
+      : CachingProvider(env), host_(std::move(host)), tried_(std::move(tried)), http_(metadata_options(), env.clock) {}
 
   std::string describe() const override { return "the GCE metadata server at " + host_; }
 
@@ -301,8 +283,9 @@ class MetadataServerProvider final : public CachingProvider {
 };
 
 // The provider for the credential file at `path` (named by `origin` in errors).
-Result<std::shared_ptr<GcsTokenProvider>> load_credential_file(const std::string& path, const cloud::CredentialEnv& env,
-                                                               const std::shared_ptr<net::HttpClient>& http) {
+Result<std::shared_ptr<cloud::TokenProvider>> load_credential_file(const std::string& path,
+                                                                   const cloud::CredentialEnv& env,
+                                                                   const std::shared_ptr<net::HttpClient>& http) {
   auto text = util::read_file(path);
   if (!text) return config_error(path, "cannot read the credential file: " + text.error().message);
   const auto file = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -316,7 +299,7 @@ Result<std::shared_ptr<GcsTokenProvider>> load_credential_file(const std::string
     auto key = required_field(file, "private_key", path, *type);
     if (!key) return std::move(key).error();
     const std::string token_uri = string_field(file, "token_uri").value_or(k_default_token_uri);
-    return std::shared_ptr<GcsTokenProvider>(std::make_shared<ServiceAccountProvider>(
+    return std::shared_ptr<cloud::TokenProvider>(std::make_shared<ServiceAccountProvider>(
         env, http, path, std::move(*email), std::move(*key), string_field(file, "private_key_id"), token_uri));
   }
   if (*type == "authorized_user") {
@@ -327,7 +310,7 @@ Result<std::shared_ptr<GcsTokenProvider>> load_credential_file(const std::string
     auto refresh_token = required_field(file, "refresh_token", path, *type);
     if (!refresh_token) return std::move(refresh_token).error();
     const std::string token_uri = string_field(file, "token_uri").value_or(k_default_token_uri);
-    return std::shared_ptr<GcsTokenProvider>(std::make_shared<AuthorizedUserProvider>(
+    return std::shared_ptr<cloud::TokenProvider>(std::make_shared<AuthorizedUserProvider>(
         env, http, path, std::move(*client_id), std::move(*client_secret), std::move(*refresh_token), token_uri));
   }
   if (*type == "external_account") {
@@ -366,7 +349,8 @@ Result<std::shared_ptr<GcsTokenProvider>> load_credential_file(const std::string
         return config_error(path, "credential_source.format.type \"" + format_type + "\" is not text or json");
       }
     }
-    return std::shared_ptr<GcsTokenProvider>(std::make_shared<ExternalAccountProvider>(env, http, std::move(config)));
+    return std::shared_ptr<cloud::TokenProvider>(
+        std::make_shared<ExternalAccountProvider>(env, http, std::move(config)));
   }
   return config_error(path, "credential type \"" + *type +
                                 "\" is not supported (service_account, authorized_user, external_account are)");
@@ -377,44 +361,21 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0;
 }
 
-class GcsAuth final : public net::RequestAuth {
- public:
-  explicit GcsAuth(std::shared_ptr<GcsTokenProvider> provider) : provider_(std::move(provider)) {}
-
-  Result<void> prepare(net::PreparedRequest& request, int) override {
-    auto token = provider_->get();
-    if (!token) return std::move(token).error();
-    request.headers.push_back({"Authorization", "Bearer " + token->token});
-    return ok();
-  }
-
-  bool refresh_after_refusal(long status, const net::HttpHeaders&, std::string_view) override {
-    // 401: the token is not (or no longer) valid. 403 is a permission the identity lacks: a new token of the same
-    // identity would be refused alike.
-    if (status != 401) return false;
-    provider_->invalidate();
-    return true;
-  }
-
- private:
-  std::shared_ptr<GcsTokenProvider> provider_;
-};
-
 }  // namespace
 
-Result<std::shared_ptr<GcsTokenProvider>> make_gcs_token_provider(const GcsCredentialOptions& options,
-                                                                  const cloud::CredentialEnv& env,
-                                                                  std::shared_ptr<net::HttpClient> http) {
+Result<std::shared_ptr<cloud::TokenProvider>> make_gcs_token_provider(const GcsCredentialOptions& options,
+                                                                      const cloud::CredentialEnv& env,
+                                                                      std::shared_ptr<net::HttpClient> http) {
   if (options.anonymous) {
     LOG_DEBUG("GCS credentials: none (the tier is anonymous)");
-    return std::shared_ptr<GcsTokenProvider>();
+    return std::shared_ptr<cloud::TokenProvider>();
   }
   if (auto emulator = env.get("STORAGE_EMULATOR_HOST")) {
     LOG_DEBUG("GCS credentials: none ($STORAGE_EMULATOR_HOST is set: " << log::redact_url(*emulator) << ")");
-    return std::shared_ptr<GcsTokenProvider>();
+    return std::shared_ptr<cloud::TokenProvider>();
   }
   std::string tried;
-  Result<std::shared_ptr<GcsTokenProvider>> found = std::shared_ptr<GcsTokenProvider>();
+  Result<std::shared_ptr<cloud::TokenProvider>> found = std::shared_ptr<cloud::TokenProvider>();
   if (auto path = env.get("GOOGLE_APPLICATION_CREDENTIALS")) {
     found = load_credential_file(*path, env, http);
   } else {
@@ -429,16 +390,11 @@ Result<std::shared_ptr<GcsTokenProvider>> make_gcs_token_provider(const GcsCrede
     } else {
       tried += adc.empty() ? "; no home directory for gcloud's ADC file" : "; no gcloud ADC file at " + adc;
       const std::string host = env.get("GCE_METADATA_HOST").value_or(k_default_metadata_host);
-      found = std::shared_ptr<GcsTokenProvider>(std::make_shared<MetadataServerProvider>(env, host, tried));
+      found = std::shared_ptr<cloud::TokenProvider>(std::make_shared<MetadataServerProvider>(env, host, tried));
     }
   }
   if (found && *found) LOG_DEBUG("GCS credentials: " << (*found)->describe());
   return found;
-}
-
-std::shared_ptr<net::RequestAuth> make_gcs_auth(std::shared_ptr<GcsTokenProvider> provider) {
-  if (!provider) return nullptr;
-  return std::make_shared<GcsAuth>(std::move(provider));
 }
 
 }  // namespace datavo::gcs

@@ -1,5 +1,5 @@
-// Google Cloud Storage credentials: Application Default Credentials (ADC) as Google's client libraries find them,
-// and the RequestAuth that puts the token on every request of the GCS tier.
+// Google Cloud Storage credentials: Application Default Credentials (ADC) as Google's client libraries find them.
+// The GCS tier puts their tokens on its requests with cloud::make_bearer_auth (a 401 refreshes the token once).
 //
 // make_gcs_token_provider() looks, in this order (the first one found is used; nothing falls through to the next
 // one when a found credential then fails):
@@ -24,12 +24,13 @@
 // A file that is found but unreadable, not JSON, of an unsupported type or missing a field is a config Error from
 // make_gcs_token_provider() (naming the file and the field, never a value).
 //
-// Tokens are cached and refreshed ahead of expiry (cloud::TokenCache: when less than min(5 min, half the token's
-// lifetime) is left) and after invalidate().
+// Tokens are cached and refreshed by the rule of cloud/credential_provider.hpp (when less than min(5 min, half the
+// token's lifetime) is left, and after invalidate()). ADC is not a chain of links: the first place that holds a
+// credential file decides, without any network I/O, and a file found there that then fails is an error.
 //
 // Secrets (private keys, client secrets, refresh tokens, subject tokens, access tokens) never appear in a log line
 // or an Error message.
-// Thread safety: providers and the RequestAuth are thread-safe; one serves every request of a tier.
+// Thread safety: providers are thread-safe; one serves every request of a tier.
 #pragma once
 
 #include <memory>
@@ -37,26 +38,13 @@
 
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
-#include "tier/cloud/credentials.hpp"
+#include "tier/cloud/credential_env.hpp"
+#include "tier/cloud/credential_provider.hpp"
 
 namespace datavo::gcs {
 
-using AccessToken = cloud::AccessToken;
-
 // The OAuth scope requested for every token: read and write objects, nothing else.
 inline constexpr const char* k_storage_scope = "https://www.googleapis.com/auth/devstorage.read_write";
-
-class GcsTokenProvider {
- public:
-  virtual ~GcsTokenProvider() = default;
-  // A valid token (cached, or fetched now). Errors: permission_denied when no credential works, remote / timeout
-  // when a token endpoint fails.
-  virtual Result<AccessToken> get() = 0;
-  // Forgets the cached token (it was refused): the next get() fetches a new one.
-  virtual void invalidate() = 0;
-  // What this credential is, for logs and errors: "service account key file /path (x@y.iam...)". No secret.
-  virtual std::string describe() const = 0;
-};
 
 struct GcsCredentialOptions {
   bool anonymous = false;  // the tier says so: send no credentials
@@ -65,13 +53,10 @@ struct GcsCredentialOptions {
 // Finds the credentials in the order at the top of this file. No network I/O (files are read). A nullptr value
 // means "no credentials" (step 0). `http` carries the token requests (not the metadata server's: that one gets
 // its own client with short timeouts); REQUIRES: http != nullptr.
-Result<std::shared_ptr<GcsTokenProvider>> make_gcs_token_provider(const GcsCredentialOptions& options,
-                                                                  const cloud::CredentialEnv& env,
-                                                                  std::shared_ptr<net::HttpClient> http);
-
-// "Authorization: Bearer <token>" on every attempt; a 401 answer invalidates the token and asks the transport to
-// repeat the request once with a fresh one. nullptr when `provider` is nullptr (no credentials: HttpRequest::auth
-// stays nullptr).
-std::shared_ptr<net::RequestAuth> make_gcs_auth(std::shared_ptr<GcsTokenProvider> provider);
+// Errors of get(): permission_denied when no credential works (the metadata server does not answer, an endpoint
+// refuses the credential), remote / timeout when a token endpoint fails.
+Result<std::shared_ptr<cloud::TokenProvider>> make_gcs_token_provider(const GcsCredentialOptions& options,
+                                                                      const cloud::CredentialEnv& env,
+                                                                      std::shared_ptr<net::HttpClient> http);
 
 }  // namespace datavo::gcs
