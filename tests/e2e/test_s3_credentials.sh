@@ -8,7 +8,10 @@
 #   3. IMDSv2 (session token, then the role's credentials), expiring within seconds, refreshed mid-download;
 #   4. credential_process in a profile of the config file, on moto and on s3rver (which checks the signatures);
 #   5. a profile of the shared credentials file named by the tier's `profile` field, with the profile's region;
-#      and the chain's order: environment keys win over a profile.
+#      and the chain's order: environment keys win over a profile;
+#   6. a credential_process during a warm of 8 shards: run once when its credentials are valid (cached by the one
+#      refresh rule, not run per request); when they are already expired, refused with a message that says so (as
+#      botocore refuses them), never sent to S3, and the process not run again for every request.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -197,6 +200,48 @@ AWS_SHARED_CREDENTIALS_FILE="$E2E_TMP/aws-credentials" AWS_CONFIG_FILE="$E2E_TMP
 expect_eq "chain order: environment keys come before the profile (a wrong secret there is refused)" 1 "$RC"
 expect_contains "chain order: the credentials step names the environment" "environment" "$OUT"
 expect_eq "the wrong secret never appears in the output" "" "$(grep -l wrong-secret <<<"$OUT$ERR")"
+
+# --- 6. credential_process during a warm: cached, and refused when expired ------------------------------------
+
+cat >"$E2E_TMP/creds-counted.py" <<'EOF'
+import json, sys
+with open(sys.argv[1], "a") as runs:
+    runs.write("run\n")
+print(json.dumps({"Version": 1, "AccessKeyId": sys.argv[2], "SecretAccessKey": "process-secret",
+                  "SessionToken": "process-token", "Expiration": sys.argv[3]}))
+EOF
+in_an_hour=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+cat >"$E2E_TMP/aws-config-counted" <<EOF
+[profile valid]
+credential_process = python3 $E2E_TMP/creds-counted.py $E2E_TMP/valid-runs AKIDVALIDPROC $in_an_hour
+[profile expired]
+credential_process = python3 $E2E_TMP/creds-counted.py $E2E_TMP/expired-runs AKIDEXPIREDPROC 2000-01-01T00:00:00Z
+EOF
+pack_dataset 16 2
+start_origin "$E2E_TMP/store"
+runs_of() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+
+vm_config warm-valid "$MOTO_URL" creds
+proxy_reset "$MOTO_URL"
+AWS_CONFIG_FILE="$E2E_TMP/aws-config-counted" AWS_PROFILE=valid run --json warm "$DS" --key bin --key txt --jobs 4
+expect_eq "credential_process, valid: the warm of $SHARDS shards uploads each" "[0, $SHARDS]" \
+  "[$RC, $(json "j['uploads']['uploaded']" <<<"$OUT" 2>/dev/null || echo -1)]"
+expect_eq "credential_process, valid: the requests carry its key" AKIDVALIDPROC "$(keys_of PutObject)"
+expect_eq "credential_process, valid: run once for the whole warm" 1 "$(runs_of "$E2E_TMP/valid-runs")"
+
+vm_config warm-expired "$MOTO_URL" creds
+proxy_reset "$MOTO_URL"
+AWS_CONFIG_FILE="$E2E_TMP/aws-config-counted" AWS_PROFILE=expired run --json warm "$DS" --key bin --key txt --jobs 4
+expect_contains "credential_process, expired: the message says the credentials expired" \
+  "expired at 2000-01-01T00:00:00Z" "$ERR"
+expect_eq "credential_process, expired: no request reached S3 with them" 0 \
+  "$(proxy_json "$MOTO_URL" "len([r for r in j['log'] if r['akid'] == 'AKIDEXPIREDPROC'])")"
+expect_eq "credential_process, expired: every shard still served by the origin" "$SHARDS" \
+  "$(json "j['origin']['shards']" <<<"$OUT" 2>/dev/null || echo -1)"
+expired_runs=$(runs_of "$E2E_TMP/expired-runs")
+expect_cmp "credential_process, expired: not run again for every request ($expired_runs runs)" "$expired_runs" -le 3
+expect_eq "credential_process, expired: no secret in the output" "" \
+  "$(grep -e process-secret -e process-token <<<"$OUT$ERR")"
 
 echo "# suite took $(($(date +%s) - SUITE_STARTED)) s"
 finish

@@ -8,13 +8,17 @@
 // expiry (long-term keys) is fetched once, and again only after invalidate().
 //   - A refresh ahead of expiry that fails while the cached credential is still valid returns the cached one (the
 //     failure logged at WARNING): a flaky endpoint costs nothing until the credential really expires.
-//   - Callers that wait while a fetch is in flight wait for it: one fetch serves them.
+//   - A credential that is already expired when it is obtained is refused (permission_denied naming its expiry),
+//     as botocore refuses it: it would only be refused by the service, request after request.
+//   - Callers that wait while a fetch is in flight share its outcome, success or failure: one fetch serves them.
 //
 // Secrets: a credential's secret parts never appear in a log line or an Error message; providers name files,
 // variables and (redacted) URLs instead.
 // Thread safety: CredentialCache and CachingProvider are thread-safe; fetch() runs on one thread at a time.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -38,6 +42,8 @@ inline std::optional<WallClock::time_point> expiry_of(const AccessToken& token) 
 // min(5 min, lifetime / 2); zero for a lifetime that is not positive.
 WallClock::duration refresh_margin(WallClock::duration lifetime);
 
+// The permission_denied Error for a credential that `what` gave already expired.
+Error expired_credential(std::string_view what, WallClock::time_point expired_at, WallClock::time_point now);
 // The WARNING of a refresh that failed while the cached credential of `what` is still valid.
 void log_kept_credential(std::string_view what, const Error& failure);
 
@@ -69,8 +75,10 @@ class CredentialCache {
   }
 
   std::mutex mutex_;
-  std::optional<Credential> cached_;   // guarded by mutex_
-  WallClock::time_point obtained_at_;  // guarded by mutex_
+  std::optional<Credential> cached_;       // guarded by mutex_
+  WallClock::time_point obtained_at_;      // guarded by mutex_
+  std::optional<Error> failure_;           // guarded by mutex_: the last fetch's Error when nothing valid was kept
+  std::atomic<std::uint64_t> fetches_{0};  // fetches ended; changed under mutex_
 };
 
 using TokenCache = CredentialCache<AccessToken>;
@@ -78,17 +86,27 @@ using TokenCache = CredentialCache<AccessToken>;
 template <typename Credential>
 Result<Credential> CredentialCache<Credential>::get(WallClock::time_point now, const Fetch& fetch,
                                                     std::string_view what) {
+  const std::uint64_t seen = fetches_.load(std::memory_order_acquire);
   std::lock_guard lock(mutex_);
   if (cached_ && !due(now)) return *cached_;
+  if (fetches_.load(std::memory_order_relaxed) != seen) {
+    // A fetch ended while this caller waited for the lock: its outcome is this caller's too.
+    if (failure_) return *failure_;
+    if (cached_ && valid(now)) return *cached_;
+  }
   auto fresh = fetch();
+  fetches_.fetch_add(1, std::memory_order_release);
   if (!fresh) {
+    failure_.reset();
     if (cached_ && valid(now)) {
       log_kept_credential(what, fresh.error());
       return *cached_;
     }
     cached_.reset();
+    failure_ = fresh.error();
     return std::move(fresh).error();
   }
+  failure_.reset();
   cached_ = std::move(*fresh);
   obtained_at_ = now;
   return *cached_;
@@ -131,8 +149,15 @@ class CachingProvider : public CredentialProvider<Credential> {
 
 template <typename Credential>
 Result<Credential> CachingProvider<Credential>::get() {
-  return cache_.get(
-      env_.now(), [this] { return fetch(); }, this->describe());
+  auto checked_fetch = [this]() -> Result<Credential> {
+    auto fresh = fetch();
+    if (!fresh) return fresh;
+    const auto now = env_.now();
+    if (const auto expiry = expiry_of(*fresh); expiry && *expiry <= now)
+      return expired_credential(this->describe(), *expiry, now);
+    return fresh;
+  };
+  return cache_.get(env_.now(), checked_fetch, this->describe());
 }
 
 }  // namespace datavo::cloud

@@ -1,6 +1,7 @@
 // Tests of src/tier/cloud/credential_provider.cpp: the refresh margin, the credential cache (refresh ahead of
-// expiry, the cached credential kept when a refresh ahead of expiry fails, one fetch for concurrent callers,
-// invalidate, credentials that never expire) and the caching provider over it.
+// expiry, the cached credential kept when a refresh ahead of expiry fails, one fetch for concurrent callers
+// whatever its outcome, invalidate, credentials that never expire) and the caching provider over it, which
+// refuses a credential that is expired when it arrives.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,6 +88,29 @@ TEST(CredentialCache, ConcurrentCallersShareOneFetch) {
   EXPECT_EQ(right, 8);
 }
 
+TEST(CredentialCache, ConcurrentCallersShareAFailedFetchToo) {
+  TokenCache cache;
+  std::atomic<int> fetches{0};
+  auto fetch = [&]() -> Result<AccessToken> {
+    ++fetches;
+    std::this_thread::sleep_for(200ms);  // long enough for the other threads to start waiting
+    return Error{ErrorCode::permission_denied, "refused"};
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      if (auto token = cache.get(k_t0, fetch, "test"); !token && token.error().message == "refused") ++failed;
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failed, 8);
+  EXPECT_LT(fetches, 8) << "callers that waited for a fetch took its failure instead of fetching again";
+  // A caller that comes after the failure tries again.
+  const int before = fetches;
+  EXPECT_FALSE(cache.get(k_t0, fetch, "test"));
+  EXPECT_EQ(fetches, before + 1);
+}
+
 // A credential without an expiry, as long-term keys are.
 struct Key {
   std::string id;
@@ -114,6 +138,7 @@ class Clock final : public net::Clock {
 
 class CountingProvider final : public CachingProvider<AccessToken> {
  public:
+  // Hands out tokens that expire `lifetime` after they are fetched (negative: expired already).
   CountingProvider(CredentialEnv env, WallClock::duration lifetime)
       : CachingProvider(std::move(env)), lifetime_(lifetime) {}
   std::string describe() const override { return "the counting provider"; }
@@ -142,6 +167,22 @@ TEST(CachingProvider, CachesOnTheEnvironmentsClock) {
   provider.invalidate();
   EXPECT_EQ(provider.get()->token, "t3");
   EXPECT_EQ(provider.fetches, 3);
+}
+
+TEST(CachingProvider, ACredentialThatArrivesExpiredIsRefused) {
+  auto clock = std::make_shared<Clock>();
+  CredentialEnv env;
+  env.clock = clock;
+  for (const auto lifetime : {WallClock::duration(-90s), WallClock::duration(0s)}) {
+    CountingProvider provider(env, lifetime);
+    auto token = provider.get();
+    ASSERT_FALSE(token);
+    EXPECT_EQ(token.error().code, ErrorCode::permission_denied);
+    EXPECT_THAT(token.error().message, HasSubstr("the counting provider: the credentials it gave expired at "));
+    EXPECT_THAT(token.error().message, HasSubstr(lifetime < 0s ? ", 90 s ago" : ", 0 s ago"));
+  }
+  CountingProvider valid(env, 1s);
+  EXPECT_TRUE(valid.get());
 }
 
 }  // namespace

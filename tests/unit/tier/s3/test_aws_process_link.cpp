@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
 #include "unit/tier/s3/aws_chain_fixture.hpp"
 
 namespace datavo::s3 {
@@ -77,6 +82,50 @@ TEST_F(CredentialsTest, AFailingCredentialProcessIsAnErrorWithoutItsOutput) {
   found = chain()->get();
   ASSERT_FALSE(found);
   EXPECT_THAT(found.error().message, HasSubstr("no-such-program"));
+}
+
+TEST_F(CredentialsTest, ExpiredCredentialsOfAProcessAreRefusedAndTheProcessRunsOncePerFetch) {
+  // Each run appends a line to runs.txt; the answer expired an hour before the fake clock's now.
+  const std::string runs = dir_.sub("runs.txt");
+  const std::string script = write_process_script(
+      dir_, "echo run >> '" + runs +
+                "'\nsleep 0.2\necho '{\"Version\": 1, \"AccessKeyId\": \"AKIDOLD\", \"SecretAccessKey\": "
+                "\"s\", \"SessionToken\": \"t\", \"Expiration\": \"2030-01-02T02:00:00Z\"}'\n");
+  write_text(home_file(".aws/config"), "[default]\ncredential_process = " + script + "\n");
+  auto provider = chain();
+  std::vector<std::thread> threads;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      auto found = provider->get();
+      if (!found && found.error().code == ErrorCode::permission_denied &&
+          found.error().message.find("expired at 2030-01-02T02:00:00Z, 3600 s ago") != std::string::npos)
+        ++refused;
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(refused.load(), 4) << "expired credentials are refused, never handed out";
+  std::ifstream in(runs);
+  const std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << "the callers waiting for the run shared it";
+}
+
+TEST_F(CredentialsTest, TheProgramIsFoundInAnAbsoluteDirectoryOfPathOnly) {
+  std::filesystem::create_directories(dir_.sub("bin"));
+  const std::string script = write_process_script(
+      dir_, "echo '{\"Version\": 1, \"AccessKeyId\": \"AKIDPATH\", \"SecretAccessKey\": \"s\"}'\n");
+  std::filesystem::rename(script, dir_.sub("bin/datavo-creds"));
+  write_text(home_file(".aws/config"), "[default]\ncredential_process = datavo-creds --flag\n");
+  fake_.vars["PATH"] = dir_.sub("bin");
+  auto found = chain()->get();
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->access_key_id, "AKIDPATH");
+  // A relative entry is never searched, even when it names the same directory.
+  const std::string relative = std::filesystem::relative(dir_.sub("bin")).string();
+  fake_.vars["PATH"] = relative + ":.";
+  auto refused = chain()->get();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::config);
+  EXPECT_THAT(refused.error().message, HasSubstr("datavo-creds is not in an absolute directory of $PATH"));
 }
 
 }  // namespace
