@@ -103,7 +103,7 @@ clang++ -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Wall -Wextra -Wshadow -Wpedantic -Werror \
   -I"$root/include" -I"$root/src" \
-  "$root/fuzz/tar_reader_fuzz.cpp" "$root"/src/tar/*.cpp "$root/src/core/result.cpp" \
+  "$root/fuzz/tar_reader_fuzz.cpp" "$root"/src/tar/*.cpp "$root/src/base/result.cpp" \
   -o "$fuzzer"
 echo "built $fuzzer"
 
