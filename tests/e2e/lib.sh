@@ -287,8 +287,12 @@ wait_until() {
 
 # --- the fault server -------------------------------------------------------------------------------------------
 
+# How long a server started here may take to come up: only a bound (the wait ends as soon as it is up), generous
+# because on a loaded machine a Python server can take 15 s to import its modules.
+E2E_START_TIMEOUT=${E2E_START_TIMEOUT:-60}
+
 # start_server ROOT [SERVER OPTIONS...]: starts tests/support/http_fault_server.py on loopback; sets SERVER_PID,
-# SERVER_PORT and SERVER_URL (http://127.0.0.1:PORT). Dies when it does not come up within 15 s.
+# SERVER_PORT and SERVER_URL (http://127.0.0.1:PORT). Dies when it does not come up within $E2E_START_TIMEOUT s.
 start_server() {
   local root=$1
   shift
@@ -298,8 +302,9 @@ start_server() {
     >"$E2E_TMP/.server.log" 2>&1 &
   SERVER_PID=$!
   track_pid "$SERVER_PID"
-  if ! wait_until 15 e2e_server_up "$port_file"; then
-    die "start the fault server" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.server.log")")"
+  if ! wait_until "$E2E_START_TIMEOUT" e2e_server_up "$port_file"; then
+    die "start the fault server" \
+      "no port file after $E2E_START_TIMEOUT s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.server.log")")"
   fi
   SERVER_PORT=$(cat "$port_file")
   SERVER_URL="http://127.0.0.1:$SERVER_PORT"
@@ -335,8 +340,8 @@ start_origin() {
   "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
   ORIGIN_PID=$!
   track_pid "$ORIGIN_PID"
-  if ! wait_until 15 origin_up "$port_file"; then
-    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
+  if ! wait_until "$E2E_START_TIMEOUT" origin_up "$port_file"; then
+    die "start datavo serve" "no port file after $E2E_START_TIMEOUT s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
   fi
   ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
 }

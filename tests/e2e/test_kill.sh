@@ -6,7 +6,10 @@
 #      and the next fetch (given the SHA-256) continues the dead writer's download with a Range request from the
 #      byte where it stopped, verifies the whole, and installs the right bytes.
 #   C. the lock holder is killed while a second fetch of the same hash waits on its shard lock: the kernel releases
-#      the flock, the waiter takes over, downloads and installs the right bytes.
+#      the flock, the waiter takes over, takes the holder's staging file over, downloads and installs the right
+#      bytes, and leaves nothing in .staging/. The holder's parent reaps it only after the waiter is done, as a
+#      launcher slow to reap would: the waiter meets a killed writer that is still a zombie (and, whatever the
+#      parent, a writer wakes a waiter while it is still exiting), which is a dead writer all the same.
 #   B. just before the rename: the fetch runs under gdb (batch mode) with a breakpoint on renameat2, the commit
 #      point (ShardCacheTier::Impl::commit_staged). While it is stopped there (alive, holding the shard lock) gc
 #      must sweep neither its staging file nor its lock; then the inferior gets SIGKILL (kill -KILL from this
@@ -98,9 +101,27 @@ expect_file "A: gc kept the entry" "$t1/local/$ha.tar"
 # --- C. the lock holder is killed: a waiter takes over (include/datavo/hierarchy.hpp, "Single flight") ----------
 
 hc=$(hash_for killed_holder)
-"$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$hc" --url "$SERVER_URL/big.bin?rate=524288" \
-  >"$E2E_TMP/c_holder.out" 2>"$E2E_TMP/c_holder.err" &
-holder_pid=$!
+# The launcher: starts the holder, writes its pid, and reaps it only once c_holder.reap exists (bounded).
+python3 - "$E2E_TMP/c_holder" "$DATAVO_BIN" --config "$E2E_CONFIG" cache fetch "$hc" \
+  --url "$SERVER_URL/big.bin?rate=524288" <<'PY' &
+import os, subprocess, sys, time
+base = sys.argv[1]
+with open(base + ".out", "w") as out, open(base + ".err", "w") as err:
+    holder = subprocess.Popen(sys.argv[2:], stdout=out, stderr=err)
+with open(base + ".pid.tmp", "w") as f:
+    f.write(str(holder.pid))
+os.rename(base + ".pid.tmp", base + ".pid")
+deadline = time.monotonic() + 120
+while not os.path.exists(base + ".reap") and time.monotonic() < deadline:
+    time.sleep(0.05)
+holder.kill()
+holder.wait()
+PY
+launcher_pid=$!
+track_pid "$launcher_pid"
+wait_until "$E2E_START_TIMEOUT" test -s "$E2E_TMP/c_holder.pid" ||
+  die "C: start the holder" "no pid file in $E2E_START_TIMEOUT s"
+holder_pid=$(cat "$E2E_TMP/c_holder.pid")
 track_pid "$holder_pid"
 wait_until 30 staging_with_bytes || fail "C: the holder's download started" "no staging bytes in 30 s"
 "$DATAVO_BIN" --config "$E2E_CONFIG" --json cache fetch "$hc" --url "$SERVER_URL/big.bin" \
@@ -115,15 +136,25 @@ else
   fail "C: the second fetch waits on the holder's shard lock" "not blocked in 30 s: $(grep FLOCK /proc/locks)"
 fi
 kill -KILL "$holder_pid"
-wait "$holder_pid" 2>/dev/null
+holder_is_zombie() { [ "$(awk '{print $3}' "/proc/$holder_pid/stat" 2>/dev/null)" = Z ]; }
+if wait_until 10 holder_is_zombie; then
+  pass "C: the killed holder is a zombie (its parent has not reaped it)"
+else
+  fail "C: the killed holder is a zombie" "state: $(cat "/proc/$holder_pid/stat" 2>&1)"
+fi
 rc=0
 wait "$waiter_pid" || rc=$?
+expect_eq "C: the holder is still a zombie when the waiter is done" Z \
+  "$(awk '{print $3}' "/proc/$holder_pid/stat" 2>&1)"
+touch "$E2E_TMP/c_holder.reap"
+wait "$launcher_pid"
 expect_eq "C: after the holder is killed, the waiter takes over and exits 0" 0 "$rc"
 expect_eq "C: the waiter downloads it itself" '["fetched", "t1"]' \
   "$(json "[j['source'], j['tier']]" <"$E2E_TMP/c_waiter.out" 2>&1)"
 expect_eq "C: the waiter installs the right bytes" "$sha_big" "$(sha256_of "$t1/local/$hc.tar" 2>&1)"
 # Without a SHA-256 to check it against, the holder's partial download is not continued but started over (the
-# waiter's URL fetcher restarts the adopted staging file), and nothing is left behind.
+# waiter's URL fetcher restarts the adopted staging file), and nothing is left behind: the zombie's staging file
+# was taken over, not left for gc.
 expect_empty_dir "C: t1/.staging is empty" "$t1/.staging"
 run --json cache gc
 expect_eq "C: gc has nothing to sweep" 0 "$(gc_field t1 staging_swept <<<"$OUT")"
