@@ -14,7 +14,10 @@
 #
 # What it needs from the environment: HOME and a PATH holding Debian's tools (CI runs it under `env -i` with
 # HOME, PATH and LANG only, see .ci/run). It sets the rest below. Optional knobs: DATAVO_TEST_JOBS (ctest
-# parallelism, default 2), DATAVO_SKIP_SANITIZERS=1, DATAVO_SKIP_FUZZ=1, DATAVO_FUZZ_SECONDS (default 60).
+# parallelism, default 2), DATAVO_SKIP_SANITIZERS=1, DATAVO_SKIP_FUZZ=1, DATAVO_FUZZ_SECONDS (default 60), and
+# DATAVO_REQUIRE_PRIVILEGES=1 / DATAVO_REQUIRE_NAMESPACES=1 (.ci/run sets both): an end-to-end suite that needs
+# what the machine refuses (root, a tmpfs mount, ptrace / new namespaces) then fails instead of being reported by
+# ctest as skipped with its reason.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 filter=${1:-}
