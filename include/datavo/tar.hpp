@@ -98,6 +98,17 @@ class TarReader {
   const std::string& shard_name() const { return shard_name_; }
 
  private:
+  struct Extended;  // what the extended headers before a member say about it (reader.cpp)
+  struct Header;    // a member header whose checksum holds, its name and size resolved (reader.cpp)
+
+  // Each returns false once the archive has ended (done_) or failed (error_).
+  bool header_follows(const Extended& extended);
+  bool read_header(const Extended& extended, Header& header);
+  bool verify_checksum(const std::byte* block, std::string_view shown_name);
+  bool take_payload(const Header& header, std::span<const std::byte>& payload);
+  bool read_extended(char type, std::string_view records, std::size_t header_offset, Extended& extended);
+  // Whether the member `header` describes is one to yield.
+  bool yields(const Header& header, const Extended& extended);
   Error fail(TarFault fault, std::size_t offset, std::string_view member, std::string_view what);
 
   std::span<const std::byte> archive_;
