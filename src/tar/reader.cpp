@@ -4,6 +4,7 @@
 
 #include "datavo/tar.hpp"
 #include "tar/format.hpp"
+#include "util/compression.hpp"
 #include "util/decimal.hpp"
 
 namespace datavo {
@@ -154,6 +155,29 @@ std::string_view strip_dot_slash(std::string_view name) {
 
 }  // namespace
 
+TarSkips& TarSkips::operator+=(const TarSkips& more) {
+  directories += more.directories;
+  symlinks += more.symlinks;
+  hard_links += more.hard_links;
+  other += more.other;
+  unnamed += more.unnamed;
+  return *this;
+}
+
+std::string describe_skips(const TarSkips& skips) {
+  std::string out;
+  const auto add = [&out](std::uint64_t count, std::string_view one, std::string_view many) {
+    if (count == 0) return;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(count) + " " + std::string(count == 1 ? one : many);
+  };
+  add(skips.symlinks, "symbolic link", "symbolic links");
+  add(skips.hard_links, "hard link", "hard links");
+  add(skips.other, "device, FIFO or other special member", "devices, FIFOs or other special members");
+  add(skips.unnamed, "file not named <sample_id>.<key>", "files not named <sample_id>.<key>");
+  return out;
+}
+
 // What the extended headers ('x', 'L', 'K') before a member say about it, up to that member's header.
 struct TarReader::Extended {
   PaxValues pax;
@@ -176,11 +200,22 @@ TarReader::TarReader(std::span<const std::byte> archive, std::string shard_name,
     : archive_(archive), shard_name_(std::move(shard_name)), options_(options) {}
 
 Error TarReader::fail(TarFault fault, std::size_t offset, std::string_view member, std::string_view what) {
-  const ErrorCode code = fault == TarFault::unsupported ? ErrorCode::unsupported : ErrorCode::integrity;
-  error_ = Error{code, error_message(shard_name_, member, offset, what)};
+  const bool unsupported = fault == TarFault::unsupported || fault == TarFault::compressed;
+  error_ = Error{unsupported ? ErrorCode::unsupported : ErrorCode::integrity,
+                 error_message(shard_name_, member, offset, what)};
   fault_ = fault;
   done_ = true;
   return *error_;
+}
+
+Error TarReader::fail_header(TarFault fault, std::size_t offset, std::string_view member, std::string_view what) {
+  // Asked only once the first block failed as a header: a tar may name its first member "BZh9...".
+  const util::Compression compression = offset == 0 ? util::sniff_compression(archive_) : util::Compression::none;
+  if (compression == util::Compression::none) return fail(fault, offset, member, what);
+  return fail(TarFault::compressed, 0, {},
+              "the archive is " + std::string(util::compression_name(compression)) +
+                  "-compressed data, not a tar (its first bytes are the " +
+                  std::string(util::compression_name(compression)) + " magic number); decompress it first");
 }
 
 Result<std::optional<TarMember>> TarReader::next() {
@@ -211,14 +246,15 @@ bool TarReader::header_follows(const Extended& extended) {
       fail(TarFault::bad_extended_header, *extended.offset, {}, "extended header is not followed by a member header");
     } else if (options_.end_marker == EndMarker::required) {
       fail(TarFault::missing_end_marker, offset_, {},
-           "archive ends without the end-of-archive marker (two zero blocks)");
+           "archive ends without the end-of-archive marker (two zero blocks): it was cut short, or written by a "
+           "tool that omits the marker");
     }
     done_ = true;
     return false;
   }
   if (remaining < k_block) {
-    fail(TarFault::truncated, offset_, {},
-         "truncated header: " + std::to_string(remaining) + " bytes remain, a header needs 512");
+    fail_header(TarFault::truncated, offset_, {},
+                "truncated header: " + std::to_string(remaining) + " bytes remain, a header needs 512");
     return false;
   }
   const std::byte* block = archive_.data() + offset_;
@@ -227,7 +263,9 @@ bool TarReader::header_follows(const Extended& extended) {
     fail(TarFault::bad_extended_header, *extended.offset, {}, "extended header is followed by the end of the archive");
   } else if (options_.end_marker == EndMarker::required &&
              (remaining < 2 * k_block || !is_zero_block(block + k_block))) {
-    fail(TarFault::missing_end_marker, offset_, {}, "lone zero block: the end-of-archive marker is two zero blocks");
+    fail(TarFault::missing_end_marker, offset_, {},
+         "lone zero block: the end-of-archive marker is two zero blocks; the archive was cut short, or written by "
+         "a tool that ends it with one");
   }
   done_ = true;
   return false;
@@ -287,7 +325,7 @@ bool TarReader::read_header(const Extended& extended, Header& header) {
 bool TarReader::verify_checksum(const std::byte* block, std::string_view shown_name) {
   const Number stored = parse_number(chars(block, k_checksum), Base256::refused);
   if (!stored.error.empty()) {
-    fail(TarFault::bad_checksum, offset_, shown_name, "bad checksum field: " + stored.error);
+    fail_header(TarFault::bad_checksum, offset_, shown_name, "bad checksum field: " + stored.error);
     return false;
   }
   // Sum the whole block in one vectorisable pass, then count the checksum field as spaces.
@@ -303,8 +341,8 @@ bool TarReader::verify_checksum(const std::byte* block, std::string_view shown_n
   }
   // GNU tar accepts both sums: some old tars summed the header as signed chars.
   if (stored.value == unsigned_sum || static_cast<std::int64_t>(stored.value) == signed_sum) return true;
-  fail(TarFault::bad_checksum, offset_, shown_name,
-       "header checksum mismatch (stored " + octal(stored.value) + ", computed " + octal(unsigned_sum) + ")");
+  fail_header(TarFault::bad_checksum, offset_, shown_name,
+              "header checksum mismatch (stored " + octal(stored.value) + ", computed " + octal(unsigned_sum) + ")");
   return false;
 }
 
@@ -360,7 +398,14 @@ bool TarReader::yields(const Header& header, const Extended& extended) {
     fail(TarFault::unsupported, header.offset, header.name, "GNU sparse members are not supported");
     return false;
   }
-  if (!header.regular || header.directory) return false;
+  if (header.directory) {
+    ++skipped_.directories;
+    return false;
+  }
+  if (!header.regular) {
+    ++(header.type == '1' ? skipped_.hard_links : header.type == '2' ? skipped_.symlinks : skipped_.other);
+    return false;
+  }
   if (const char* reason = unsafe_name_reason(header.name)) {
     fail(TarFault::unsafe_name, header.offset, header.name, reason);
     return false;
