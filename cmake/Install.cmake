@@ -1,4 +1,4 @@
-# What `cmake --install` puts in place, in two components:
+# What `cmake --install` puts in place, in two components (the .deb packages of cmake/Package.cmake):
 #   cli  bin/datavo
 #   dev  include/datavo/ (the public headers only: src/ holds the private ones), lib/libdatavo.a, the CMake package
 #        lib/cmake/Datavo/ (find_package(Datavo) -> Datavo::datavo) and lib/pkgconfig/datavo.pc

@@ -8,7 +8,7 @@
 #   no FILTER   every stage above
 #   unit        the unit tests only (normal build)
 #   e2e         the end-to-end suites only (normal build)
-#   install     the installed library only (tests/install/: cmake --install, consumers)
+#   install     the installed library and packages only (tests/install/: cmake --install, consumers, the .deb)
 #   python      the Python SDK only: builds the extension, a wheel of it, installs that wheel into build/python-site
 #               and runs python/tests/ with Debian's /usr/bin/python3 (pytest), the emulators up (python_stage below)
 #   REGEX       the ctest tests whose name matches REGEX (normal build), e.g. 'e2e.test_kill' or 'FolderTier'
