@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Sets everything up and runs every test: the unit tests and the end-to-end suites in a warnings-as-errors build,
-# then the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, and again under ThreadSanitizer,
-# then a bounded fuzz run of the tar reader. This is the command README.md gives and .ci/run calls.
+# Sets everything up and runs every test: the unit tests, the end-to-end suites and the install tests (tests/install/)
+# in a warnings-as-errors build, then the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, and
+# again under ThreadSanitizer, then a bounded fuzz run of the tar reader. This is the command README.md gives and
+# .ci/run calls.
 #
 # Usage: scripts/test.sh [FILTER]
 #   no FILTER   every stage above
 #   unit        the unit tests only (normal build)
 #   e2e         the end-to-end suites only (normal build)
+#   install     the installed library and packages only (tests/install/: cmake --install, consumers, the .deb)
 #   python      the Python SDK only: builds the extension, a wheel of it, installs that wheel into build/python-site
 #               and runs python/tests/ with Debian's /usr/bin/python3 (pytest), the emulators up (python_stage below)
 #   REGEX       the ctest tests whose name matches REGEX (normal build), e.g. 'e2e.test_kill' or 'FolderTier'
@@ -79,11 +81,11 @@ case "$filter" in
     exit 0
     ;;
   "")
-    echo "== ctest: unit and end-to-end"
+    echo "== ctest: unit, end-to-end and install"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 -j "$jobs")
     python_stage
     ;;
-  unit | e2e)
+  unit | e2e | install)
     echo "== ctest: $filter tests"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 --no-tests=error -L "^$filter\$" -j "$jobs")
     echo "== the $filter tests passed"
