@@ -39,6 +39,11 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_
 
 "$root/scripts/install-deps.sh"
 
+# The structure of the tree, before anything is built: every include looks down the layer table
+# (ARCHITECTURE.md, "Layers").
+echo "== structure: layers"
+python3 "$root/scripts/check_layers.py"
+
 echo "== build (-Werror)"
 "$root/scripts/build.sh" "$root/build" -DDATAVO_WERROR=ON -DDATAVO_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3
 jobs=${DATAVO_TEST_JOBS:-2}
