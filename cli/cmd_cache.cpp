@@ -10,6 +10,7 @@
 
 #include "cli/cli.hpp"
 #include "client/manifest_cache.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/origin_client.hpp"
 #include "datavo/tier_registry.hpp"

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/cli.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/origin.hpp"
 #include "datavo/origin_client.hpp"

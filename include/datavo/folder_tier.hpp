@@ -83,11 +83,6 @@ struct FolderTierOptions {
   Seconds stale_lock_age{20};
 };
 
-namespace folder {
-class StagingFile;
-class ShardLock;
-}  // namespace folder
-
 struct EvictionReport {
   std::uint64_t entries_evicted = 0;
   Bytes bytes_freed;
@@ -114,10 +109,7 @@ struct EntryRecord {
   std::optional<std::string> key;  // "<instance>/<hash>" it was installed as; nullopt in a sidecar or older entry
 };
 
-// Whether an open() counts a hit or miss and bumps the entry's mtime (the LRU clock).
-enum class Touch { yes, no };
-
-class FolderTier final : public Tier {
+class FolderTier final : public LocalTier {
  public:
   // Returns invalid_argument for an empty path. Does no I/O: the directory is created on first write.
   static Result<std::shared_ptr<FolderTier>> create(FolderTierOptions options);
@@ -125,30 +117,29 @@ class FolderTier final : public Tier {
   const std::string& name() const override { return options_.name; }
   std::string_view type() const override { return "folder"; }
   std::optional<Bytes> max_bytes() const override { return options_.max_bytes; }
-  bool supports_direct_read() const override { return true; }
   bool read_only() const override { return options_.access == Access::read_only; }
   std::string location() const override { return options_.path; }
   const FolderTierOptions& options() const { return options_; }
   FolderTier* as_folder() override { return this; }
 
-  // Opens the entry for `key`, checks it as options().verify says, and with Touch::yes counts a hit or a miss and
+  // LocalTier.
+  // Opens the entry for `key` and checks it as options().verify says; with Touch::yes counts a hit or a miss and
   // bumps its mtime (UTIME_NOW; EPERM/EROFS tolerated). nullopt on a miss, also when the entry was damaged (it is
   // then quarantined, with a WARNING, and counted in `quarantined`) or older than max_age (then removed).
-  Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes);
-  // open(key, Touch::no).
-  Result<std::optional<ShardHandle>> peek(const ShardKey& key) { return open(key, Touch::no); }
-
-  // Creates a new staging file for `key`. permission_denied for a read-only tier.
-  Result<folder::StagingFile> begin_staging(const ShardKey& key);
-  // The partial staging file of `key` left by a writer that died (this host, pid gone), claimed for the caller
-  // and holding the bytes it had written, so that the download can continue where it stopped; nullopt when there
-  // is none. Call only while holding lock_shard(key), so that no live writer is robbed.
-  Result<std::optional<folder::StagingFile>> adopt_partial(const ShardKey& key);
-  // Records the staged file's size and digest and renames it to the entry for `key`. When an entry is already
-  // there the staged copy is discarded. Either way, returns a handle on the committed entry. Evicts afterwards if
-  // the tier is over budget (never the entry just committed). On an Error `staged` is left as it was (still owned
-  // by the caller, still on disk), so that its bytes can be installed elsewhere.
-  Result<ShardHandle> commit(folder::StagingFile&& staged, const ShardKey& key);
+  Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes) override;
+  // The digest recorded at install (xattrs, else the sidecar), else the SHA-256 of the entry's bytes.
+  Result<Sha256> digest_of(const ShardKey& key, const ShardHandle& entry) override;
+  // flock on .locks/<instance>.<hash>.lock, or an O_EXCL lock file where flock does not exclude (see the top of
+  // this file). When no lock directory can be used the lock is held in-process only and a warning is logged once.
+  Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) override;
+  // A staging file in .staging/ (named as above). The room check is statvfs(2) on the tier's path (unknown counts as
+  // room). A partial file that cannot be continued (its directory unreadable) is counted in `errors` and warned
+  // about, and a fresh file is begun instead.
+  Result<std::unique_ptr<ShardTransaction>> begin(const ShardKey& key, std::optional<Bytes> size = std::nullopt,
+                                                  Resume resume = Resume::no) override;
+  // Persisted in .stats.json.
+  Result<TierStats> cumulative_stats() override;
+  Result<void> flush_stats(LockWait wait = LockWait::block) override;
 
   // Tier interface.
   Result<bool> contains(const ShardKey& key) override;
@@ -168,27 +159,15 @@ class FolderTier final : public Tier {
 
   // What was recorded for an entry at install (xattrs, else the sidecar); nullopt when the entry is absent.
   Result<std::optional<EntryRecord>> record_of(const ShardKey& key);
-
-  // An exclusive per-shard lock across threads and processes (folder::ShardLock releases it on destruction).
-  // When no lock directory can be used the guard is still returned (held in-process only) and a warning is
-  // logged once.
-  Result<folder::ShardLock> lock_shard(const ShardKey& key);
   // The mechanism lock_shard() uses on this tier, probed once at first use (no I/O after that).
   LockMechanism lock_mechanism();
-
-  // Cumulative counters of every process (persisted in .stats.json) plus this process's unflushed ones.
-  Result<TierStats> cumulative_stats();
-  // Adds this process's counters to .stats.json and zeroes them. Safe against concurrent processes. With
-  // LockWait::skip_if_busy it returns at once (keeping the counters for the next flush) when another process is
-  // flushing, so that a hit never queues behind another process's flush.
-  enum class LockWait { block, skip_if_busy };
-  Result<void> flush_stats(LockWait wait = LockWait::block);
   // Zeroes .stats.json and this process's counters.
   Result<void> reset_stats();
 
   std::string entry_path(const ShardKey& key) const;
 
   ~FolderTier() override;
+  // The state shared by the folder tier's files (src/tier/folder/internal.hpp).
   struct Impl;
 
  private:
@@ -209,9 +188,12 @@ class FolderTier final : public Tier {
   // The record of the entry of `key` open as `fd`: xattrs, else the sidecar. With RecordPart::size, an entry whose
   // size xattr is there costs one fgetxattr and its digest is not read.
   enum class RecordPart { size, all };
-  // Shared by commit() and install_copy(); see commit() for the contract.
-  Result<std::pair<ShardHandle, InstallOutcome>> commit_staged(folder::StagingFile& staged, const ShardKey& key);
   Result<EntryRecord> record_of_fd(const ShardKey& key, int fd, RecordPart part);
+  // The hit path's checks of the entry of `key` open as `fd` (its size, recorded key and, when options().verify
+  // says so, its bytes): false when it is damaged (then quarantined).
+  Result<bool> intact(const ShardKey& key, const std::string& path, int fd, std::uint64_t inode_key, Bytes size);
+  // Bumps the mtime of the hit entry open as `fd` (the LRU clock) and counts the hit.
+  void touch_hit(const std::string& path, int fd, Bytes size);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -2,10 +2,12 @@
 //
 // get_or_fetch(key, fetcher) follows the spec's rules (docs/hierarchy.md):
 //   - walk the tiers fastest first; the first tier holding the shard serves it;
-//   - a hit on a slower tier is promoted into every faster folder tier that can hold it;
-//   - a hit on a remote tier (supports_direct_read() == false) is staged in the topmost writable folder tier and
-//     installed into the faster folder tiers; with no folder tier able to take it the call fails (capacity). A
-//     remote lookup is one request: the tier's read_into() downloads on a hit and answers false on a miss;
+//   - a hit on a slower tier is promoted: copied into every faster tier that can hold it;
+//   - a hit on a remote tier (one that is not a LocalTier) is first materialized: downloaded through a staging
+//     transaction of the topmost writable folder tier above it (the next one when that one fails), then installed
+//     into the faster tiers; with no folder tier able to take it the call fails (capacity). A remote lookup is one
+//     request: the tier's read_into() downloads on a hit and answers false on a miss. A remote hit and an origin
+//     fetch land through the same steps (stage, verify, install; a failing landing tier is skipped for the next);
 //   - a full miss calls the fetcher once, verifies the bytes, and installs them into every tier that can hold
 //     them (a tier too small is skipped with a WARNING); with no tier accepting the call fails (capacity);
 //   - the returned handle is on the topmost installed copy; the fetcher is never called on a hit.
@@ -13,7 +15,7 @@
 //   - Single flight: concurrent calls for one key, from threads or processes on this machine, call the fetcher
 //     once; the others wait on a per-shard lock in the topmost writable folder tier, then re-check the folder
 //     tiers (not the remote ones) and read the installed file. If the holder dies a waiter takes over, and
-//     continues the download the holder left in .staging/ (FolderTier::adopt_partial) instead of starting it
+//     continues the download the holder left behind (LocalTier::begin with Resume::partial) instead of starting it
 //     over; a continued download that does not verify is fetched again from its first byte.
 //   - Self-healing: a damaged entry (its size or, with `verify: full|sampled`, its bytes differ from what was
 //     recorded) is a miss in its tier, so the read falls through and the good copy is promoted back.
@@ -33,8 +35,8 @@
 //   - Cross-VM single flight: on a full miss, before calling the fetcher, the hierarchy takes a lease in the
 //     first writable remote tier that offers one (Tier::coordination()). A VM that finds a live lease does not
 //     call the origin: it polls the tier for the object, with backoff, and materializes it once it appears; it
-//     takes over when the lease expires or is released without the object. The holder's lease is released
-//     after its upload.
+//     takes over when the lease expires or is released without the object; a cancellation (util/cancel.hpp) ends
+//     the wait at once with `cancelled`. The holder's lease is released after its upload.
 //
 // Thread safety: a hierarchy holds no per-dataset state; one instance may be shared by any number of threads
 // and reused across datasets.
@@ -48,7 +50,6 @@
 
 #include "datavo/config.hpp"
 #include "datavo/fetcher.hpp"
-#include "datavo/folder_tier.hpp"
 #include "datavo/tier.hpp"
 
 namespace datavo {
@@ -116,13 +117,13 @@ class ShardCacheHierarchy {
   // Persists this process's counters in each writable folder tier.
   void flush_stats();
 
-  struct Impl;  // opaque: the breakers and the upload queue (src/core/hierarchy.cpp)
+  struct Impl;  // opaque: the breakers and the upload queue (src/core/walk.hpp)
 
  private:
   explicit ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers);
   // flush_stats() at most every few seconds; cheap enough for the hit path.
   void maybe_flush_stats();
-  void flush_folder_stats(FolderTier::LockWait wait);
+  void flush_local_stats(LockWait wait);
   std::vector<std::shared_ptr<Tier>> tiers_;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,17 +1,28 @@
-// The tier interface that every cache tier implements, and the handle through which readers hold a shard.
+// The tier interface that every cache tier implements, the handle through which readers hold a shard, and the
+// one capability that only local tiers add (LocalTier).
 //
-// A tier holds shards by ShardKey. Folder tiers (folder_tier.hpp) are directly readable; remote tiers (S3, GCS,
-// Azure Blob, and the in-memory test double) are not, and the hierarchy materializes their hits into a folder
-// tier. Contract shared by every tier:
+// A tier holds shards by ShardKey. Contract shared by every tier:
 //   - A miss is a value (false / std::nullopt), never an Error.
 //   - A failure is an Error; no exception escapes a tier method.
 //   - Installs are all-or-nothing: a reader never sees a partial entry under its key.
 //   - Every method is safe to call from several threads at once.
+//
+// Two interfaces, kept apart on purpose:
+//   - Tier: what every tier does, remote or local: contains, read_into (a lookup that copies the bytes out),
+//     install_copy, remove, usage, list, check. A remote tier (S3, GCS, Azure Blob, the in-memory double)
+//     implements only this.
+//   - LocalTier: a Tier whose entries are local files (folder tiers), reached through Tier::as_local(). It adds
+//     what the hierarchy needs to land bytes in a tier and hand readers a file: direct reads (open), single flight
+//     (lock_shard) and staging transactions (begin: a ShardTransaction that commits by rename and aborts on
+//     destruction, as CernVM-FS's cache manager offers StartTxn / CommitTxn / AbortTxn). None of this means anything
+//     for a bucket, so it stays off the base interface: a remote tier's hits are materialized into a LocalTier
+//     through its transactions, never read in place.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +39,7 @@
 namespace datavo {
 
 class FolderTier;
+class LocalTier;
 
 // An open, read-only local shard file. Owns its file descriptor and closes it on destruction. The bytes stay
 // readable through fd() after the entry is evicted or removed, so a reader that holds a handle never fails.
@@ -44,6 +56,9 @@ class ShardHandle {
 
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }
+  // A second handle on the same open file (its own descriptor, F_DUPFD_CLOEXEC): it keeps reading the same bytes
+  // whatever happens to this one or to the entry.
+  Result<ShardHandle> duplicate() const;
   // The path the entry was opened at. It may no longer exist (evicted); read through fd() instead.
   const std::string& path() const { return path_; }
   Bytes size() const { return size_; }
@@ -179,7 +194,10 @@ class Tier {
   TierCounters& counters() { return counters_; }
   const TierCounters& counters() const { return counters_; }
 
-  // The folder tier behind this tier, or nullptr when it is not one.
+  // The local-tier capability of this tier (see the top of this file), or nullptr for a remote tier.
+  virtual LocalTier* as_local() { return nullptr; }
+  // The folder tier behind this tier, or nullptr when it is not one: for the maintenance that only a folder tier
+  // offers (gc, verify, reset_stats). The hierarchy uses as_local() instead.
   virtual FolderTier* as_folder() { return nullptr; }
   // How the hierarchy installs into this tier: remote tiers upload in the background unless configured
   // `upload: sync`; local tiers are always written before the read returns.
@@ -191,6 +209,82 @@ class Tier {
 
  private:
   TierCounters counters_;
+};
+
+// Whether a lookup in a local tier counts a hit or a miss and bumps the entry's mtime (the LRU clock).
+enum class Touch { yes, no };
+// Whether LocalTier::begin() continues the partial download of the key that a writer that died left behind.
+enum class Resume { no, partial };
+// Whether persisting a local tier's counters waits for another process that is persisting its own.
+enum class LockWait { block, skip_if_busy };
+
+// An exclusive lock on one shard of one local tier, across the threads of this process and, where the tier's
+// filesystem allows, across processes (single flight). Released on destruction. It may outlive the tier object
+// that issued it. Not thread-safe (one owner).
+class ShardLock {
+ public:
+  virtual ~ShardLock() = default;
+  // Whether other processes are excluded too (false: the threads of this process only).
+  virtual bool across_processes() const = 0;
+};
+
+// One install in flight into a local tier: a staging file that takes the shard's bytes (appended, or written
+// positionally by parallel ranged reads), then commit() makes it the entry for its key by a rename, the only commit
+// point. Destroyed without a successful commit, it aborts: the staging file is removed and nothing was installed.
+// REQUIRES: the tier that began it outlives it.
+// Thread safety: as ByteSink says (one thread for write / restart / digest / commit; write_at from several).
+class ShardTransaction : public ByteSink, public PositionalSink {
+ public:
+  // How many bytes the staging file already held when the transaction began: a download that a writer that died
+  // left half-done, continued (Resume::partial); 0 for a fresh one and after restart().
+  virtual Bytes resumed_from() const = 0;
+  // The SHA-256 of every byte written so far, as read back from the staging file: what gets committed is what was
+  // hashed. An Error when the tier cannot read its own file back (the tier's failure, not the source's).
+  virtual Result<Sha256> digest() = 0;
+  // A read-only handle on the staged bytes, so that they can be copied into other tiers even when this one does
+  // not commit them (too small, or its commit failed). The handle keeps reading after the abort.
+  virtual Result<ShardHandle> open_staged() = 0;
+  // Records the size and digest with the bytes and renames them to the entry for the key; when an entry is there
+  // already (same content hash, same bytes) the staged copy is dropped and that entry is used. Returns a handle on
+  // the committed entry. Makes room first in a bounded tier and never evicts the entry just committed. On an Error
+  // nothing is installed and the staged bytes stay (open_staged() still reads them; destruction removes them).
+  // Call at most once successfully; afterwards only destruction.
+  virtual Result<ShardHandle> commit() = 0;
+};
+
+// A tier whose entries are local files that readers open directly (folder tiers): the landing zone of the
+// hierarchy. See the top of this file for why this is not on Tier.
+class LocalTier : public Tier {
+ public:
+  bool supports_direct_read() const final { return true; }
+  LocalTier* as_local() final { return this; }
+
+  // Opens the entry for `key` for reading, after the tier's checks (a damaged or expired entry is a miss). With
+  // Touch::yes it counts a hit or a miss and bumps the entry's mtime. nullopt on a miss.
+  virtual Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes) = 0;
+  // open(key, Touch::no): looks without counting or touching.
+  Result<std::optional<ShardHandle>> peek(const ShardKey& key) { return open(key, Touch::no); }
+  // The SHA-256 of `entry`, an entry of `key` opened by open(): the digest recorded at install, else (an entry
+  // installed without one) computed from its bytes.
+  virtual Result<Sha256> digest_of(const ShardKey& key, const ShardHandle& entry) = 0;
+
+  // Waits for and takes the exclusive lock of `key` (single flight: one fetch per key on this machine). When the
+  // tier cannot lock across processes, the lock returned excludes this process's threads only (and the tier logs
+  // why, once).
+  virtual Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) = 0;
+  // Begins a staging transaction for `key`. With `size` known, fails at once (no_space) when the tier's filesystem
+  // has no room for that many bytes, before any byte moves. With Resume::partial, continues the partial download of
+  // `key` that a writer that died left behind, when there is one (resumed_from() > 0); call it so only while holding
+  // lock_shard(key), so that no live writer is robbed. permission_denied on a read-only tier.
+  virtual Result<std::unique_ptr<ShardTransaction>> begin(const ShardKey& key, std::optional<Bytes> size = std::nullopt,
+                                                          Resume resume = Resume::no) = 0;
+
+  // The counters of every process that used the tier (persisted in the tier) plus this process's unflushed ones.
+  virtual Result<TierStats> cumulative_stats() = 0;
+  // Adds this process's counters to the persisted ones and zeroes them; safe against concurrent processes. With
+  // LockWait::skip_if_busy it returns at once (keeping the counters for the next flush) when another process is
+  // flushing, so that a hit never queues behind it.
+  virtual Result<void> flush_stats(LockWait wait = LockWait::block) = 0;
 };
 
 }  // namespace datavo

@@ -15,8 +15,9 @@
 #include "datavo/origin.hpp"
 #include "datavo/tar.hpp"
 #include "origin/store.hpp"
-#include "util/atomic_file.hpp"
 #include "util/compression.hpp"
+#include "util/fs.hpp"
+#include "util/temp_name.hpp"
 #include "util/text.hpp"
 
 namespace datavo {
@@ -174,7 +175,7 @@ Result<util::UniqueFd> scratch_file(const std::string& dir) {
   if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
     return Error::from_errno(errno, "cannot create a scratch file in " + dir);
   }
-  const std::string path = util::AtomicFile::temp_name_beside(dir + "/decompressed.tar");
+  const std::string path = util::temp_name_beside(dir + "/decompressed.tar");
   fd = util::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return Error::from_errno(errno, "cannot create " + path);
   ::unlink(path.c_str());

@@ -14,6 +14,7 @@
 
 #include "datavo/tar.hpp"
 #include "util/atomic_file.hpp"
+#include "util/temp_name.hpp"
 
 namespace datavo::origin {
 
@@ -53,7 +54,7 @@ Result<std::string> create_or_read(const std::string& path, const std::string& c
   auto existing = util::read_file(path);
   if (existing) return std::move(existing).value();
   if (existing.error().code != ErrorCode::not_found) return existing.error();
-  auto tmp = util::AtomicFile::create(util::AtomicFile::temp_name_beside(path), mode);
+  auto tmp = util::AtomicFile::create(util::temp_name_beside(path), mode);
   if (!tmp) return tmp.error();
   DATAVO_TRY(tmp->write(content));
   DATAVO_TRY(tmp->sync());

@@ -20,10 +20,6 @@ Result<AtomicFile> AtomicFile::adopt(std::string temp_path) {
   return AtomicFile(std::move(temp_path), std::move(fd));
 }
 
-std::string AtomicFile::temp_name_beside(const std::string& target) {
-  return target + ".tmp." + host_name() + "." + std::to_string(::getpid()) + "." + random_hex(4);
-}
-
 AtomicFile::~AtomicFile() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }

@@ -1,7 +1,7 @@
 // AtomicFile: a file written under a temporary name beside its target and renamed into place. It is the one way
 // anything in Datavo appears under a final name (cache entries, sidecars, stats, the origin's store), after
 // ccache's AtomicFile: the destructor unlinks the temporary unless it was committed, so no error path can leave a
-// partial file behind under a name a reader trusts.
+// partial file behind under a name a reader trusts. Temporary names follow util/temp_name.hpp.
 //
 // Thread safety: one thread at a time uses an AtomicFile. Movable, not copyable.
 #pragma once
@@ -24,8 +24,6 @@ class AtomicFile {
   // Takes ownership of an existing file at `temp_path` (one the caller has just claimed, e.g. by renaming it to a
   // name of its own), open for reading and writing.
   static Result<AtomicFile> adopt(std::string temp_path);
-  // "<dir>/<stem>.tmp.<host>.<pid>.<random>": a temporary name beside the target, recognisable by sweeps.
-  static std::string temp_name_beside(const std::string& target);
 
   ~AtomicFile();
   AtomicFile(AtomicFile&& other) noexcept;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "util/atomic_file.hpp"
+#include "util/temp_name.hpp"
 
 namespace datavo::util {
 
@@ -63,6 +64,21 @@ Result<void> write_all(int fd, const void* data, std::size_t size, const std::st
     }
     p += n;
     size -= static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Result<void> pwrite_all(int fd, const void* data, std::size_t size, off_t offset, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pwrite(fd, p, size, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "cannot write " + what + " at byte offset " + std::to_string(offset));
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += n;
   }
   return {};
 }
@@ -177,7 +193,7 @@ Result<std::string> read_file(const std::string& path, std::optional<std::size_t
 }
 
 Result<void> write_file_atomic(const std::string& path, std::string_view data, mode_t mode, Sync sync, mode_t always) {
-  auto file = AtomicFile::create(AtomicFile::temp_name_beside(path), mode);
+  auto file = AtomicFile::create(temp_name_beside(path), mode);
   if (!file) return std::move(file).error();
   if (always != 0 && ::fchmod(file->fd(), (mode & ~process_umask()) | (mode & always)) != 0)
     return Error::from_errno(errno, "cannot set the mode of " + file->path());

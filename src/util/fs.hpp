@@ -50,6 +50,8 @@ class UniqueFd {
 Result<void> make_dirs(const std::string& path, mode_t mode, mode_t always = 0);
 // Writes all of `data`, retrying on EINTR and short writes.
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
+// Writes all of `data` at `offset` (pwrite), retrying on EINTR and short writes; the Error names the byte offset.
+Result<void> pwrite_all(int fd, const void* data, std::size_t size, off_t offset, const std::string& what);
 // Reads exactly `size` bytes at `offset`; io error on a short read.
 Result<void> pread_all(int fd, void* data, std::size_t size, off_t offset, const std::string& what);
 // The one chunked read loop: reads [offset, offset + length) of `fd` with pread, or from `offset` to the end of

@@ -35,8 +35,6 @@
 #include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 #include "datavo/tier.hpp"
-#include "tier/folder/locks.hpp"
-#include "tier/folder/staging.hpp"
 
 namespace datavo::shardtest {
 
@@ -204,12 +202,20 @@ inline std::shared_ptr<FolderTier> make_folder(const std::string& path, std::str
   return make_folder(folder_options(path, std::move(name)));
 }
 
-// Stages `bytes` in `tier` and commits them under `key`.
-inline Result<ShardHandle> commit_bytes(FolderTier& tier, const ShardKey& key, std::string_view bytes) {
-  auto staged = tier.begin_staging(key);
+// Stages `bytes` in `tier` and commits them under `key` (a staging transaction).
+inline Result<ShardHandle> commit_bytes(LocalTier& tier, const ShardKey& key, std::string_view bytes) {
+  auto staged = tier.begin(key);
   if (!staged) return std::move(staged).error();
-  if (auto written = staged->write(bytes.data(), bytes.size()); !written) return std::move(written).error();
-  return tier.commit(std::move(*staged), key);
+  if (auto written = (*staged)->write(bytes.data(), bytes.size()); !written) return std::move(written).error();
+  return (*staged)->commit();
+}
+
+// The paths of the files in the .staging/ directory of folder tier `tier`, sorted.
+inline std::vector<std::string> staging_paths(const Tier& tier) {
+  std::vector<std::string> paths;
+  for (const auto& name : list_dir(tier.location() + "/.staging"))
+    paths.push_back(tier.location() + "/.staging/" + name);
+  return paths;
 }
 
 // The SHA-256 recorded for an entry at install; nullopt when there is no entry or no digest.

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
 #include "tier/folder/scan.hpp"
+#include "util/decimal.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -98,10 +98,8 @@ Result<std::unique_ptr<FolderTier::BudgetLock>> FolderTier::reserve() {
   }
   lock->usage_path = impl_->locks_dir + "/.usage";
   std::optional<std::uint64_t> usage;
-  if (auto text = util::read_file(lock->usage_path, std::size_t{64})) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text->c_str(), &end, 10);
-    if (end != text->c_str() && *end == '\n') usage = value;
+  if (auto text = util::read_file(lock->usage_path, std::size_t{64}); text && text->ends_with('\n')) {
+    usage = util::parse_decimal(std::string_view(*text).substr(0, text->size() - 1));
   }
   // The budget covers the staging files too (the entry about to be committed is one of them): a readdir of
   // .staging/, which holds a file per download under way.

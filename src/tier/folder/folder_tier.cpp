@@ -1,5 +1,5 @@
 // The folder tier's lookups: create, the hit path (open, with its verification and quarantine), and the small
-// Tier operations (contains, read_into, remove, usage, list, record_of).
+// Tier operations (contains, read_into, remove, usage, list, record_of, digest_of).
 #include "datavo/folder_tier.hpp"
 
 #include <errno.h>
@@ -17,6 +17,8 @@
 #include "util/decimal.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/temp_name.hpp"
+#include "util/text.hpp"
 
 namespace datavo {
 
@@ -109,7 +111,7 @@ Result<EntryRecord> read_record_xattrs(int fd, XattrPart part) {
 
 EntryRecord parse_sidecar(std::string_view text) {
   EntryRecord record;
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  text = util::trim_right(text);
   const auto space = text.find(' ');
   if (auto digest = Sha256::parse(text.substr(0, space))) record.sha256 = *digest;
   if (space != std::string_view::npos) {
@@ -150,8 +152,7 @@ std::chrono::system_clock::duration FolderTier::Impl::measure_clock_offset() {
   using std::chrono::system_clock;
   const auto none = system_clock::duration::zero();
   if (read_only || !ensure_dir(locks_dir)) return none;
-  const std::string probe =
-      locks_dir + "/.clock." + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(4);
+  const std::string probe = util::temp_name_in(locks_dir, "clock");
   const auto before = system_clock::now();
   UniqueFd fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return none;
@@ -214,7 +215,7 @@ Result<std::shared_ptr<FolderTier>> FolderTier::create(FolderTierOptions options
   return std::shared_ptr<FolderTier>(new FolderTier(std::move(options)));
 }
 
-FolderTier::FolderTier(FolderTierOptions options) : options_(std::move(options)), impl_(new Impl) {
+FolderTier::FolderTier(FolderTierOptions options) : options_(std::move(options)), impl_(new Impl(*this)) {
   impl_->root = options_.path;
   impl_->staging_dir = options_.path + "/.staging";
   impl_->locks_dir = options_.path + "/.locks";
@@ -233,30 +234,34 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     if (touch == Touch::yes) counters().misses.fetch_add(1, std::memory_order_relaxed);
     return std::optional<ShardHandle>{};
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     if (errno == ENOENT || errno == ENOTDIR) return miss();
     return Error::from_errno(errno, "cannot open " + path);
   }
-  UniqueFd guard(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
-  const auto size = std::uint64_t(st.st_size);
-  if (options_.max_age) {
-    auto age = impl_->now() - folder::to_time_point(st.st_mtim);
-    if (age > *options_.max_age) {
-      // Expired: a miss, and the entry goes now rather than at the next gc.
-      if (!read_only() && ::unlink(path.c_str()) == 0) {
-        ::unlink(impl_->sidecar_path(key).c_str());
-        counters().evictions.fetch_add(1, std::memory_order_relaxed);
-      }
-      return miss();
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno(errno, "cannot stat " + path);
+  const Bytes size{std::uint64_t(st.st_size)};
+  if (options_.max_age && impl_->now() - folder::to_time_point(st.st_mtim) > *options_.max_age) {
+    // Expired: a miss, and the entry goes now rather than at the next gc.
+    if (!read_only() && ::unlink(path.c_str()) == 0) {
+      ::unlink(impl_->sidecar_path(key).c_str());
+      counters().evictions.fetch_add(1, std::memory_order_relaxed);
     }
+    return miss();
   }
-
-  // The size recorded at install, from this process's memory when it has seen the inode before.
   const std::uint64_t inode_key = std::uint64_t(st.st_ino) * 1000003u ^ std::uint64_t(st.st_dev);
-  // An inode remembered for another key has been renamed over this entry's name: read its record again.
+  auto checked = intact(key, path, fd.get(), inode_key, size);
+  if (!checked) return std::move(checked).error();
+  if (!*checked) return miss();
+  if (touch == Touch::yes) touch_hit(path, fd.get(), size);
+  return std::optional<ShardHandle>{ShardHandle(fd.release(), std::move(path), size)};
+}
+
+Result<bool> FolderTier::intact(const ShardKey& key, const std::string& path, int fd, std::uint64_t inode_key,
+                                Bytes size) {
+  // The size recorded at install, from this process's memory when it has seen the inode before. An inode
+  // remembered for another key has been renamed over this entry's name: its record is read again.
   const std::size_t key_tag = std::hash<std::string_view>{}(path);
   std::optional<std::uint64_t> recorded;
   {
@@ -279,7 +284,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     record = *read;
     if (record->key && *record->key != folder::key_record(key)) {
       quarantine(key, path, "was installed as " + *record->key + ", not as this entry (renamed over its name?)");
-      return miss();
+      return false;
     }
     recorded = record->size ? record->size->count() : k_unrecorded;
     // Bounded: a long-lived process over a huge tier forgets and re-reads, it never grows without limit.
@@ -288,10 +293,11 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     if (impl_->recorded_sizes.size() >= k_max_remembered) impl_->recorded_sizes.clear();
     impl_->recorded_sizes[inode_key] = Impl::Remembered{*recorded, key_tag};
   }
-  if (*recorded != k_unrecorded && *recorded != size) {
+  if (*recorded != k_unrecorded && *recorded != size.count()) {
     quarantine(key, path,
-               "has " + std::to_string(size) + " bytes but " + std::to_string(*recorded) + " were recorded at install");
-    return miss();
+               "has " + std::to_string(size.count()) + " bytes but " + std::to_string(*recorded) +
+                   " were recorded at install");
+    return false;
   }
   if (hash_this_hit && record && record->sha256) {
     auto actual = util::sha256_of_fd(fd);
@@ -299,36 +305,34 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
     if (*actual != *record->sha256) {
       quarantine(key, path,
                  "has SHA-256 " + actual->hex() + " but " + record->sha256->hex() + " was recorded at install");
-      return miss();
+      return false;
     }
   }
+  return true;
+}
 
-  if (touch == Touch::yes) {
-    // The LRU clock. Both times are set, atime too: the kernel lets a user who may write the file but does not own
-    // it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both; any other
-    // combination needs ownership. Where this host's clock is off the filesystem's (the client stamps the time on
-    // some shared filesystems), the filesystem's time is given explicitly, so that a host a day behind does not make
-    // its hits the first to be evicted; a non-owner then falls back to "now". A read-only mount, or an entry the
-    // user may not write, refuses: the hit stands regardless.
-    static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+void FolderTier::touch_hit(const std::string& path, int fd, Bytes size) {
+  // The LRU clock. Both times are set, atime too: the kernel lets a user who may write the file but does not own
+  // it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both; any other
+  // combination needs ownership. Where this host's clock is off the filesystem's (the client stamps the time on
+  // some shared filesystems), the filesystem's time is given explicitly, so that a host a day behind does not make
+  // its hits the first to be evicted; a non-owner then falls back to "now". A read-only mount, or an entry the
+  // user may not write, refuses: the hit stands regardless.
+  static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+  if (!read_only()) {
     int bumped = -1;
-    if (!read_only()) {
-      if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
-        const struct timespec fs_now = folder::to_timespec(std::chrono::system_clock::now() + offset);
-        const struct timespec times[2] = {fs_now, fs_now};
-        bumped = ::futimens(fd, times);
-      }
-      if (bumped != 0) bumped = ::futimens(fd, now_times);
+    if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
+      const struct timespec fs_now = folder::to_timespec(std::chrono::system_clock::now() + offset);
+      const struct timespec times[2] = {fs_now, fs_now};
+      bumped = ::futimens(fd, times);
     }
-    if (!read_only() && bumped != 0) {
-      if (errno != EPERM && errno != EACCES && errno != EROFS) {
-        LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
-      }
+    if (bumped != 0) bumped = ::futimens(fd, now_times);
+    if (bumped != 0 && errno != EPERM && errno != EACCES && errno != EROFS) {
+      LOG_DEBUG("cannot bump mtime of " << path << ": " << std::strerror(errno));
     }
-    counters().hits.fetch_add(1, std::memory_order_relaxed);
-    counters().bytes_served.fetch_add(size, std::memory_order_relaxed);
   }
-  return std::optional<ShardHandle>{ShardHandle(guard.release(), std::move(path), Bytes{size})};
+  counters().hits.fetch_add(1, std::memory_order_relaxed);
+  counters().bytes_served.fetch_add(size.count(), std::memory_order_relaxed);
 }
 
 void FolderTier::quarantine(const ShardKey& key, const std::string& path, const std::string& problem) {
@@ -367,18 +371,9 @@ Result<std::optional<Expectation>> FolderTier::read_into(const ShardKey& key, By
   auto record = record_of_fd(key, handle.fd(), RecordPart::all);
   if (!record) return std::move(record).error();
   if (sink.written().count() > 0) DATAVO_TRY(sink.restart());
-  std::vector<char> buffer(1 << 20);
-  off_t offset = 0;
-  for (;;) {
-    ssize_t n = ::pread(handle.fd(), buffer.data(), buffer.size(), offset);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno(errno, "cannot read " + handle.path());
-    }
-    if (n == 0) break;
-    DATAVO_TRY(sink.write(buffer.data(), static_cast<std::size_t>(n)));
-    offset += n;
-  }
+  DATAVO_TRY(util::read_chunks(handle.fd(), 0, std::nullopt, handle.path(), [&sink](std::span<const char> chunk) {
+    return sink.write(chunk.data(), chunk.size());
+  }));
   return std::optional<Expectation>{Expectation{record->size.value_or(handle.size()), record->sha256}};
 }
 
@@ -393,12 +388,12 @@ CheckReport FolderTier::check() {
       step("read", bool(listed),
            listed ? "listed " + std::to_string(listed->entry_count) + " entries" : listed.error().message);
   if (read_only()) return report;
-  auto staged =
-      begin_staging(ShardKey{Instance::local(), compute_content_hash(ShardIdentity{"datavo-check", "1", 0, {}, {}})});
+  auto staged = impl_->new_staging(
+      ShardKey{Instance::local(), compute_content_hash(ShardIdentity{"datavo-check", "1", 0, {}, {}})});
   if (!step("write", bool(staged), staged ? "created " + staged->path() : staged.error().message)) return report;
   const std::string probe = "datavo cache check\n";
   auto written = staged->write(probe.data(), probe.size());
-  auto synced = written ? staged->file().sync() : Result<void>(written.error());
+  auto synced = written ? staged->sync() : Result<void>(written.error());
   auto digest = synced ? staged->digest() : Result<Sha256>(synced.error());
   Sha256Hasher expected;
   expected.update(probe.data(), probe.size());
@@ -457,6 +452,13 @@ Result<std::optional<EntryRecord>> FolderTier::record_of(const ShardKey& key) {
   auto record = record_of_fd(key, fd.get(), RecordPart::all);
   if (!record) return std::move(record).error();
   return std::optional<EntryRecord>{*record};
+}
+
+Result<Sha256> FolderTier::digest_of(const ShardKey& key, const ShardHandle& entry) {
+  auto record = record_of_fd(key, entry.fd(), RecordPart::all);
+  // An entry without a readable record still has bytes: its digest is theirs.
+  if (record && record->sha256) return *record->sha256;
+  return util::sha256_of_fd(entry.fd());
 }
 
 Result<EntryRecord> FolderTier::record_of_fd(const ShardKey& key, int fd, RecordPart part) {

@@ -20,6 +20,8 @@
 namespace datavo {
 namespace folder {
 
+class StagingFile;
+
 inline constexpr const char* k_size_xattr = "user.datavo.size";
 inline constexpr const char* k_digest_xattr = "user.datavo.sha256";
 inline constexpr const char* k_key_xattr = "user.datavo.key";
@@ -56,7 +58,25 @@ EntryRecord parse_sidecar(std::string_view text);
 }  // namespace folder
 
 struct FolderTier::Impl {
+  explicit Impl(FolderTier& tier) : self(tier) {}
+  FolderTier& self;  // the tier this is the state of
   std::string root, staging_dir, locks_dir, quarantine_dir, stats_file;
+
+  // Staging and commits (install.cpp).
+  // A new, empty staging file for `key`.
+  Result<folder::StagingFile> new_staging(const ShardKey& key);
+  // The staging file of `key` that a writer that died left behind (this host, pid gone), claimed by renaming it to a
+  // name of this process, holding the bytes it had; nullopt when there is none. REQUIRES: lock_shard(key) held.
+  Result<std::optional<folder::StagingFile>> adopt_partial(const ShardKey& key);
+  // Whether the filesystem of the tier has room for `size` more bytes (statvfs; unknown counts as room).
+  bool has_room(Bytes size) const;
+  // The OS-level half of lock_shard() (locks.cpp), by mechanism: held in-process only when it cannot be taken.
+  void hold_exclusive(folder::HeldLock& lock);
+  Result<void> hold_flock(folder::HeldLock& lock);
+  // Commits `staged` (see ShardTransaction::commit): the budget, the record, the rename, the expiry pass.
+  Result<std::pair<ShardHandle, InstallOutcome>> commit(folder::StagingFile& staged);
+  // The record and the rename of commit(), without the budget.
+  Result<std::pair<ShardHandle, InstallOutcome>> rename_into_place(folder::StagingFile& staged);
 
   // Shared with every ShardLock, so that a lock may outlive the tier object that issued it.
   std::shared_ptr<folder::LockTable> lock_table = std::make_shared<folder::LockTable>();

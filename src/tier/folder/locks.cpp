@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "tier/folder/internal.hpp"
+#include "util/decimal.hpp"
 #include "util/log.hpp"
+#include "util/temp_name.hpp"
+#include "util/text.hpp"
 
 namespace datavo::folder {
 namespace {
@@ -23,22 +26,20 @@ constexpr std::chrono::milliseconds k_max_poll{250};
 
 struct Owner {
   std::string host;
-  long pid = 0;
+  std::uint64_t pid = 0;
   std::string boot;
 };
 
-Owner parse_owner(const std::string& text) {
+// "<host> <pid> <boot id>\n" (lock_owner_line); fields that are missing or unreadable stay empty or 0.
+Owner parse_owner(std::string_view text) {
   Owner owner;
-  std::size_t a = text.find(' ');
-  if (a == std::string::npos) return owner;
-  owner.host = text.substr(0, a);
-  std::size_t b = text.find(' ', a + 1);
-  owner.pid =
-      std::strtol(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1).c_str(), nullptr, 10);
-  if (b != std::string::npos) {
-    owner.boot = text.substr(b + 1);
-    while (!owner.boot.empty() && (owner.boot.back() == '\n' || owner.boot.back() == ' ')) owner.boot.pop_back();
-  }
+  const std::size_t a = text.find(' ');
+  if (a == std::string_view::npos) return owner;
+  owner.host = std::string(text.substr(0, a));
+  const std::size_t b = text.find(' ', a + 1);
+  const std::string_view pid = text.substr(a + 1, b == std::string_view::npos ? std::string_view::npos : b - a - 1);
+  owner.pid = util::parse_decimal(pid).value_or(0);
+  if (b != std::string_view::npos) owner.boot = std::string(util::trim_right(text.substr(b + 1)));
   return owner;
 }
 
@@ -69,10 +70,7 @@ bool is_flock_unsupported(int err) { return err == ENOLCK || err == ENOSYS || er
 const std::string& boot_id() {
   static const std::string id = [] {
     auto text = util::read_file("/proc/sys/kernel/random/boot_id");
-    if (!text) return std::string();
-    std::string out = *text;
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-    return out;
+    return text ? std::string(util::trim_right(*text)) : std::string();
   }();
   return id;
 }
@@ -82,8 +80,7 @@ std::string lock_owner_line() {
 }
 
 LockMechanism probe_lock_mechanism(const std::string& locks_dir, std::string* why) {
-  const std::string path =
-      locks_dir + "/.probe." + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(4);
+  const std::string path = util::temp_name_in(locks_dir, "probe");
   util::UniqueFd first(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!first.valid()) {
     *why = "cannot create a probe file in " + locks_dir + ": " + std::strerror(errno);
@@ -185,42 +182,82 @@ void Heartbeat::run() {
   }
 }
 
-struct ShardLock::State {
-  std::shared_ptr<LockTable> table;
-  std::string name;
-  std::string path;
-  util::UniqueFd fd;  // invalid when the lock is in-process only
-  LockMechanism mechanism = LockMechanism::process_only;
-  std::shared_ptr<Heartbeat> heartbeat;  // set for exclusive_create
-  ~State() {
-    if (fd.valid()) {
-      if (mechanism == LockMechanism::exclusive_create) {
-        if (heartbeat) heartbeat->remove(fd.get());
-        release_exclusive_lock_file(path, fd.get());
-      } else {
-        // Unlinking while still holding the flock is safe: lockers check that the inode they locked is still
-        // the one at the path, and start over otherwise.
-        ::unlink(path.c_str());
-      }
-      fd.reset();
-    }
-    std::lock_guard lock(table->mu);
-    table->held.erase(name);
-    table->cv.notify_all();
-  }
-};
+HeldLock::HeldLock(std::shared_ptr<LockTable> table, std::string name, std::string path)
+    : table_(std::move(table)), name_(std::move(name)), path_(std::move(path)) {
+  std::unique_lock lock(table_->mu);
+  table_->cv.wait(lock, [&] { return table_->held.count(name_) == 0; });
+  table_->held[name_] = true;
+}
 
-ShardLock::ShardLock() = default;
-ShardLock::~ShardLock() = default;
-ShardLock::ShardLock(ShardLock&&) noexcept = default;
-ShardLock& ShardLock::operator=(ShardLock&&) noexcept = default;
-bool ShardLock::across_processes() const { return state_ && state_->fd.valid(); }
+HeldLock::~HeldLock() {
+  if (fd_.valid()) {
+    if (mechanism_ == LockMechanism::exclusive_create) {
+      if (heartbeat_) heartbeat_->remove(fd_.get());
+      release_exclusive_lock_file(path_, fd_.get());
+    } else {
+      // Unlinking while still holding the flock is safe: lockers check that the inode they locked is still the
+      // one at the path, and start over otherwise.
+      ::unlink(path_.c_str());
+    }
+    fd_.reset();
+  }
+  std::lock_guard lock(table_->mu);
+  table_->held.erase(name_);
+  table_->cv.notify_all();
+}
+
+void HeldLock::hold(util::UniqueFd fd, LockMechanism mechanism, std::shared_ptr<Heartbeat> heartbeat) {
+  fd_ = std::move(fd);
+  mechanism_ = mechanism;
+  heartbeat_ = std::move(heartbeat);
+  if (heartbeat_) heartbeat_->add(fd_.get());
+}
+
+Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
+  for (;;) {
+    // Whether this call created the lock file: if flock then fails, the file is ours to remove.
+    bool created = true;
+    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!fd.valid() && errno == EEXIST) {
+      created = false;
+      fd = util::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
+    }
+    if (!fd.valid()) {
+      return FlockFile{
+          {}, "cannot open lock " + path + ": " + std::strerror(errno) + "; single flight is per process only"};
+    }
+    ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
+    int rc;
+    do {
+      rc = ::flock(fd.get(), LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      const int err = errno;
+      // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
+      if (created) ::unlink(path.c_str());
+      if (is_flock_unsupported(err)) {
+        const std::string dir = path.substr(0, path.rfind('/'));
+        return FlockFile{
+            {}, "flock stopped working on " + dir + " (" + std::strerror(err) + "); relying on atomic rename alone"};
+      }
+      return Error::from_errno(err, "cannot lock " + path);
+    }
+    // The holder before us may have unlinked the file after we opened it; then we hold a lock nobody else
+    // will see, and must start over on the file now at the path.
+    struct stat held_st {
+    }, path_st{};
+    if (::fstat(fd.get(), &held_st) == 0 && ::stat(path.c_str(), &path_st) == 0 && held_st.st_ino == path_st.st_ino &&
+        held_st.st_dev == path_st.st_dev) {
+      const std::string owner = lock_owner_line();
+      if (::ftruncate(fd.get(), 0) == 0) (void)util::pwrite_all(fd.get(), owner.data(), owner.size(), 0, path);
+      return FlockFile{std::move(fd), {}};
+    }
+  }
+}
 
 }  // namespace datavo::folder
 
 namespace datavo {
-
-using folder::ShardLock;
 
 LockMechanism FolderTier::lock_mechanism() {
   std::call_once(impl_->lock_probe_once, [this] {
@@ -247,94 +284,48 @@ LockMechanism FolderTier::lock_mechanism() {
   return impl_->lock_mechanism.load();
 }
 
-Result<ShardLock> FolderTier::lock_shard(const ShardKey& key) {
-  const std::string lock_name = key.instance.name() + "." + key.hash.hex();
-  ShardLock lock;
-  lock.state_ = std::make_unique<ShardLock::State>();
-  lock.state_->table = impl_->lock_table;
-  lock.state_->name = lock_name;
-  lock.state_->path = impl_->lock_path(lock_name);
+void FolderTier::Impl::hold_exclusive(folder::HeldLock& lock) {
+  const Seconds stale_age = self.options_.stale_lock_age;
+  folder::ExclusiveLockOptions options{folder::entry_mode(), stale_age, clock_offset()};
+  auto fd = folder::acquire_exclusive_lock_file(lock.path(), options);
+  if (!fd) {
+    log::warn_once("lockopen:" + locks_dir,
+                   "tier '" + self.name() + "': " + fd.error().message + "; single flight is per process only");
+    return;
+  }
+  std::shared_ptr<folder::Heartbeat> renewer;
   {
-    auto& locks = *impl_->lock_table;
-    std::unique_lock table(locks.mu);
-    locks.cv.wait(table, [&] { return locks.held.count(lock_name) == 0; });
-    locks.held[lock_name] = true;
+    std::lock_guard guard(heartbeat_mu);
+    if (!heartbeat) {
+      auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(stale_age) / 4;
+      heartbeat = std::make_shared<folder::Heartbeat>(std::max(interval, std::chrono::milliseconds(100)));
+    }
+    renewer = heartbeat;
   }
-  // From here the State destructor releases the in-process slot on every path.
-  const LockMechanism mechanism = lock_mechanism();
-  if (mechanism == LockMechanism::process_only) return lock;
-  const std::string& path = lock.state_->path;
-  const mode_t mode = folder::entry_mode();
+  lock.hold(std::move(*fd), LockMechanism::exclusive_create, std::move(renewer));
+}
 
-  if (mechanism == LockMechanism::exclusive_create) {
-    folder::ExclusiveLockOptions options{mode, options_.stale_lock_age, impl_->clock_offset()};
-    auto fd = folder::acquire_exclusive_lock_file(path, options);
-    if (!fd) {
-      log::warn_once("lockopen:" + impl_->locks_dir,
-                     "tier '" + name() + "': " + fd.error().message + "; single flight is per process only");
-      return lock;
-    }
-    {
-      std::lock_guard guard(impl_->heartbeat_mu);
-      if (!impl_->heartbeat) {
-        auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.stale_lock_age) / 4;
-        impl_->heartbeat = std::make_shared<folder::Heartbeat>(std::max(interval, std::chrono::milliseconds(100)));
-      }
-      lock.state_->heartbeat = impl_->heartbeat;
-    }
-    lock.state_->heartbeat->add(fd->get());
-    lock.state_->fd = std::move(*fd);
-    lock.state_->mechanism = mechanism;
-    return lock;
+Result<void> FolderTier::Impl::hold_flock(folder::HeldLock& lock) {
+  auto locked = folder::acquire_flock_file(lock.path(), folder::entry_mode());
+  if (!locked) return std::move(locked).error();
+  if (!locked->fd.valid()) {
+    log::warn_once("flock:" + locks_dir, "tier '" + self.name() + "': " + locked->unusable);
+    return {};
   }
+  lock.hold(std::move(locked->fd), LockMechanism::flock);
+  return {};
+}
 
-  for (;;) {
-    // Whether this call created the lock file: if flock then fails, the file is ours to remove.
-    bool created = true;
-    util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    if (!fd.valid() && errno == EEXIST) {
-      created = false;
-      fd = util::UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, mode));
-    }
-    if (!fd.valid()) {
-      log::warn_once("lockopen:" + impl_->locks_dir, "tier '" + name() + "': cannot open lock " + path + ": " +
-                                                         std::strerror(errno) + "; single flight is per process only");
-      return lock;
-    }
-    ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
-    int rc;
-    do {
-      rc = ::flock(fd.get(), LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-      const int err = errno;
-      // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
-      if (created) ::unlink(path.c_str());
-      errno = err;
-      if (folder::is_flock_unsupported(errno)) {
-        log::warn_once("flock:" + impl_->locks_dir, "tier '" + name() + "': flock stopped working on " +
-                                                        impl_->locks_dir + " (" + std::strerror(errno) +
-                                                        "); relying on atomic rename alone");
-        return lock;
-      }
-      return Error::from_errno(errno, "cannot lock " + path);
-    }
-    // The holder before us may have unlinked the file after we opened it; then we hold a lock nobody else
-    // will see, and must start over on the file now at the path.
-    struct stat held_st {
-    }, path_st{};
-    if (::fstat(fd.get(), &held_st) == 0 && ::stat(path.c_str(), &path_st) == 0 && held_st.st_ino == path_st.st_ino &&
-        held_st.st_dev == path_st.st_dev) {
-      const std::string owner = folder::lock_owner_line();
-      if (::ftruncate(fd.get(), 0) == 0) {
-        ssize_t ignored = ::pwrite(fd.get(), owner.data(), owner.size(), 0);
-        (void)ignored;
-      }
-      lock.state_->fd = std::move(fd);
-      lock.state_->mechanism = mechanism;
-      return lock;
-    }
+Result<std::unique_ptr<ShardLock>> FolderTier::lock_shard(const ShardKey& key) {
+  const std::string lock_name = key.instance.name() + "." + key.hash.hex();
+  // From here the lock's destructor releases the in-process slot on every path.
+  auto lock = std::make_unique<folder::HeldLock>(impl_->lock_table, lock_name, impl_->lock_path(lock_name));
+  switch (lock_mechanism()) {
+    case LockMechanism::process_only: break;
+    case LockMechanism::exclusive_create: impl_->hold_exclusive(*lock); break;
+    case LockMechanism::flock: DATAVO_TRY(impl_->hold_flock(*lock)); break;
   }
+  return std::unique_ptr<ShardLock>(std::move(lock));
 }
 
 }  // namespace datavo

@@ -1,4 +1,4 @@
-// Per-shard locks of a folder tier (FolderTier::lock_shard), internal to the folder tier and the hierarchy.
+// Per-shard locks of a folder tier (FolderTier::lock_shard, a LocalTier's ShardLock). Internal to the folder tier.
 //
 // Two layers, as LevelDB's PosixLockTable: an in-process table in front of the OS-level lock, so that threads of
 // one process queue in memory and the OS lock only arbitrates between processes. The OS-level lock is
@@ -11,7 +11,7 @@
 //     The stale file is claimed by renaming it aside (only one waiter wins the rename), then removed.
 // Correctness never depends on either: the rename that commits an entry is the commit point.
 //
-// Thread safety: all functions are thread-safe. A ShardLock is movable, not copyable, and releases on destruction.
+// Thread safety: all functions are thread-safe. A HeldLock has one owner and releases on destruction.
 #pragma once
 
 #include <sys/types.h>
@@ -57,19 +57,29 @@ class Heartbeat {
   std::thread thread_;
 };
 
-class ShardLock {
+// One held per-shard lock: the in-process slot, and the OS-level lock when the tier has one.
+class HeldLock final : public ShardLock {
  public:
-  ShardLock();
-  ~ShardLock();
-  ShardLock(ShardLock&&) noexcept;
-  ShardLock& operator=(ShardLock&&) noexcept;
-  // Whether other processes are excluded too (false: in-process only).
-  bool across_processes() const;
+  // Waits for and takes the in-process slot of `name` in `table`; the OS-level lock file is `path`.
+  HeldLock(std::shared_ptr<LockTable> table, std::string name, std::string path);
+  // Releases the OS-level lock (removing its file), then the slot.
+  ~HeldLock() override;
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+
+  bool across_processes() const override { return fd_.valid(); }
+  const std::string& path() const { return path_; }
+  // Holds `fd`, the OS-level lock on path() taken by `mechanism`; an exclusive_create lock is renewed by
+  // `heartbeat` while held.
+  void hold(util::UniqueFd fd, LockMechanism mechanism, std::shared_ptr<Heartbeat> heartbeat = nullptr);
 
  private:
-  friend class datavo::FolderTier;
-  struct State;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<LockTable> table_;
+  std::string name_;
+  std::string path_;
+  util::UniqueFd fd_;  // invalid when the lock is in-process only
+  LockMechanism mechanism_ = LockMechanism::process_only;
+  std::shared_ptr<Heartbeat> heartbeat_;  // set for exclusive_create
 };
 
 // Whether a flock(2) error means the filesystem does not support it (as opposed to a real failure).
@@ -96,5 +106,15 @@ struct ExclusiveLockOptions {
 Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, const ExclusiveLockOptions& options);
 // Removes the lock file at `path` if it is still the one open as `fd`.
 void release_exclusive_lock_file(const std::string& path, int fd);
+
+// Takes flock(LOCK_EX) on the lock file at `path` (created with `mode` when missing), waiting for its holder, and
+// checks that the inode locked is still the one at the path (a releasing holder unlinks it). The descriptor holds
+// the lock. An invalid descriptor when flock cannot be used there, with `unusable` saying why and what happens
+// instead (the caller then holds the lock in-process only); an Error when flock fails otherwise.
+struct FlockFile {
+  util::UniqueFd fd;
+  std::string unusable;
+};
+Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode);
 
 }  // namespace datavo::folder

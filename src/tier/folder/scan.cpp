@@ -8,11 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "tier/folder/internal.hpp"
 #include "util/fs.hpp"
+#include "util/temp_name.hpp"
 
 namespace datavo::folder {
 namespace {
@@ -21,11 +22,6 @@ struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 using DirPtr = std::unique_ptr<DIR, DirCloser>;
-
-std::chrono::system_clock::time_point to_time_point(const struct timespec& ts) {
-  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
-}
 
 bool is_entry_name(const char* name, std::string& hash_hex) {
   std::size_t len = std::strlen(name);
@@ -147,7 +143,6 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
                                     Seconds stale_staging_age, Seconds orphan_lock_age,
                                     std::chrono::system_clock::time_point now, bool dry_run) {
   SweepResult result;
-  const std::string my_host = util::host_name();
 
   int listing_error = 0;
   if (DirPtr dir{::opendir(staging_dir.c_str())}) {
@@ -156,14 +151,9 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
       if (name == "." || name == "..") continue;
       struct stat st {};
       if (::fstatat(::dirfd(dir.get()), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-      // Staging names are <host>.<pid>.<random>.tmp; the host has no dots (util::host_name()).
-      bool dead_writer = false;
-      if (auto dot = name.find('.'); dot != std::string::npos && name.compare(0, dot, my_host) == 0) {
-        char* end = nullptr;
-        long pid = std::strtol(name.c_str() + dot + 1, &end, 10);
-        dead_writer = end && *end == '.' && pid > 0 && !util::process_alive(static_cast<pid_t>(pid));
-      }
-      bool stale = now - to_time_point(st.st_mtim) > stale_staging_age;
+      // Staging names carry their writer's host and pid (util/temp_name.hpp).
+      const bool dead_writer = util::written_by_dead_local_process(name);
+      const bool stale = now - to_time_point(st.st_mtim) > stale_staging_age;
       if (!dead_writer && !stale) continue;
       if (!dry_run && ::unlinkat(::dirfd(dir.get()), d->d_name, 0) != 0) continue;
       ++result.staging_files;

@@ -1,17 +1,22 @@
 #include "tier/folder/staging.hpp"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include "tier/folder/internal.hpp"
 #include "tier/folder/trailing_digest.hpp"
 #include "util/fs.hpp"
+#include "util/temp_name.hpp"
 
 namespace datavo::folder {
 namespace {
 
-// Longer instance names are replaced by a digest in staging names: host (<= 64) + pid + random + this + hash
-// must stay well under NAME_MAX (255).
+// Longer instance names are replaced by a digest in staging names: the writer tag (host <= 64, pid, random) plus
+// this plus the hash must stay well under NAME_MAX (255).
 constexpr std::size_t k_max_instance_part = 64;
+
+std::string staging_stem(const ShardKey& key) { return staging_instance_part(key.instance) + "." + key.hash.hex(); }
 
 }  // namespace
 
@@ -23,17 +28,17 @@ std::string staging_instance_part(const Instance& instance) {
   return "x" + hasher.finish().hex().substr(0, 16);
 }
 
-std::string staging_suffix(const ShardKey& key) {
-  return "." + staging_instance_part(key.instance) + "." + key.hash.hex() + ".tmp";
-}
+std::string staging_suffix(const ShardKey& key) { return "." + staging_stem(key) + ".tmp"; }
 
 std::string new_staging_path(const std::string& staging_dir, const ShardKey& key) {
-  return staging_dir + "/" + util::host_name() + "." + std::to_string(::getpid()) + "." + util::random_hex(8) +
-         staging_suffix(key);
+  return util::temp_name_in(staging_dir, staging_stem(key));
 }
 
-StagingFile::StagingFile(util::AtomicFile file, Durability durability, Bytes existing)
-    : file_(std::move(file)),
+StagingFile::StagingFile(FolderTier::Impl& tier, ShardKey key, util::AtomicFile file, Durability durability,
+                         Bytes existing)
+    : tier_(&tier),
+      key_(std::move(key)),
+      file_(std::move(file)),
       written_(existing),
       resumed_from_(existing),
       hasher_(std::make_unique<TrailingDigest>(file_.fd(), durability)) {
@@ -45,7 +50,9 @@ StagingFile::~StagingFile() {
 }
 
 StagingFile::StagingFile(StagingFile&& other) noexcept
-    : file_(std::move(other.file_)),
+    : tier_(other.tier_),
+      key_(std::move(other.key_)),
+      file_(std::move(other.file_)),
       written_(other.written_),
       resumed_from_(other.resumed_from_),
       hasher_(std::move(other.hasher_)),
@@ -54,6 +61,8 @@ StagingFile::StagingFile(StagingFile&& other) noexcept
 StagingFile& StagingFile::operator=(StagingFile&& other) noexcept {
   if (this != &other) {
     hasher_.reset();
+    tier_ = other.tier_;
+    key_ = std::move(other.key_);
     file_ = std::move(other.file_);
     written_ = other.written_;
     resumed_from_ = other.resumed_from_;
@@ -76,19 +85,7 @@ Result<void> StagingFile::write(const void* data, std::size_t size) {
 }
 
 Result<void> StagingFile::write_at(std::uint64_t offset, const void* data, std::size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::pwrite(file_.fd(), p, size, off_t(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno(
-          errno, "cannot write staging file " + file_.path() + " at byte offset " + std::to_string(offset));
-    }
-    p += n;
-    offset += std::uint64_t(n);
-    size -= std::size_t(n);
-  }
-  return {};
+  return util::pwrite_all(file_.fd(), data, size, off_t(offset), "staging file " + file_.path());
 }
 
 Result<void> StagingFile::prefix_complete(Bytes size) {
@@ -127,6 +124,19 @@ void StagingFile::adopt(Bytes size, const Sha256& digest) {
   hasher_->reset();
   written_ = size;
   digest_ = digest;
+}
+
+Result<ShardHandle> StagingFile::open_staged() {
+  if (path().empty()) return Error{ErrorCode::internal, "the staged bytes of " + key_.hash.hex() + " are committed"};
+  const int fd = ::open(path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(errno, "cannot reopen " + path());
+  return ShardHandle(fd, path(), written_);
+}
+
+Result<ShardHandle> StagingFile::commit() {
+  auto committed = tier_->commit(*this);
+  if (!committed) return std::move(committed).error();
+  return std::move(committed->first);
 }
 
 }  // namespace datavo::folder

@@ -1,14 +1,16 @@
-// StagingFile: one in-flight install in a folder tier's .staging/, internal to the folder tier and the hierarchy.
+// StagingFile: the folder tier's ShardTransaction, one in-flight install in its .staging/. Internal to the folder
+// tier; the hierarchy holds it as a ShardTransaction (datavo/tier.hpp).
 //
-// A staging file is named <host>.<pid>.<random>.<instance>.<content_hash>.tmp, so that
-//   - sweeps can tell a dead writer's file from a live one (host and pid, util::process_alive), and
-//   - a download killed half-way can be continued: FolderTier::adopt_partial() finds the dead writer's file of
-//     the same key, renames it to a name of its own (the claim: only one renamer wins) and hands it back holding
-//     the bytes it had.
+// A staging file is named util::temp_name_in(".staging", "<instance part>.<content_hash>"), that is
+// <host>.<pid>.<random>.<instance part>.<content_hash>.tmp (docs/layout.md), so that
+//   - sweeps can tell a dead writer's file from a live one (util::written_by_dead_local_process), and
+//   - a download killed half-way can be continued: FolderTier::begin(key, size, Resume::partial) finds the dead
+//     writer's file of the same key (its name ends with staging_suffix(key)), renames it to a name of its own (the
+//     claim: only one renamer wins) and hands it back holding the bytes it had.
 // The bytes are hashed by a background thread that reads them back as they are written (trailing_digest.hpp), so
 // write() costs a write(2) and no hashing. The file is unlinked on destruction unless committed.
 //
-// Thread safety: write(), restart(), digest() and adopt() from one thread at a time. The PositionalSink
+// Thread safety: write(), restart(), digest(), adopt() and commit() from one thread at a time. The PositionalSink
 // interface (write_at) may be used by several threads at once, with prefix_complete() called by one at a time.
 #pragma once
 
@@ -17,8 +19,6 @@
 #include <string>
 #include <string_view>
 
-#include "datavo/byte_sink.hpp"
-#include "datavo/content_hash.hpp"
 #include "datavo/folder_tier.hpp"
 #include "util/atomic_file.hpp"
 
@@ -34,9 +34,11 @@ std::string staging_suffix(const ShardKey& key);
 // A fresh staging file name for `key` in `staging_dir`, owned by this host and process.
 std::string new_staging_path(const std::string& staging_dir, const ShardKey& key);
 
-class StagingFile final : public ByteSink, public PositionalSink {
+class StagingFile final : public ShardTransaction {
  public:
-  StagingFile() = default;
+  // A transaction of `tier` for `key` over `file`, which already holds `existing` bytes (adopted from a writer that
+  // died) or none. REQUIRES: `tier` outlives it.
+  StagingFile(FolderTier::Impl& tier, ShardKey key, util::AtomicFile file, Durability durability, Bytes existing);
   ~StagingFile() override;
   StagingFile(StagingFile&& other) noexcept;
   StagingFile& operator=(StagingFile&& other) noexcept;
@@ -49,22 +51,25 @@ class StagingFile final : public ByteSink, public PositionalSink {
   // PositionalSink.
   Result<void> write_at(std::uint64_t offset, const void* data, std::size_t size) override;
   Result<void> prefix_complete(Bytes size) override;
+  // ShardTransaction.
+  Bytes resumed_from() const override { return resumed_from_; }
+  Result<Sha256> digest() override;
+  Result<ShardHandle> open_staged() override;
+  Result<ShardHandle> commit() override;
 
+  const ShardKey& key() const { return key_; }
   int fd() const { return file_.fd(); }
   const std::string& path() const { return file_.path(); }
-  // How many bytes the file already held when it was adopted from a dead writer (0 for a new file).
-  Bytes resumed_from() const { return resumed_from_; }
-  // The SHA-256 of everything written so far, as read back from the file (an I/O error if it cannot be). Waits
-  // for the background hash to catch up; the answer is remembered until the next write or restart.
-  Result<Sha256> digest();
+  // fdatasync(2) of the staged bytes.
+  Result<void> sync() { return file_.sync(); }
   // Adopts bytes written into fd() by other means (copy_file_range): sets the size and digest directly.
   void adopt(Bytes size, const Sha256& digest);
+  // Renames the staged file to `target` unless something is there (util::AtomicFile::commit, Replace::no).
+  Result<bool> rename_to(const std::string& target) { return file_.commit(target, util::AtomicFile::Replace::no); }
 
  private:
-  friend class datavo::FolderTier;
-  StagingFile(util::AtomicFile file, Durability durability, Bytes existing);
-  util::AtomicFile& file() { return file_; }
-
+  FolderTier::Impl* tier_;
+  ShardKey key_;
   util::AtomicFile file_;
   Bytes written_;
   Bytes resumed_from_;

@@ -1,6 +1,8 @@
-// Tests of the shard cache hierarchy (src/core/hierarchy.cpp) against include/datavo/hierarchy.hpp and the spec's
-// Reads, Writes (populate on miss, promote on hit), Reads from remote tiers, Hits do not refetch and Concurrency.
-// Folder tiers live in a fresh temp dir per test; the memory tier stands in for a remote tier.
+// Tests of the shard cache hierarchy (src/core/hierarchy.cpp) against include/datavo/hierarchy.hpp: construction, the
+// spec's Hits do not refetch, what get_or_fetch checks before a fetch, single flight across threads and processes,
+// the cross-VM lease wait (against a scripted remote tier, remote_double.hpp), reuse, cache_info and stats. The walk
+// itself (promotion, remote hits, landing, degrading, integrity) is tested in test_walk.cpp. Folder tiers live in a
+// fresh temp dir per test; the memory tier stands in for a remote tier.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,6 +23,9 @@
 #include "datavo/memory_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/core/hierarchy_fixtures.hpp"
+#include "unit/core/remote_double.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -28,87 +33,7 @@ namespace {
 
 using namespace shardtest;
 using namespace std::chrono_literals;
-
-std::shared_ptr<Tier> memory_tier(std::string name = "remote", std::optional<ErrorCode> fail_with = std::nullopt) {
-  MemoryTierOptions options;
-  options.name = std::move(name);
-  options.fail_with = fail_with;
-  return make_memory_tier(options);
-}
-
-std::shared_ptr<FolderTier> folder(const TempDir& dir, const std::string& name,
-                                   std::optional<Bytes> max_bytes = std::nullopt, Access access = Access::read_write) {
-  auto options = folder_options(dir.sub(name), name);
-  options.max_bytes = max_bytes;
-  options.access = access;
-  return make_folder(options);
-}
-
-std::shared_ptr<ShardCacheHierarchy> hierarchy(std::vector<std::shared_ptr<Tier>> tiers) {
-  auto made = ShardCacheHierarchy::create(std::move(tiers));
-  if (!made) throw std::runtime_error("ShardCacheHierarchy::create failed: " + made.error().message);
-  return *made;
-}
-
-bool holds(Tier& tier, const ShardKey& key) {
-  auto found = tier.contains(key);
-  return found && *found;
-}
-
-bool staging_is_empty(const FolderTier& tier) { return list_dir(tier.location() + "/.staging").empty(); }
-
-// Puts `bytes` into `tier` under `key` as if an earlier run had cached them.
-void seed_tier(Tier& tier, const TempDir& dir, const ShardKey& key, const std::string& bytes) {
-  const std::string source_path = dir.sub("seed-" + key.hash.hex().substr(0, 12) + "-" + tier.name());
-  ShardHandle source = handle_on_new_file(source_path, bytes);
-  auto installed = tier.install_copy(key, source, sha256_of(bytes));
-  if (!installed) throw std::runtime_error("seeding failed: " + installed.error().message);
-  ::unlink(source_path.c_str());
-}
-
-// A remote tier double that counts lookups (read_into calls) and downloads (the ones that hit), and makes each
-// lookup take `delay`.
-class CountingRemote final : public Tier {
- public:
-  CountingRemote(std::shared_ptr<Tier> inner, std::chrono::milliseconds delay)
-      : inner_(std::move(inner)), delay_(delay) {}
-  const std::string& name() const override { return inner_->name(); }
-  std::string_view type() const override { return inner_->type(); }
-  std::optional<Bytes> max_bytes() const override { return inner_->max_bytes(); }
-  bool supports_direct_read() const override { return false; }
-  bool read_only() const override { return false; }
-  std::string location() const override { return inner_->location(); }
-  Result<bool> contains(const ShardKey& key) override { return inner_->contains(key); }
-  Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
-    lookups_.fetch_add(1);
-    std::this_thread::sleep_for(delay_);
-    auto read = inner_->read_into(key, sink);
-    if (read && *read) downloads_.fetch_add(1);
-    return read;
-  }
-  CheckReport check() override { return inner_->check(); }
-  Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {
-    return inner_->install_copy(key, source, digest);
-  }
-  Result<bool> remove(const ShardKey& key) override { return inner_->remove(key); }
-  Result<TierUsage> usage() override { return inner_->usage(); }
-  Result<std::vector<EntryInfo>> list() override { return inner_->list(); }
-  int downloads() const { return downloads_.load(); }  // lookups that were hits, so that the object moved
-  int lookups() const { return lookups_.load(); }      // every read_into: a remote lookup is one request
-
- private:
-  std::shared_ptr<Tier> inner_;
-  std::chrono::milliseconds delay_;
-  std::atomic<int> downloads_{0};
-  std::atomic<int> lookups_{0};
-};
-
-// Makes `tier`'s <instance> directory a regular file: lookups miss (ENOTDIR) and staging works, but every commit
-// into that instance fails.
-void break_instance_dir(const FolderTier& tier, const std::string& instance = "local") {
-  std::filesystem::create_directories(tier.location());
-  write_file(tier.location() + "/" + instance, "not a directory");
-}
+using SystemClock = std::chrono::system_clock;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Construction
@@ -127,150 +52,7 @@ TEST(Hierarchy, CreateRefusesAListWithNoFolderTier) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Populate on miss, promote on hit
-
-TEST(Hierarchy, PopulateOnMissInstallsIntoEveryTierAndReturnsTheTopmost) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, slow, remote});
-  const ShardKey key = make_key(1);
-  CountingFetcher fetch(random_bytes(20000, 1));
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 0u);
-  EXPECT_EQ(got->tier_name, "fast");
-  EXPECT_EQ(got->source, ServedFrom::fetched);
-  EXPECT_EQ(got->handle.path(), fast->entry_path(key));
-  EXPECT_EQ(read_handle(got->handle), fetch.bytes());
-  EXPECT_EQ(fetch.calls(), 1);
-
-  EXPECT_EQ(read_path(fast->entry_path(key)), fetch.bytes());
-  EXPECT_EQ(read_path(slow->entry_path(key)), fetch.bytes());
-  EXPECT_TRUE(holds(*remote, key));
-  for (auto* tier : {fast.get(), slow.get()}) {
-    auto digest = recorded_digest(*tier, key);
-    ASSERT_TRUE(digest && *digest) << tier->name();
-    EXPECT_EQ(**digest, sha256_of(fetch.bytes())) << tier->name();
-    EXPECT_TRUE(staging_is_empty(*tier)) << tier->name();
-    EXPECT_EQ(tier->counters().snapshot().installs, 1u) << tier->name();
-  }
-  EXPECT_EQ(remote->counters().snapshot().installs, 1u);
-}
-
-TEST(Hierarchy, PromoteOnHitFromTheSecondTierIntoTheFirst) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto h = hierarchy({fast, slow});
-  const ShardKey key = make_key(2);
-  const std::string bytes = random_bytes(30000, 2);
-  ASSERT_TRUE(commit_bytes(*slow, key, bytes));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 0u);
-  EXPECT_EQ(got->tier_name, "fast");
-  EXPECT_EQ(got->source, ServedFrom::promoted);
-  EXPECT_EQ(read_handle(got->handle), bytes);
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_EQ(read_path(fast->entry_path(key)), bytes);
-  EXPECT_EQ(fast->counters().snapshot().promotions, 1u);
-  EXPECT_EQ(slow->counters().snapshot().hits, 1u);
-  auto digest = recorded_digest(*fast, key);
-  ASSERT_TRUE(digest && *digest);
-  EXPECT_EQ(**digest, sha256_of(bytes));
-
-  // Promotion happens once: the next call finds it in the fast tier directly.
-  auto again = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(again);
-  EXPECT_EQ(again->tier_index, 0u);
-  EXPECT_EQ(again->source, ServedFrom::hit);
-  EXPECT_EQ(fast->counters().snapshot().promotions, 1u);
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, PromoteOnHitFromTheThirdTierIntoBothFasterTiers) {
-  TempDir dir;
-  auto t0 = folder(dir, "t0");
-  auto t1 = folder(dir, "t1");
-  auto t2 = folder(dir, "t2");
-  auto h = hierarchy({t0, t1, t2});
-  const ShardKey key = make_key(3);
-  const std::string bytes = random_bytes(10000, 3);
-  ASSERT_TRUE(commit_bytes(*t2, key, bytes));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 0u);
-  EXPECT_EQ(got->source, ServedFrom::promoted);
-  EXPECT_EQ(read_path(t0->entry_path(key)), bytes);
-  EXPECT_EQ(read_path(t1->entry_path(key)), bytes);
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, PromotionThatEveryFasterTierRejectsServesTheSlowerHit) {
-  TempDir dir;
-  auto tiny = folder(dir, "tiny", Bytes{100});
-  auto slow = folder(dir, "slow");
-  auto h = hierarchy({tiny, slow});
-  const ShardKey key = make_key(4);
-  const std::string bytes = random_bytes(5000, 4);
-  ASSERT_TRUE(commit_bytes(*slow, key, bytes));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(got->tier_name, "slow");
-  EXPECT_EQ(read_handle(got->handle), bytes);
-  EXPECT_FALSE(holds(*tiny, key));
-  EXPECT_EQ(tiny->counters().snapshot().capacity_skips, 1u);
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, TierTooSmallIsSkippedAndTheCallSucceeds) {
-  TempDir dir;
-  auto tiny = folder(dir, "tiny", Bytes{1000});
-  auto big = folder(dir, "big");
-  auto h = hierarchy({tiny, big});
-  const ShardKey key = make_key(5);
-  CountingFetcher fetch(random_bytes(4000, 5));
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(got->tier_name, "big");
-  EXPECT_EQ(got->source, ServedFrom::fetched);
-  EXPECT_EQ(read_handle(got->handle), fetch.bytes());
-  EXPECT_FALSE(holds(*tiny, key));
-  EXPECT_TRUE(holds(*big, key));
-  EXPECT_EQ(tiny->counters().snapshot().capacity_skips, 1u);
-  EXPECT_EQ(big->counters().snapshot().capacity_skips, 0u);
-  EXPECT_TRUE(staging_is_empty(*tiny));
-  EXPECT_TRUE(staging_is_empty(*big));
-}
-
-TEST(Hierarchy, NoTierAcceptsIsCapacityAndLeavesNothingInStaging) {
-  TempDir dir;
-  auto a = folder(dir, "a", Bytes{1000});
-  auto b = folder(dir, "b", Bytes{2000});
-  auto h = hierarchy({a, b});
-  const ShardKey key = make_key(6);
-  CountingFetcher fetch(random_bytes(4000, 6));
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::capacity);
-  EXPECT_FALSE(holds(*a, key));
-  EXPECT_FALSE(holds(*b, key));
-  EXPECT_TRUE(staging_is_empty(*a));
-  EXPECT_TRUE(staging_is_empty(*b));
-}
+// Before a fetch: can any tier take the shard?
 
 TEST(Hierarchy, ExpectedSizeThatNoTierCanHoldIsCapacityWithoutFetching) {
   TempDir dir;
@@ -294,42 +76,6 @@ TEST(Hierarchy, MissWithNoWritableFolderTierIsCapacity) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, ErrorCode::capacity);
   EXPECT_FALSE(path_exists(ro->location()));
-}
-
-TEST(Hierarchy, ReturnedHandleReadsFromTheStartWhateverServedIt) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, slow, remote});
-  const std::string bytes = random_bytes(200000, 9);
-  ASSERT_TRUE(commit_bytes(*slow, make_key(90), bytes));
-  seed_tier(*remote, dir, make_key(91), bytes);
-  CountingFetcher fetch(bytes);
-
-  auto sequential_read = [](const ShardHandle& handle) {
-    std::string out;
-    char buffer[8192];
-    for (;;) {
-      ssize_t n = ::read(handle.fd(), buffer, sizeof buffer);
-      if (n <= 0) break;
-      out.append(buffer, std::size_t(n));
-    }
-    return out;
-  };
-  auto promoted = h->get_or_fetch(make_key(90), fetch.fetcher());
-  auto hit = h->get_or_fetch(make_key(90), fetch.fetcher());
-  auto materialized = h->get_or_fetch(make_key(91), fetch.fetcher());
-  auto fetched = h->get_or_fetch(make_key(92), fetch.fetcher());
-  ASSERT_TRUE(promoted && hit && materialized && fetched);
-  EXPECT_EQ(promoted->source, ServedFrom::promoted);
-  EXPECT_EQ(hit->source, ServedFrom::hit);
-  EXPECT_EQ(materialized->source, ServedFrom::promoted);
-  EXPECT_EQ(fetched->source, ServedFrom::fetched);
-  for (const FetchResult* r : {&*promoted, &*hit, &*materialized, &*fetched}) {
-    EXPECT_EQ(r->handle.size(), Bytes{bytes.size()}) << to_string(r->source);
-    EXPECT_TRUE(sequential_read(r->handle) == bytes) << to_string(r->source);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -379,351 +125,6 @@ TEST(Hierarchy, GetOfAMissIsNulloptAndNeverFetches) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Reads from remote tiers
-
-TEST(Hierarchy, RemoteHitIsMaterializedIntoTheFolderTiersAboveAndReturnsALocalFile) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, slow, remote});
-  const ShardKey key = make_key(20);
-  const std::string bytes = random_bytes(100000, 20);
-  seed_tier(*remote, dir, key, bytes);
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 0u);
-  EXPECT_TRUE(h->tiers()[got->tier_index]->supports_direct_read());
-  EXPECT_EQ(got->source, ServedFrom::promoted);
-  EXPECT_EQ(got->handle.path(), fast->entry_path(key));
-  EXPECT_EQ(read_handle(got->handle), bytes);
-  EXPECT_EQ(read_path(fast->entry_path(key)), bytes);
-  EXPECT_EQ(read_path(slow->entry_path(key)), bytes);
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_EQ(remote->counters().snapshot().hits, 1u);
-  EXPECT_TRUE(staging_is_empty(*fast));
-  EXPECT_TRUE(staging_is_empty(*slow));
-  auto digest = recorded_digest(*fast, key);
-  ASSERT_TRUE(digest && *digest);
-  EXPECT_EQ(**digest, sha256_of(bytes));
-}
-
-TEST(Hierarchy, RemoteHitLandsInTheTopmostWritableFolderTier) {
-  TempDir dir;
-  auto ro = folder(dir, "ro", std::nullopt, Access::read_only);
-  auto local = folder(dir, "local");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({ro, local, remote});
-  const ShardKey key = make_key(21);
-  seed_tier(*remote, dir, key, "from the bucket");
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(got->tier_name, "local");
-  EXPECT_EQ(read_handle(got->handle), "from the bucket");
-  EXPECT_FALSE(path_exists(ro->location()));
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, RemoteHitSkipsAFolderTierTooSmallAndLandsInTheNextOne) {
-  TempDir dir;
-  auto tiny = folder(dir, "tiny", Bytes{100});
-  auto local = folder(dir, "local");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({tiny, local, remote});
-  const ShardKey key = make_key(22);
-  const std::string bytes = random_bytes(5000, 22);
-  seed_tier(*remote, dir, key, bytes);
-
-  auto got = h->get_or_fetch(key, CountingFetcher("never used").fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(read_handle(got->handle), bytes);
-  EXPECT_FALSE(holds(*tiny, key));
-  EXPECT_EQ(tiny->counters().snapshot().capacity_skips, 1u);
-  EXPECT_TRUE(staging_is_empty(*tiny));
-  EXPECT_TRUE(staging_is_empty(*local));
-}
-
-TEST(Hierarchy, RemoteHitWithNoFolderTierAboveIsCapacity) {
-  TempDir dir;
-  auto remote = memory_tier("remote");
-  auto local = folder(dir, "local");
-  auto h = hierarchy({remote, local});
-  const ShardKey key = make_key(23);
-  seed_tier(*remote, dir, key, "stuck in the bucket");
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::capacity);
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_FALSE(holds(*local, key));
-}
-
-TEST(Hierarchy, RemoteHitWithOnlyAReadOnlyFolderTierAboveIsCapacity) {
-  TempDir dir;
-  auto ro = folder(dir, "ro", std::nullopt, Access::read_only);
-  auto remote = memory_tier("remote");
-  auto below = folder(dir, "below");
-  auto h = hierarchy({ro, remote, below});
-  const ShardKey key = make_key(24);
-  seed_tier(*remote, dir, key, "no landing zone");
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::capacity);
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, RemoteHitWithOnlyATooSmallFolderTierAboveIsCapacity) {
-  TempDir dir;
-  auto tiny = folder(dir, "tiny", Bytes{100});
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({tiny, remote});
-  const ShardKey key = make_key(25);
-  seed_tier(*remote, dir, key, random_bytes(5000, 25));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::capacity);
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_FALSE(holds(*tiny, key));
-  EXPECT_TRUE(staging_is_empty(*tiny));
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Degrading
-
-TEST(Hierarchy, FailingRemoteTierDegradesToAMissCountsAndLogs) {
-  TempDir dir;
-  auto local = folder(dir, "local");
-  auto broken = memory_tier("broken-remote", ErrorCode::io);
-  auto h = hierarchy({local, broken});
-  const ShardKey key = make_key(30);
-  CountingFetcher fetch(random_bytes(3000, 30));
-
-  const log::Level saved = log::level();
-  log::set_level(log::Level::warning);
-  testing::internal::CaptureStderr();
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  const std::string logged = testing::internal::GetCapturedStderr();
-  log::set_level(saved);
-
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 0u);
-  EXPECT_EQ(read_handle(got->handle), fetch.bytes());
-  EXPECT_EQ(fetch.calls(), 1);
-  EXPECT_GE(broken->counters().snapshot().errors, 1u);
-  EXPECT_NE(logged.find("WARNING"), std::string::npos) << logged;
-  EXPECT_NE(logged.find("broken-remote"), std::string::npos) << logged;
-
-  auto again = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(again);
-  EXPECT_EQ(again->source, ServedFrom::hit);
-  EXPECT_EQ(fetch.calls(), 1);
-}
-
-TEST(Hierarchy, FailingRemoteTierAboveAFolderHitDoesNotFailTheRead) {
-  TempDir dir;
-  auto broken = memory_tier("broken-remote", ErrorCode::remote);
-  auto local = folder(dir, "local");
-  auto h = hierarchy({broken, local});
-  const ShardKey key = make_key(31);
-  ASSERT_TRUE(commit_bytes(*local, key, "served locally"));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(read_handle(got->handle), "served locally");
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_GE(broken->counters().snapshot().errors, 1u);
-}
-
-TEST(Hierarchy, FolderTierWhosePathIsAFileIsSkippedAndTheFetcherServes) {
-  TempDir dir;
-  write_file(dir.sub("not-a-dir"), "I am a regular file");
-  auto broken = make_folder(folder_options(dir.sub("not-a-dir"), "broken"));
-  auto good = folder(dir, "good");
-  auto h = hierarchy({broken, good});
-  const ShardKey key = make_key(32);
-  CountingFetcher fetch(random_bytes(2000, 32));
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(got->tier_name, "good");
-  EXPECT_EQ(got->source, ServedFrom::fetched);
-  EXPECT_EQ(read_handle(got->handle), fetch.bytes());
-  EXPECT_EQ(fetch.calls(), 1);
-  EXPECT_GE(broken->counters().snapshot().errors, 1u);
-  EXPECT_EQ(read_path(dir.sub("not-a-dir")), "I am a regular file");
-  EXPECT_TRUE(staging_is_empty(*good));
-}
-
-TEST(Hierarchy, FolderTierWhosePathIsAFileIsSkippedAndTheNextTierServes) {
-  TempDir dir;
-  write_file(dir.sub("not-a-dir"), "I am a regular file");
-  auto broken = make_folder(folder_options(dir.sub("not-a-dir"), "broken"));
-  auto good = folder(dir, "good");
-  auto h = hierarchy({broken, good});
-  const ShardKey key = make_key(33);
-  ASSERT_TRUE(commit_bytes(*good, key, "cached below"));
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(read_handle(got->handle), "cached below");
-  EXPECT_EQ(fetch.calls(), 0);
-}
-
-TEST(Hierarchy, CommitFailureInTheStagingTierDegradesAndTheNextTierTakesTheShard) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  break_instance_dir(*fast);
-  auto h = hierarchy({fast, slow});
-  const ShardKey key = make_key(34);
-  CountingFetcher fetch(random_bytes(6000, 34));
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << "a failing install into one tier failed the whole read: " << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(got->tier_name, "slow");
-  EXPECT_EQ(got->source, ServedFrom::fetched);
-  EXPECT_EQ(read_handle(got->handle), fetch.bytes());
-  EXPECT_EQ(read_path(slow->entry_path(key)), fetch.bytes());
-  EXPECT_GE(fast->counters().snapshot().errors, 1u);
-  EXPECT_EQ(fetch.calls(), 1);
-  EXPECT_TRUE(staging_is_empty(*fast));
-}
-
-TEST(Hierarchy, CommitFailureInTheLandingTierDegradesAndARemoteHitLandsInTheNextTier) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  break_instance_dir(*fast);
-  auto h = hierarchy({fast, slow, remote});
-  const ShardKey key = make_key(35);
-  const std::string bytes = random_bytes(6000, 35);
-  seed_tier(*remote, dir, key, bytes);
-  CountingFetcher fetch("never used");
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_TRUE(got) << "a failing install into one tier failed the whole read: " << got.error().message;
-  EXPECT_EQ(got->tier_index, 1u);
-  EXPECT_EQ(read_handle(got->handle), bytes);
-  EXPECT_EQ(read_path(slow->entry_path(key)), bytes);
-  EXPECT_GE(fast->counters().snapshot().errors, 1u);
-  EXPECT_EQ(fetch.calls(), 0);
-  EXPECT_TRUE(staging_is_empty(*fast));
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Integrity
-
-void expect_nothing_installed(const std::vector<std::shared_ptr<FolderTier>>& folders, Tier& remote,
-                              const ShardKey& key) {
-  for (const auto& f : folders) {
-    EXPECT_FALSE(holds(*f, key)) << f->name();
-    EXPECT_TRUE(staging_is_empty(*f)) << f->name();
-  }
-  EXPECT_FALSE(holds(remote, key));
-}
-
-TEST(Hierarchy, FetcherReportingTheWrongSizeIsIntegrityAndInstallsNothing) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, slow, remote});
-  const ShardKey key = make_key(40);
-  CountingFetcher fetch(random_bytes(2000, 40), Report::wrong_size);
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::integrity);
-  expect_nothing_installed({fast, slow}, *remote, key);
-}
-
-TEST(Hierarchy, FetcherReportingTheWrongSha256IsIntegrityAndInstallsNothing) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto slow = folder(dir, "slow");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, slow, remote});
-  const ShardKey key = make_key(41);
-  CountingFetcher fetch(random_bytes(2000, 41), Report::wrong_sha);
-
-  auto got = h->get_or_fetch(key, fetch.fetcher());
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::integrity);
-  expect_nothing_installed({fast, slow}, *remote, key);
-}
-
-TEST(Hierarchy, CallerExpectationThatMismatchesIsIntegrity) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, remote});
-  const std::string bytes = random_bytes(2000, 42);
-
-  Expectation wrong_size;
-  wrong_size.size = Bytes{bytes.size() + 10};
-  auto by_size = h->get_or_fetch(make_key(42), CountingFetcher(bytes, Report::nothing).fetcher(), wrong_size);
-  ASSERT_FALSE(by_size);
-  EXPECT_EQ(by_size.error().code, ErrorCode::integrity);
-  expect_nothing_installed({fast}, *remote, make_key(42));
-
-  Expectation wrong_sha;
-  wrong_sha.sha256 = sha256_of("something else");
-  auto by_sha = h->get_or_fetch(make_key(43), CountingFetcher(bytes, Report::nothing).fetcher(), wrong_sha);
-  ASSERT_FALSE(by_sha);
-  EXPECT_EQ(by_sha.error().code, ErrorCode::integrity);
-  expect_nothing_installed({fast}, *remote, make_key(43));
-
-  // The caller and the fetcher disagree: integrity, even though the bytes match what the fetcher says.
-  auto disagree = h->get_or_fetch(make_key(44), CountingFetcher(bytes, Report::size_and_sha).fetcher(), wrong_sha);
-  ASSERT_FALSE(disagree);
-  EXPECT_EQ(disagree.error().code, ErrorCode::integrity);
-  expect_nothing_installed({fast}, *remote, make_key(44));
-
-  // A correct expectation passes.
-  Expectation right;
-  right.size = Bytes{bytes.size()};
-  right.sha256 = sha256_of(bytes);
-  auto ok = h->get_or_fetch(make_key(45), CountingFetcher(bytes, Report::nothing).fetcher(), right);
-  ASSERT_TRUE(ok) << ok.error().message;
-  EXPECT_EQ(read_handle(ok->handle), bytes);
-}
-
-TEST(Hierarchy, FetcherErrorFailsTheCallAndInstallsNothing) {
-  TempDir dir;
-  auto fast = folder(dir, "fast");
-  auto remote = memory_tier("remote");
-  auto h = hierarchy({fast, remote});
-  const ShardKey key = make_key(46);
-  Fetcher fails_midway = [](ByteSink& sink) -> Result<Expectation> {
-    const std::string half = random_bytes(1000, 46);
-    if (auto w = sink.write(half.data(), half.size()); !w) return std::move(w).error();
-    return Error{ErrorCode::remote, "origin reset the connection"};
-  };
-  auto got = h->get_or_fetch(key, fails_midway);
-  ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().code, ErrorCode::remote);
-  expect_nothing_installed({fast}, *remote, key);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // Single flight
 
 TEST(Hierarchy, SingleFlightAcrossThreadsFetchesOnce) {
@@ -756,40 +157,6 @@ TEST(Hierarchy, SingleFlightAcrossThreadsFetchesOnce) {
     ASSERT_TRUE(seen[std::size_t(t)].has_value()) << "thread " << t << " failed";
     EXPECT_TRUE(*seen[std::size_t(t)] == fetch.bytes()) << "thread " << t;
   }
-}
-
-TEST(Hierarchy, RemoteHitIsDownloadedOnceByConcurrentReaders) {
-  TempDir dir;
-  auto local = folder(dir, "local");
-  auto inner = memory_tier("bucket");
-  auto remote = std::make_shared<CountingRemote>(inner, 200ms);
-  auto h = hierarchy({local, remote});
-  const ShardKey key = make_key(53);
-  const std::string bytes = random_bytes(64 * 1024, 53);
-  seed_tier(*inner, dir, key, bytes);
-  CountingFetcher fetch("never used");
-
-  constexpr int k_threads = 8;
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::atomic<int> good{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < k_threads; ++t) {
-    threads.emplace_back([&] {
-      ++ready;
-      while (!go.load()) std::this_thread::yield();
-      auto got = h->get_or_fetch(key, fetch.fetcher());
-      if (got && read_handle(got->handle) == bytes) ++good;
-    });
-  }
-  while (ready.load() < k_threads) std::this_thread::yield();
-  go = true;
-  for (auto& t : threads) t.join();
-
-  EXPECT_EQ(good.load(), k_threads);
-  EXPECT_EQ(fetch.calls(), 0);
-  // Spec, "Reads from remote tiers": the blob's network cost is paid once per shard per VM.
-  EXPECT_EQ(remote->downloads(), 1) << "concurrent readers each downloaded the shard from the remote tier";
 }
 
 // Runs in a forked child: one get_or_fetch of `key` over fresh tier objects on the given paths, with a fetcher
@@ -1001,6 +368,214 @@ TEST(Hierarchy, DestructionPersistsFolderTierStats) {
   EXPECT_EQ(stats->installs, 1u);
   EXPECT_EQ(stats->hits, 1u);
   EXPECT_EQ(stats->misses, 1u);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The cross-VM lease
+
+struct LeaseSetup {
+  TempDir dir;
+  std::shared_ptr<FolderTier> local;
+  std::shared_ptr<ScriptedRemote> remote;
+  std::shared_ptr<ShardCacheHierarchy> h;
+  LeaseSetup() {
+    local = make_folder(dir.sub("local"), "local");
+    remote = std::make_shared<ScriptedRemote>("bucket");
+  }
+  void build() { h = hierarchy({local, remote}); }
+  // Stores `bytes` in the bucket as another VM's upload would.
+  void upload_elsewhere(const ShardKey& key, const std::string& bytes) {
+    ShardHandle source = handle_on_new_file(dir.sub("elsewhere-" + key.hash.hex().substr(0, 8)), bytes);
+    auto installed = remote->inner().install_copy(key, source, sha256_of(bytes));
+    if (!installed) throw std::runtime_error(installed.error().message);
+  }
+};
+
+LeaseAttempt held_by_other(SystemClock::duration left) {
+  LeaseAttempt attempt;
+  attempt.holder = "vm-a 4242";
+  attempt.expires = SystemClock::now() + left;
+  return attempt;
+}
+
+TEST(HierarchyLease, AVmThatFindsALiveLeaseWaitsAndReadsTheObjectInsteadOfFetching) {
+  LeaseSetup s;
+  s.remote->lease = [](const ShardKey&) -> Result<LeaseAttempt> { return held_by_other(30s); };
+  s.build();
+  const ShardKey key = make_key(400);
+  const std::string bytes = random_bytes(20'000, 400);
+  std::thread other_vm([&] {
+    std::this_thread::sleep_for(600ms);
+    s.upload_elsewhere(key, bytes);
+  });
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  const auto started = std::chrono::steady_clock::now();
+  auto got = s.h->get_or_fetch(key, failing_fetcher(calls));
+  const auto took = std::chrono::steady_clock::now() - started;
+  other_vm.join();
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(calls->load(), 0) << "the origin was called although another VM held the lease";
+  EXPECT_EQ(got->tier_name, "local");
+  EXPECT_EQ(got->source, ServedFrom::promoted);
+  EXPECT_TRUE(read_handle(got->handle) == bytes);
+  EXPECT_GE(s.remote->lookups.load(), 2) << "it should have polled the bucket";
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(s.remote->uploads_started.load(), 0) << "the waiter must not upload what it read from the bucket";
+}
+
+TEST(HierarchyLease, ItTakesOverAnExpiredLease) {
+  LeaseSetup s;
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<int> answers{0};
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    // First: a holder whose lease runs out in 400 ms and who never uploads. Then: ours.
+    if (answers++ == 0) return held_by_other(400ms);
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(released);
+    return mine;
+  };
+  s.build();
+  const ShardKey key = make_key(410);
+  CountingFetcher fetch(random_bytes(20'000, 410));
+  auto got = s.h->get_or_fetch(key, fetch.fetcher());
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+  EXPECT_EQ(s.remote->lease_attempts.load(), 2);
+  const UploadSummary summary = s.h->flush_uploads(Milliseconds{10'000});
+  EXPECT_EQ(summary.uploaded, 1u);
+  EXPECT_TRUE(released->load()) << "the lease was not released after the upload";
+  EXPECT_TRUE(holds(s.remote->inner(), key));
+}
+
+TEST(HierarchyLease, ItTakesOverALeaseReleasedWithoutTheObject) {
+  LeaseSetup s;
+  std::atomic<bool> holder_gave_up{false};
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    if (!holder_gave_up) return held_by_other(60s);
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(std::make_shared<std::atomic<bool>>(false));
+    return mine;
+  };
+  s.build();
+  std::thread holder([&] {
+    std::this_thread::sleep_for(500ms);
+    holder_gave_up = true;  // its origin fetch failed: it deleted its lease, uploading nothing
+  });
+  CountingFetcher fetch(random_bytes(20'000, 420));
+  const auto started = std::chrono::steady_clock::now();
+  auto got = s.h->get_or_fetch(make_key(420), fetch.fetcher());
+  const auto took = std::chrono::steady_clock::now() - started;
+  holder.join();
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+  EXPECT_LT(took, 15s) << "the waiter sat out the released lease's 60 s instead of taking over";
+}
+
+// The holder uploaded and released its lease between this VM's lookup and its lease request: the VM wins the
+// lease, but reads the object rather than fetching the shard a second time.
+TEST(HierarchyLease, AVmThatWinsTheLeaseAfterTheHoldersUploadReadsTheObjectInsteadOfFetching) {
+  LeaseSetup s;
+  const ShardKey key = make_key(425);
+  const std::string bytes = random_bytes(20'000, 425);
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    s.upload_elsewhere(key, bytes);  // the other VM's upload lands, then its lease goes
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(released);
+    return mine;
+  };
+  s.build();
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto got = s.h->get_or_fetch(key, failing_fetcher(calls));
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(calls->load(), 0) << "a second origin fetch of a shard that is in the bucket";
+  EXPECT_EQ(got->source, ServedFrom::promoted);
+  EXPECT_TRUE(read_handle(got->handle) == bytes);
+  EXPECT_TRUE(released->load()) << "the lease it did not need is still held";
+  EXPECT_EQ(s.remote->uploads_started.load(), 0);
+}
+
+TEST(HierarchyLease, TheHolderReleasesItsLeaseAfterItsUploadNotBefore) {
+  LeaseSetup s;
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(released);
+    return mine;
+  };
+  s.build();
+  s.remote->upload_gate.close();
+  CountingFetcher fetch(random_bytes(20'000, 430));
+  auto got = s.h->get_or_fetch(make_key(430), fetch.fetcher());
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(released->load()) << "the lease went before the upload: other VMs would fetch from the origin";
+  s.remote->upload_gate.open();
+  (void)s.h->flush_uploads(Milliseconds{10'000});
+  EXPECT_TRUE(released->load());
+}
+
+TEST(HierarchyLease, ALeaseErrorDegradesAndTheVmFetchesWithoutOne) {
+  LeaseSetup s;
+  s.remote->lease = [](const ShardKey&) -> Result<LeaseAttempt> {
+    return Error{ErrorCode::remote, "HTTP 503 on the lease object"};
+  };
+  s.build();
+  CountingFetcher fetch(random_bytes(1000, 440));
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  const std::string logged = warnings_of([&] { got = s.h->get_or_fetch(make_key(440), fetch.fetcher()); });
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+  EXPECT_GE(s.remote->counters().snapshot().errors, 1u);
+  EXPECT_NE(logged.find("lease failed"), std::string::npos) << logged;
+  (void)s.h->flush_uploads(Milliseconds{10'000});
+  EXPECT_TRUE(holds(s.remote->inner(), make_key(440))) << "the shard should still go up";
+}
+
+TEST(HierarchyLease, ConcurrentReadersOfOneMachineAskForTheLeaseOnce) {
+  LeaseSetup s;
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(std::make_shared<std::atomic<bool>>(false));
+    return mine;
+  };
+  s.build();
+  const ShardKey key = make_key(450);
+  CountingFetcher fetch(random_bytes(20'000, 450), Report::size_and_sha, 300ms);
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&] {
+      if (s.h->get_or_fetch(key, fetch.fetcher())) ++ok;
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  EXPECT_EQ(fetch.calls(), 1);
+  EXPECT_EQ(s.remote->lease_attempts.load(), 1) << "the machine's own single flight comes before the bucket's";
+}
+
+// The lease wait sleeps through util::sleep_unless_cancelled: a cancellation (SIGINT in the CLI) ends it at once
+// with `cancelled` instead of after the holder's lease. In a child process: a cancellation is process-wide.
+TEST(HierarchyLeaseDeathTest, ACancellationEndsTheWaitForAnotherVmsUploadAtOnce) {
+  auto wait_then_cancel = [] {
+    LeaseSetup s;
+    s.remote->lease = [](const ShardKey&) -> Result<LeaseAttempt> { return held_by_other(60s); };
+    s.build();
+    std::thread cancel([] {
+      std::this_thread::sleep_for(300ms);
+      util::request_cancel(SIGINT);
+    });
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    const auto started = std::chrono::steady_clock::now();
+    auto got = s.h->get_or_fetch(make_key(460), failing_fetcher(calls));
+    const auto took = std::chrono::steady_clock::now() - started;
+    cancel.join();
+    const bool cancelled = !got && got.error().code == ErrorCode::cancelled;
+    ::_exit(cancelled && calls->load() == 0 && took < 3s ? 0 : 1);
+  };
+  EXPECT_EXIT(wait_then_cancel(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

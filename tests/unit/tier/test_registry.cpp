@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "datavo/gcs_tier.hpp"
-#include "datavo/hierarchy.hpp"
+#include "datavo/folder_tier.hpp"
 #include "datavo/s3_tier.hpp"
 #include "datavo/tier_registry.hpp"
 #include "support/temp_dir.hpp"
@@ -64,44 +63,6 @@ TEST(TierRegistry, UnknownTypeIsAConfigError) {
   auto tier = make_tier(config);
   ASSERT_FALSE(tier);
   EXPECT_EQ(tier.error().code, ErrorCode::config);
-}
-
-TEST(TierRegistry, BuildHierarchyBuildsCloudTiersLazilyAndKeepsOrder) {
-  TempDir dir;
-  CacheConfig config;
-  config.tiers.push_back(folder_config("a", dir.sub("a")));
-  TierConfig gcs;
-  gcs.name = "g";
-  gcs.type = "gcs";
-  GcsTierOptions gcs_options;
-  gcs_options.bucket = "bucket";
-  gcs_options.endpoint_url = "http://127.0.0.1:9";  // nothing listens there: building must not ask
-  gcs.backend = gcs_options;
-  config.tiers.push_back(gcs);
-  config.tiers.push_back(folder_config("b", dir.sub("b")));
-  auto hierarchy = build_hierarchy(config);
-  ASSERT_TRUE(hierarchy) << hierarchy.error().message;
-  ASSERT_EQ((*hierarchy)->tiers().size(), 3u);
-  EXPECT_EQ((*hierarchy)->tiers()[0]->name(), "a");
-  EXPECT_EQ((*hierarchy)->tiers()[1]->name(), "g");
-  EXPECT_EQ((*hierarchy)->tiers()[1]->type(), "gcs");
-  EXPECT_EQ((*hierarchy)->tiers()[2]->name(), "b");
-}
-
-TEST(TierRegistry, BuildHierarchyWithOnlyCloudTiersFailsNamingTheFile) {
-  CacheConfig config;
-  config.path = "/etc/datavo/shards.yaml";
-  TierConfig s3;
-  s3.name = "r";
-  s3.type = "s3";
-  S3TierOptions s3_options;
-  s3_options.bucket = "bucket";
-  s3.backend = s3_options;
-  config.tiers.push_back(s3);
-  auto hierarchy = build_hierarchy(config);
-  ASSERT_FALSE(hierarchy);
-  EXPECT_EQ(hierarchy.error().code, ErrorCode::config);
-  EXPECT_NE(hierarchy.error().message.find("/etc/datavo/shards.yaml"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Tests of the staging file's background SHA-256 (src/tier/folder/trailing_digest.hpp), through folder::StagingFile and
-// directly: the digest is of the bytes in the file whatever the write pattern, size, restarts or rewrites.
+// Tests of the staging file's background SHA-256 (src/tier/folder/trailing_digest.cpp), through a staging transaction
+// and directly: the digest is of the bytes in the file whatever the write pattern, size, restarts or rewrites.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "tier/folder/staging.hpp"
 #include "tier/folder/trailing_digest.hpp"
 #include "util/fs.hpp"
 
@@ -20,7 +21,7 @@ using namespace shardtest;
 constexpr std::size_t k_big = 3 * folder::TrailingDigest::k_background_threshold.count() + 12345;
 
 // Writes `bytes` in pieces of `piece` bytes (the last one shorter).
-void write_in_pieces(folder::StagingFile& staged, std::string_view bytes, std::size_t piece) {
+void write_in_pieces(ShardTransaction& staged, std::string_view bytes, std::size_t piece) {
   for (std::size_t at = 0; at < bytes.size(); at += piece) {
     const std::size_t n = std::min(piece, bytes.size() - at);
     ASSERT_TRUE(staged.write(bytes.data() + at, n));
@@ -33,13 +34,13 @@ TEST_P(TrailingDigestThroughStaging, DigestIsTheSha256OfEveryByteWrittenWhatever
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
   const std::string bytes = random_bytes(k_big, 7);
-  auto staged = tier->begin_staging(staging_key());
+  auto staged = tier->begin(staging_key());
   ASSERT_TRUE(staged);
-  write_in_pieces(*staged, bytes, GetParam());
-  auto digest = staged->digest();
+  write_in_pieces(**staged, bytes, GetParam());
+  auto digest = (*staged)->digest();
   ASSERT_TRUE(digest) << digest.error().message;
   EXPECT_EQ(*digest, sha256_of(bytes));
-  EXPECT_EQ(staged->written().count(), bytes.size());
+  EXPECT_EQ((*staged)->written().count(), bytes.size());
 }
 
 // 16 KiB is libcurl's default write size; 1 and 4097 bytes do not divide the 1 MiB hashing chunk.
@@ -51,11 +52,11 @@ TEST(TrailingDigest, SmallFilesAndTheEmptyFileAreHashedInline) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
   for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{65536}, std::size_t{(1u << 20) + 1}}) {
-    auto staged = tier->begin_staging(staging_key());
+    auto staged = tier->begin(staging_key());
     ASSERT_TRUE(staged);
     const std::string bytes = random_bytes(size, size);
-    write_in_pieces(*staged, bytes, 16384);
-    auto digest = staged->digest();
+    write_in_pieces(**staged, bytes, 16384);
+    auto digest = (*staged)->digest();
     ASSERT_TRUE(digest);
     EXPECT_EQ(*digest, sha256_of(bytes)) << size;
   }
@@ -64,13 +65,13 @@ TEST(TrailingDigest, SmallFilesAndTheEmptyFileAreHashedInline) {
 TEST(TrailingDigest, RestartMidwayHashesOnlyTheBytesWrittenAfterIt) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
-  auto staged = tier->begin_staging(staging_key());
+  auto staged = tier->begin(staging_key());
   ASSERT_TRUE(staged);
-  write_in_pieces(*staged, random_bytes(k_big, 1), 16384);  // the background thread is running by now
-  ASSERT_TRUE(staged->restart());
+  write_in_pieces(**staged, random_bytes(k_big, 1), 16384);  // the background thread is running by now
+  ASSERT_TRUE((*staged)->restart());
   const std::string second = random_bytes(k_big / 2, 2);
-  write_in_pieces(*staged, second, 65536);
-  auto digest = staged->digest();
+  write_in_pieces(**staged, second, 65536);
+  auto digest = (*staged)->digest();
   ASSERT_TRUE(digest);
   EXPECT_EQ(*digest, sha256_of(second));
 }
@@ -78,14 +79,14 @@ TEST(TrailingDigest, RestartMidwayHashesOnlyTheBytesWrittenAfterIt) {
 TEST(TrailingDigest, BytesWrittenAfterADigestAreIncludedInTheNextOne) {
   TempDir dir;
   auto tier = make_folder(dir.sub("tier"));
-  auto staged = tier->begin_staging(staging_key());
+  auto staged = tier->begin(staging_key());
   ASSERT_TRUE(staged);
   const std::string first = random_bytes(k_big, 3);
-  write_in_pieces(*staged, first, 16384);
-  ASSERT_TRUE(staged->digest());
+  write_in_pieces(**staged, first, 16384);
+  ASSERT_TRUE((*staged)->digest());
   const std::string more = random_bytes(5000, 4);
-  write_in_pieces(*staged, more, 1000);
-  auto digest = staged->digest();
+  write_in_pieces(**staged, more, 1000);
+  auto digest = (*staged)->digest();
   ASSERT_TRUE(digest);
   EXPECT_EQ(*digest, sha256_of(first + more));
 }
@@ -95,11 +96,12 @@ TEST(TrailingDigest, AStagingFileDestroyedMidDownloadStopsItsThreadAndLeavesNoth
   auto tier = make_folder(dir.sub("tier"));
   std::string path;
   {
-    auto staged = tier->begin_staging(staging_key());
+    auto staged = tier->begin(staging_key());
     ASSERT_TRUE(staged);
-    path = staged->path();
-    write_in_pieces(*staged, random_bytes(k_big, 5), 16384);
-    folder::StagingFile moved = std::move(*staged);  // the thread follows the bytes, not the object
+    auto& file = static_cast<folder::StagingFile&>(**staged);
+    path = file.path();
+    write_in_pieces(file, random_bytes(k_big, 5), 16384);
+    folder::StagingFile moved = std::move(file);  // the thread follows the bytes, not the object
     write_in_pieces(moved, random_bytes(1 << 20, 6), 16384);
   }
   EXPECT_FALSE(path_exists(path));
@@ -110,10 +112,10 @@ TEST(TrailingDigest, ACommittedEntryCarriesTheDigestOfItsBytes) {
   auto tier = make_folder(dir.sub("tier"));
   const std::string bytes = random_bytes(k_big, 8);
   const ShardKey key = make_key(8);
-  auto staged = tier->begin_staging(staging_key());
+  auto staged = tier->begin(key);
   ASSERT_TRUE(staged);
-  write_in_pieces(*staged, bytes, 16384);
-  auto committed = tier->commit(std::move(*staged), key);
+  write_in_pieces(**staged, bytes, 16384);
+  auto committed = (*staged)->commit();
   ASSERT_TRUE(committed) << committed.error().message;
   auto recorded = recorded_digest(*tier, key);
   ASSERT_TRUE(recorded);

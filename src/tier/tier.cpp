@@ -1,5 +1,8 @@
+// What the tier interface defines once for every tier: the shard handle, the counters' arithmetic, can_hold.
 #include "datavo/tier.hpp"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace datavo {
@@ -22,6 +25,12 @@ ShardHandle& ShardHandle::operator=(ShardHandle&& other) noexcept {
     other.fd_ = -1;
   }
   return *this;
+}
+
+Result<ShardHandle> ShardHandle::duplicate() const {
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Error::from_errno(errno, "cannot duplicate the descriptor of " + path_);
+  return ShardHandle(fd, path_, size_);
 }
 
 TierStats& TierStats::operator+=(const TierStats& o) {
