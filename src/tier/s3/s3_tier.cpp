@@ -1,7 +1,7 @@
 // The S3 backend of the remote-tier layer: S3's REST requests (path-style or virtual-hosted), SigV4 through
 // make_sigv4_auth, the default credential chain, and S3's error mapping. Everything else is the layer's
 // (src/tier/cloud/blob_tier.cpp).
-#include "datavo/s3_tier.hpp"
+#include "tier/s3/s3_tier.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -284,17 +284,27 @@ class S3Backend final : public cloud::HeaderBackend {
   std::shared_ptr<net::RequestAuth> auth_;
 };
 
-}  // namespace
-
-Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
+Result<std::shared_ptr<Tier>> make_s3_tier_in(S3TierOptions options, s3::AwsEnvironment env) {
   DATAVO_TRY(cloud::validate_cloud_options(options.remote));
   if (auto problem = s3::bucket_name_problem(options.bucket); !problem.empty()) {
     return Error{ErrorCode::invalid_argument, "invalid S3 bucket name \"" + options.bucket + "\": " + problem};
   }
   if (options.remote.name.empty()) options.remote.name = options.bucket;
   CloudTierOptions remote = options.remote;
-  return cloud::make_blob_tier(std::move(remote),
-                               std::make_unique<S3Backend>(std::move(options), s3::AwsEnvironment{}));
+  return cloud::make_blob_tier(std::move(remote), std::make_unique<S3Backend>(std::move(options), std::move(env)));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
+  return make_s3_tier_in(std::move(options), s3::AwsEnvironment{});
+}
+
+Result<std::shared_ptr<Tier>> s3::make_s3_tier_with_env(S3TierOptions options, cloud::CredentialEnv env) {
+  s3::AwsEnvironment aws;
+  aws.getenv = std::move(env.getenv);
+  aws.home = std::move(env.home);
+  return make_s3_tier_in(std::move(options), std::move(aws));
 }
 
 }  // namespace datavo
