@@ -24,9 +24,10 @@
 //         SharedKey signature checked on every request; Put Blob with If-None-Match: * (409 BlobAlreadyExists)
 //         and Content-MD5, Put Block, Put Block List, Get Blob with x-ms-range and If-Match, Get Blob Properties
 //         (HEAD), Delete Blob, List Blobs pages; ContainerNotFound told from BlobNotFound.
-// Every request is logged under the S3 name of its operation (GetObject, HeadObject, PutObject,
+// Every storage request is logged under the S3 name of its operation (GetObject, HeadObject, PutObject,
 // CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, DeleteObject, ListObjects,
-// Token, Other), as tests/support/cloud_proxy.py names them, so that one test reads every dialect's log.
+// Other), as tests/support/cloud_proxy.py --flavour names them, so that one test reads every dialect's log. The
+// token endpoints' requests are neither logged nor passed to the hook.
 //
 // Thread safety: the handlers run on the server's threads; every piece of state is guarded by one mutex, and the
 // accessors take it. A hook set with on_request() runs without it and may call the accessors.
