@@ -1,7 +1,8 @@
 // Tests of the Azure request builder (src/tier/azure/azure_tier.cpp, through the remote-tier layer) with bearer
-// tokens from the DefaultAzureCredential chain (an AAD client secret at a fake authority), against the fake blob
-// server of fake_blob.hpp. Azurite checks SharedKey and SAS (tests/e2e/test_azure_*.sh run those), but it takes
-// bearer tokens only over https, so the token paths are covered here:
+// tokens from the DefaultAzureCredential chain (an AAD client secret at a fake authority), against the Azure front
+// end of the fake object store (tests/support/fake_cloud/fake_cloud.hpp). Azurite checks SharedKey and SAS
+// (tests/e2e/test_azure_*.sh run those), but it takes bearer tokens only over https, so the token paths are covered
+// here:
 //   - a token refused with 401 mid-upload: refreshed, and only the refused blocks sent again (once each); the
 //     other blocks and the Put Block List are sent once;
 //   - a token refused mid-download: only the refused ranges read again;
@@ -13,27 +14,29 @@
 #include <filesystem>
 #include <mutex>
 
+#include "support/fake_cloud/fake_cloud.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 #include "tier/azure/azure_tier.hpp"
-#include "unit/tier/azure/fake_blob.hpp"
 #include "unit/tier/credential_test_support.hpp"
 
 namespace datavo::azure {
 namespace {
 
 using namespace std::chrono_literals;
-using azuretest::FakeBlobServer;
-using azuretest::SeenRequest;
+using fakecloud::FakeCloud;
+using fakecloud::SeenRequest;
 using namespace shardtest;
 
 constexpr std::uint64_t k_part = 5 * 1024 * 1024;
+constexpr const char* k_container = "shards";
 
 using MemorySink = PositionalMemorySink;
 
 class AzureTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    blobs_.add_bucket(k_container);
     std::filesystem::create_directories(dir_.sub("home"));
     env_.set_home(dir_.sub("home"));
     // The chain's first link: an AAD client secret at the fake's authority. No key in the environment.
@@ -47,7 +50,7 @@ class AzureTierTest : public ::testing::Test {
 
   std::shared_ptr<Tier> make(std::size_t concurrency = 4) {
     AzureBlobTierOptions options;
-    options.container_url = blobs_.container_url();
+    options.container_url = blobs_.container_url(k_container);
     options.remote.name = "azure";
     options.remote.part_size = Bytes{k_part};
     options.remote.concurrency = concurrency;
@@ -70,7 +73,7 @@ class AzureTierTest : public ::testing::Test {
     return {{"datavo_sha256", sha256_of(bytes).hex()}, {"datavo_size", std::to_string(bytes.size())}};
   }
 
-  FakeBlobServer blobs_;
+  FakeCloud blobs_{fakecloud::Dialect::azure};
   TempDir dir_;
   credtest::FakeEnvironment env_;
   int sources_ = 0;
@@ -78,7 +81,7 @@ class AzureTierTest : public ::testing::Test {
 
 TEST_F(AzureTierTest, APartSizeAboveAzuresLargestBlockIsRefusedNamingTheLimit) {
   AzureBlobTierOptions options;
-  options.container_url = blobs_.container_url();
+  options.container_url = blobs_.container_url(k_container);
   options.remote.name = "azure";
   options.remote.part_size = Bytes{4001ull * 1024 * 1024};
   auto tier = make_azure_blob_tier_with_env(options, env_.env());
@@ -96,12 +99,12 @@ TEST_F(AzureTierTest, ATokenRefusedMidUploadIsRefreshedAndOnlyTheRefusedBlocksAr
   // The token stops working once two blocks are in (revoked, or expired early on the service's clock).
   std::atomic<int> blocks_seen{0};
   blobs_.on_request([&](const SeenRequest& r) {
-    if (r.comp == "block" && ++blocks_seen == 3) blobs_.revoke_tokens();
+    if (r.param("comp") == "block" && ++blocks_seen == 3) blobs_.revoke_tokens();
   });
   auto installed = install(*tier, key, bytes);
   ASSERT_TRUE(installed) << installed.error().message;
   EXPECT_EQ(*installed, InstallOutcome::installed);
-  auto stored = blobs_.blob(blob_name(key));
+  auto stored = blobs_.object(k_container, blob_name(key));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
   EXPECT_EQ(stored->metadata, metadata(bytes));
@@ -109,10 +112,10 @@ TEST_F(AzureTierTest, ATokenRefusedMidUploadIsRefreshedAndOnlyTheRefusedBlocksAr
   std::map<std::string, int> sent, refused;
   int lists = 0;
   for (const auto& r : blobs_.requests()) {
-    if (r.comp == "blocklist") ++lists;
-    if (r.comp != "block") continue;
-    ++sent[r.block_id];
-    if (r.status == 401) ++refused[r.block_id];
+    if (r.param("comp") == "blocklist") ++lists;
+    if (r.param("comp") != "block") continue;
+    ++sent[r.param("blockid")];
+    if (r.status == 401) ++refused[r.param("blockid")];
   }
   EXPECT_EQ(sent.size(), 6u);
   EXPECT_GE(refused.size(), 1u);
@@ -128,11 +131,11 @@ TEST_F(AzureTierTest, ATokenRefusedMidDownloadRepeatsOnlyTheRefusedRanges) {
   auto tier = make();
   const auto key = make_key(2);
   const std::string bytes = random_bytes(4 * k_part + 17, 2);
-  blobs_.put_blob(blob_name(key), bytes, metadata(bytes));
+  blobs_.put_object(k_container, blob_name(key), bytes, metadata(bytes));
   // A first token, then revoked as the first pinned range arrives.
   bool revoked = false;
   blobs_.on_request([&](const SeenRequest& r) {
-    if (!r.if_match.empty() && !revoked) {
+    if (!r.header("If-Match").empty() && !revoked) {
       revoked = true;
       blobs_.revoke_tokens();
     }
@@ -145,8 +148,8 @@ TEST_F(AzureTierTest, ATokenRefusedMidDownloadRepeatsOnlyTheRefusedRanges) {
   std::map<std::string, int> sent, refused;
   for (const auto& r : blobs_.requests()) {
     if (r.method != "GET") continue;
-    ++sent[r.range];
-    if (r.status == 401) ++refused[r.range];
+    ++sent[r.header("x-ms-range")];
+    if (r.status == 401) ++refused[r.header("x-ms-range")];
   }
   EXPECT_EQ(sent.size(), 5u) << "five ranges of part_size";
   for (const auto& [range, times] : sent) EXPECT_EQ(times, 1 + refused[range]) << range;
@@ -161,7 +164,7 @@ TEST_F(AzureTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryMidTransfer) {
   const std::string bytes = random_bytes(3 * k_part + 5, 3);
   // 40 s pass while the first block is sent: less than half of the token's minute is left.
   blobs_.on_request([&](const SeenRequest& r) {
-    if (r.comp == "block" && blobs_.tokens_issued() == 1) env_.advance(40s);
+    if (r.param("comp") == "block" && blobs_.tokens_issued() == 1) env_.advance(40s);
   });
   auto installed = install(*tier, key, bytes);
   ASSERT_TRUE(installed) << installed.error().message;
@@ -169,7 +172,7 @@ TEST_F(AzureTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryMidTransfer) {
   std::vector<std::string> tokens;
   for (const auto& r : blobs_.requests()) {
     EXPECT_NE(r.status, 401) << "refreshed before it could be refused";
-    tokens.push_back(r.authorization);
+    tokens.push_back(r.header("Authorization"));
   }
   ASSERT_EQ(tokens.size(), 5u) << "four blocks and the block list, each sent once";
   EXPECT_EQ(tokens.front(), "Bearer aad-1");
@@ -183,13 +186,13 @@ TEST_F(AzureTierTest, PutBlobIsAConditionalCreateWithContentMd5AndTheMetadata) {
   auto installed = install(*tier, key, bytes);
   ASSERT_TRUE(installed) << installed.error().message;
   EXPECT_EQ(*installed, InstallOutcome::installed);
-  EXPECT_EQ(blobs_.blob(blob_name(key))->metadata, metadata(bytes));
+  EXPECT_EQ(blobs_.object(k_container, blob_name(key))->metadata, metadata(bytes));
   // Another VM's second create: 409 BlobAlreadyExists, which is success (already_present); the blob stays.
-  const std::string etag = blobs_.blob(blob_name(key))->etag;
+  const std::string etag = blobs_.object(k_container, blob_name(key))->etag;
   auto again = install(*tier, key, random_bytes(70'000, 5));
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(*again, InstallOutcome::already_present);
-  EXPECT_EQ(blobs_.blob(blob_name(key))->etag, etag);
+  EXPECT_EQ(blobs_.object(k_container, blob_name(key))->etag, etag);
   MemorySink sink;
   auto read = tier->read_into(key, sink);
   ASSERT_TRUE(read && *read);
