@@ -13,9 +13,9 @@
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/origin_client.hpp"
+#include "datavo/protocol.hpp"
 #include "datavo/tier_registry.hpp"
 #include "datavo/url_fetcher.hpp"
-#include "origin/store.hpp"
 #include "util/cancel.hpp"
 #include "util/fs.hpp"
 
@@ -320,7 +320,7 @@ void cmd_ls(const GlobalOptions& global, bool all_instances) {
 std::vector<ContentHash> hashes_of_dataset(const Session& s, const std::string& dataset) {
   const auto slash = dataset.find('/');
   if (slash == std::string::npos) {
-    require(origin::validate_name("dataset", dataset));
+    require(protocol::validate_name("dataset", dataset));
   } else {
     require(DatasetName::parse(dataset));
   }

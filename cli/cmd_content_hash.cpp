@@ -3,7 +3,7 @@
 
 #include "cli/cli.hpp"
 #include "datavo/content_hash.hpp"
-#include "origin/store.hpp"
+#include "datavo/protocol.hpp"
 
 namespace datavo::cli {
 namespace {
@@ -16,15 +16,15 @@ namespace {
 void validate(const ShardIdentity& identity) {
   if (identity.manifest_ref.empty()) refuse("--manifest-ref", identity.manifest_ref, "must not be empty");
   // As the server writes revisions: a positive decimal without leading zeros, at most 18 digits.
-  if (!origin::parse_decimal(identity.revision, 1)) {
+  if (!protocol::parse_number(identity.revision, 1)) {
     refuse("--revision", identity.revision,
            "expected a positive decimal integer without leading zeros (at most 18 digits), as the server emits it");
   }
   for (const auto& key : identity.keys) {
-    if (auto valid = origin::validate_name("key", key); !valid) refuse("--key", key, valid.error().message);
+    if (auto valid = protocol::validate_name("key", key); !valid) refuse("--key", key, valid.error().message);
   }
   for (const auto& id : identity.sample_ids) {
-    if (auto valid = origin::validate_sample_id(id); !valid) refuse("--sample-id", id, valid.error().message);
+    if (auto valid = protocol::validate_sample_id(id); !valid) refuse("--sample-id", id, valid.error().message);
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The main-job benchmarks of docs/BENCHMARKS-main-job.md: fetch, iteration and memory of the origin/client path.
 
-    bench_main_job.py --datavo BIN --iterate BIN [--fetch-model BIN] --work DIR [--reps 5] [--items 1,2,3,4,5]
+    bench_main_job.py --datavo BIN --iterate BIN [--fetch-model BIN] --work DIR [--reps 5] [--items 1,2,3,4,5,6]
                       [--json OUT]
 
 Usually run through bench/main_job/run_all.sh, which builds the programs, picks DIR on the real disk and removes it.
@@ -16,7 +16,9 @@ Items (the numbering of the issue):
      SampleStream over the warm cache (first byte of each field / every byte summed) vs `cat SHARD > /dev/null`;
   3. the same iteration vs Python's tarfile (`for m in tf: tf.extractfile(m).read()`), samples/s;
   4. peak RSS of `datavo warm` over two ~1 GiB shards (/usr/bin/time -v) and of the server (VmHWM);
-  5. `datavo read` end to end over a dataset of 4000 samples in 16 shards: cold pass, then warm pass.
+  5. `datavo read` end to end over a dataset of 4000 samples in 16 shards: cold pass, then warm pass;
+  6. a cold `datavo read` of 40 small shards (10 samples each) vs one `curl` fetching the same shards: the cost of a
+     ticket and a download per shard on kept-alive connections.
 
 Every comparison is measured in the same run, the variants of one item interleaved and their order rotated from one
 repetition to the next, so that the noise of a shared machine falls on all of them alike. Tables give medians of
@@ -726,6 +728,67 @@ class Bench:
         ]))
         self.emit("")
 
+    # item 6 ----------------------------------------------------------------------------------------------------
+
+    # The floor of item 6: every shard's ticket URL fetched by one curl process (one kept-alive connection, as
+    # Datavo's client keeps one) and hashed.
+    SMALL_FLOOR = "curl URL1 … URL40 | sha256sum"
+
+    def item6(self):
+        self.log("item 6: cold datavo read of 40 small shards")
+        samples = 400
+        src = self.path("src-small-shards")
+        self.gen(src, samples, 64 * 1024)
+        store = self.path("store-small-shards")
+        small = self.pack(src, store, "bench/small", 10)
+        shutil.rmtree(src)
+        server = self.start_server(store, "serve-small-shards")
+        # A warm origin, as in the other items: every key-group tar built and in the page cache.
+        tickets = [server.ticket("bench/small", small["revision"], i) for i in range(small["total_shards"])]
+        run(["cat"] + [os.path.join(store, "tars", t["content_hash"] + ".tar") for t in tickets], self.env,
+            self.work, stdout_path=os.devnull)
+        variants = ["datavo read", self.SMALL_FLOOR]
+        runs = {v: [] for v in variants}
+        for rep in range(self.reps):
+            for v in rotated(variants, rep):
+                sync()
+                if v == "datavo read":
+                    config, manifests, cache = self.fresh_cache("item6-cache")
+                    env = self.client_env(server, config, manifests)
+                    r = run([self.datavo, "--config", config, "--json", "read", "bench/small", "--key", KEYS[0],
+                             "--key", KEYS[1]], env, self.work, rss=True)
+                    j = r.json()
+                    if j["origin"]["shards"] != small["total_shards"]:
+                        raise SystemExit(f"item 6: expected {small['total_shards']} origin fetches: {j['origin']}")
+                    runs[v].append((r.wall, j["samples"], r.maxrss_kb))
+                else:
+                    urls = [server.ticket("bench/small", small["revision"], i)["url"] for i in range(len(tickets))]
+                    r = run(["bash", "-o", "pipefail", "-c", 'curl -sSf "$@" | sha256sum', "floor"] + urls, self.env,
+                            self.work, rss=True)
+                    runs[v].append((r.wall, samples, r.maxrss_kb))
+        server.stop()
+        self.servers.remove(server)
+        shutil.rmtree(store)
+        shutil.rmtree(self.path("item6-cache"), ignore_errors=True)
+        self.results["item6"] = {"shards": small["total_shards"], "shard_bytes": [t["size"] for t in tickets],
+                                 "runs": runs}
+        floor = med([w for w, _, _ in runs[self.SMALL_FLOOR]])
+        shard_kib = med([t["size"] for t in tickets]) / 1024
+        rows = []
+        for v, label in [("datavo read", "`datavo read`, cold (40 tickets, 40 shard downloads)"),
+                         (self.SMALL_FLOOR, "floor: `curl URL1 … URL40 | sha256sum` (tickets asked beforehand)")]:
+            walls = [w for w, _, _ in runs[v]]
+            rows.append([label, spread(walls, f3), f0(samples / med(walls)), f2(floor / med(walls)),
+                         f1(med([m for _, _, m in runs[v]]) / 1024)])
+        self.emit(f"## 6. `datavo read` of many small shards, cold: {small['total_shards']} shards of "
+                  f"{shard_kib:.0f} KiB\n")
+        self.emit(f"{self.reps} repetitions, each `datavo read` with a fresh cache and manifest cache. A small answer "
+                  "costs a ticket request and a download per shard, on kept-alive connections; the floor fetches the "
+                  "same shards' bytes (tickets asked beforehand, untimed) in one curl process. Wall time from outside "
+                  "each process.\n")
+        self.emit(table(["variant", "wall s", "samples/s (wall)", "x floor", "peak RSS MiB"], rows))
+        self.emit("")
+
     def finish(self):
         for server in list(self.servers):
             server.stop()
@@ -757,7 +820,7 @@ def main():
     parser.add_argument("--fetch-model", help="the fetch_model program (build.sh); item 1b runs only with it")
     parser.add_argument("--work", required=True, help="a scratch directory on the real disk (≈ 7 GiB free)")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--items", default="1,2,3,4,5", help="which items to run (2 and 3 run together)")
+    parser.add_argument("--items", default="1,2,3,4,5,6", help="which items to run (2 and 3 run together)")
     parser.add_argument("--json", help="write every raw measurement here")
     args = parser.parse_args()
     items = set(args.items.split(","))
@@ -781,6 +844,8 @@ def main():
             shutil.rmtree(bench.small_store)
         if "4" in items:
             bench.item4()
+        if "6" in items:
+            bench.item6()
     finally:
         bench.finish()
         if args.json:

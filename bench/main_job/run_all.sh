@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main-job benchmarks (docs/BENCHMARKS-main-job.md) in one command: builds build-bench3 (Release) and
-# iterate_shard, runs items 1-5 of bench_main_job.py and prints their tables (Markdown) on stdout.
+# iterate_shard, runs items 1-6 of bench_main_job.py and prints their tables (Markdown) on stdout.
 #
 #   bench/main_job/run_all.sh                  # 5 repetitions of everything; about 6-8 minutes on 2 cores
 #   REPS=7 ITEMS=1,2,3 bench/main_job/run_all.sh
@@ -8,7 +8,7 @@
 # Env: WORK_BASE   where the scratch directory goes (default /var/tmp: the real disk, not a tmpfs); it needs about
 #                  7 GiB free (item 4 holds 2 GiB of store objects, 2 GiB of served tars and a 2 GiB cache at once)
 #      REPS        repetitions per measurement (default 5; medians are reported)
-#      ITEMS       comma-separated subset of 1,2,3,4,5 (default all)
+#      ITEMS       comma-separated subset of 1,2,3,4,5,6 (default all)
 #      RESULTS     also write every raw measurement as JSON to this file
 #      BENCH_BUILD_DIR, JOBS   as for build.sh
 # Needs: cmake, g++, curl, openssl, python3, /usr/bin/time (Debian package `time`), sync, findmnt.
@@ -19,7 +19,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 BUILD=${BENCH_BUILD_DIR:-$REPO/build-bench3}
 WORK_BASE=${WORK_BASE:-/var/tmp}
 REPS=${REPS:-5}
-ITEMS=${ITEMS:-1,2,3,4,5}
+ITEMS=${ITEMS:-1,2,3,4,5,6}
 
 for tool in cmake g++ curl openssl python3 sync findmnt; do
   command -v "$tool" >/dev/null || { echo "run_all.sh: $tool is missing" >&2; exit 2; }

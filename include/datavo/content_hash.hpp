@@ -94,8 +94,6 @@ class Instance {
   // The instance of a server URL: its host, plus "_<port>" when the URL gives a port. IPv6 brackets dropped and
   // ':' mapped to '-'. invalid_argument when the URL has no host.
   static Result<Instance> from_server(std::string_view server_url);
-  // The instance for this process: --instance wins, then the host of $DATAVO_SERVER, then "local".
-  static Result<Instance> resolve(const std::string* explicit_name);
   static Instance local() { return Instance("local"); }
 
   const std::string& name() const { return name_; }

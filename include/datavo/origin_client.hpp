@@ -1,5 +1,6 @@
 // OriginClient: the client side of origin protocol v1 (docs/protocol.md): manifests through a local manifest
-// cache, stream tickets, and the Fetcher that downloads one key group of one shard into the cache hierarchy.
+// cache, stream tickets, and the Fetcher that downloads one key group of one shard into the cache hierarchy. The
+// protocol's values (DatasetName, Manifest, StreamTicket, OriginMetrics, ...) and their JSON are in protocol.hpp.
 //
 // The manifest cache (docs/sample-stream.md, "Manifest cache"):
 //   <dir>/<instance>/<dataset>/<split>/<revision>.json   the manifest of one revision, as the server sent it
@@ -50,16 +51,14 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 
 #include "datavo/content_hash.hpp"
 #include "datavo/fetcher.hpp"
+#include "datavo/protocol.hpp"
 #include "datavo/result.hpp"
 #include "datavo/transport.hpp"
 #include "datavo/units.hpp"
@@ -68,37 +67,6 @@ namespace datavo {
 
 // Whether the client may talk to the server.
 enum class Offline { no, yes };
-
-// "<dataset>/<split>", each part [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere (docs/protocol.md).
-struct DatasetName {
-  std::string dataset;
-  std::string split;
-  // invalid_argument, naming the part at fault, unless `text` is a valid "<dataset>/<split>".
-  static Result<DatasetName> parse(std::string_view text);
-  std::string full() const { return dataset + "/" + split; }
-};
-
-struct ManifestShard {
-  std::uint64_t index = 0;
-  std::vector<std::string> samples;  // sample ids, shard order
-};
-
-// The state of a dataset at one revision (docs/protocol.md).
-struct Manifest {
-  DatasetName name;
-  std::string manifest_ref;
-  std::uint64_t revision = 0;
-  std::vector<std::string> keys;  // sorted bytewise
-  std::vector<ManifestShard> shards;
-
-  // Parses and validates a manifest body. integrity (naming the field) for anything malformed.
-  static Result<Manifest> parse(std::string_view json_text);
-  // REQUIRES: `keys` sorted and de-duplicated (see normalize_keys()) and every key in `this->keys`.
-  ShardIdentity identity(std::size_t position, const std::vector<std::string>& keys) const;
-  // Sorts and de-duplicates `keys`; invalid_argument when it is empty or names a key this manifest lacks (the
-  // message lists the available keys).
-  Result<std::vector<std::string>> normalize_keys(std::vector<std::string> keys) const;
-};
 
 // Where a manifest came from; see the table at the top of this file. `fallback`: from the cache because the origin
 // could not be reached.
@@ -110,15 +78,6 @@ struct ResolvedManifest {
   ManifestSource source = ManifestSource::cache;
 };
 
-// A stream ticket (POST /v1/stream-tickets).
-struct StreamTicket {
-  ContentHash content_hash;
-  Bytes size;
-  Sha256 sha256;
-  std::string url;  // absolute (relative URLs are resolved against the server)
-  std::int64_t expires_at = 0;
-};
-
 // Requests this client made, by protocol route (for tests and `datavo demo`).
 struct OriginRequestCounts {
   std::uint64_t manifest = 0;      // GET manifest, 304s included
@@ -127,16 +86,6 @@ struct OriginRequestCounts {
   std::uint64_t shard = 0;  // GETs of ticket URLs (each perform(), retries inside it not counted)
   Bytes shard_bytes;        // bytes of completed shard downloads
   std::uint64_t total() const { return manifest + ticket + shard; }
-};
-
-// The server's /v1/metrics: datavo_requests_total by (route, status).
-struct OriginMetrics {
-  std::map<std::pair<std::string, std::string>, std::uint64_t> requests;  // (route, status) -> count
-  // The sum over statuses for `route` ("manifest", "ticket", "shard", ...).
-  std::uint64_t requests_for(std::string_view route) const;
-  std::uint64_t requests_for(std::string_view route, std::string_view status) const;
-  // Parses the Prometheus text format; lines other than datavo_requests_total are ignored.
-  static Result<OriginMetrics> parse(std::string_view text);
 };
 
 struct OriginClientOptions {
@@ -160,6 +109,11 @@ struct OriginClientOptions {
   // its Retry-After (at most 10 s) until this much time has passed; then it fails with ErrorCode::timeout.
   Seconds preparing_timeout{3600};
 };
+
+// The instance of this process's server, from the URL alone: `explicit_name` when given, else
+// Instance::from_server($DATAVO_SERVER), else "local" when DATAVO_SERVER is unset or empty. No I/O.
+// (OriginClient::remembered_instance also looks up the identity the server gave for that URL.)
+Result<Instance> instance_from_environment(const std::string* explicit_name);
 
 class OriginClient {
  public:
@@ -192,7 +146,9 @@ class OriginClient {
   static Result<Instance> remembered_instance(const std::string* explicit_name, std::string server = {},
                                               std::optional<std::string> manifest_cache_dir = std::nullopt);
 
-  // POST /v1/stream-tickets for that key group. Does not check the content hash (the fetcher does).
+  // POST /v1/stream-tickets for that key group, asked again while the origin answers 202 (preparing_timeout). The
+  // ticket's url is made absolute (a relative one is resolved against the server). Does not check the content
+  // hash (the fetcher does).
   Result<StreamTicket> request_ticket(const Manifest& manifest, std::size_t position,
                                       const std::vector<std::string>& keys);
 

@@ -399,7 +399,7 @@ py::list cache_info(ShardCacheHierarchy& hierarchy) {
 
 Instance resolve_instance(const std::optional<std::string>& name) {
   if (name) return unwrap(Instance::parse(*name));
-  return unwrap(Instance::resolve(nullptr));
+  return unwrap(instance_from_environment(nullptr));
 }
 
 std::string get_or_fetch(ShardCacheHierarchy& hierarchy, const py::str& content_hash, py::object fetcher,

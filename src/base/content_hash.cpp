@@ -162,10 +162,4 @@ Result<Instance> Instance::from_server(std::string_view url) {
   return parse(host);
 }
 
-Result<Instance> Instance::resolve(const std::string* explicit_name) {
-  if (explicit_name && !explicit_name->empty()) return parse(*explicit_name);
-  if (const char* server = std::getenv("DATAVO_SERVER"); server && *server) return from_server(server);
-  return local();
-}
-
 }  // namespace datavo

@@ -2,59 +2,30 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <thread>
 
 #include "client/manifest_cache.hpp"
 #include "net/http_client.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace datavo {
 namespace {
 
-constexpr std::size_t k_max_name_size = 128;
 // A 202 "preparing" without a usable Retry-After is asked again after this; a longer Retry-After is capped.
 constexpr Milliseconds k_default_preparing_wait{1'000};
 constexpr Milliseconds k_max_preparing_wait{10'000};
 // A Retry-After of 0 (or a date in the past) would make the loop spin.
 constexpr Milliseconds k_min_preparing_wait{100};
 
-// [A-Za-z0-9][A-Za-z0-9._-]{0,127} without ".." anywhere: the rule of docs/protocol.md for dataset, split and key
-// names.
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > k_max_name_size) return false;
-  if (name.find("..") != std::string_view::npos) return false;
-  if (!std::isalnum(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-}
-
-Error malformed(std::string_view what) {
-  return Error{ErrorCode::integrity, "malformed manifest: " + std::string(what)};
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
-
 Result<Offline> offline_from_env() {
   const char* value = std::getenv("DATAVO_OFFLINE");
   if (value == nullptr) return Offline::no;
-  std::string text(value);
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string text = util::to_lower(value);
   if (text.empty() || text == "0" || text == "false" || text == "no" || text == "off") return Offline::no;
   if (text == "1" || text == "true" || text == "yes" || text == "on") return Offline::yes;
   return Error{ErrorCode::invalid_argument,
@@ -68,18 +39,13 @@ std::string origin_of(std::string_view url) {
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return {};
   const auto end = url.find_first_of("/?#", scheme_end + 3);
-  std::string out(url.substr(0, end));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+  return util::to_lower(url.substr(0, end));
 }
 
-// The message of a protocol error body ({"error": {"code", "message"}}), or "" when the body is not one.
+// The message of a protocol error body, cut to 200 bytes, or "" when the body is not one.
 std::string server_message(std::string_view body) {
-  const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object() || !json.contains("error") || !json["error"].is_object()) return {};
-  const auto& error = json["error"];
-  if (!error.contains("message") || !error["message"].is_string()) return {};
-  return error["message"].get<std::string>().substr(0, 200);
+  auto error = ErrorBody::parse(body);
+  return error ? error->message.substr(0, 200) : std::string();
 }
 
 // Prefixes an Error's message with what was being done, keeping its code.
@@ -90,99 +56,6 @@ Error in_context(Error error, const std::string& context) {
 
 }  // namespace
 
-// --- names, manifests, metrics ----------------------------------------------------------------------------------
-
-Result<DatasetName> DatasetName::parse(std::string_view text) {
-  const auto slash = text.find('/');
-  if (slash == std::string_view::npos) {
-    return Error{ErrorCode::invalid_argument,
-                 "dataset '" + std::string(text) + "': expected <dataset>/<split>, e.g. voice_demo_v1/train"};
-  }
-  DatasetName name{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
-  if (!valid_name(name.dataset)) {
-    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the dataset part '" + name.dataset +
-                                                  "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
-  }
-  if (!valid_name(name.split)) {
-    return Error{ErrorCode::invalid_argument, "dataset '" + std::string(text) + "': the split part '" + name.split +
-                                                  "' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}"};
-  }
-  return name;
-}
-
-Result<Manifest> Manifest::parse(std::string_view json_text) {
-  const auto json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return malformed("not JSON");
-  if (!json.is_object()) return malformed("not a JSON object");
-  auto string_field = [&](const char* field) -> Result<std::string> {
-    if (!json.contains(field) || !json[field].is_string()) return malformed(std::string(field) + " is not a string");
-    return json[field].get<std::string>();
-  };
-  Manifest manifest;
-  auto dataset = string_field("dataset");
-  if (!dataset) return std::move(dataset).error();
-  auto split = string_field("split");
-  if (!split) return std::move(split).error();
-  if (!valid_name(*dataset) || !valid_name(*split)) return malformed("invalid dataset or split name");
-  manifest.name = DatasetName{std::move(*dataset), std::move(*split)};
-  auto ref = string_field("manifest_ref");
-  if (!ref) return std::move(ref).error();
-  if (ref->empty()) return malformed("manifest_ref is empty");
-  manifest.manifest_ref = std::move(*ref);
-  if (!json.contains("revision") || !json["revision"].is_number_unsigned() ||
-      json["revision"].get<std::uint64_t>() == 0)
-    return malformed("revision is not a positive integer");
-  manifest.revision = json["revision"].get<std::uint64_t>();
-
-  if (!json.contains("keys") || !json["keys"].is_array()) return malformed("keys is not an array");
-  for (const auto& key : json["keys"]) {
-    if (!key.is_string() || !valid_name(key.get<std::string>())) return malformed("keys holds an invalid key");
-    manifest.keys.push_back(key.get<std::string>());
-  }
-  if (!std::is_sorted(manifest.keys.begin(), manifest.keys.end()) ||
-      std::adjacent_find(manifest.keys.begin(), manifest.keys.end()) != manifest.keys.end())
-    return malformed("keys are not sorted and unique");
-
-  if (!json.contains("shards") || !json["shards"].is_array()) return malformed("shards is not an array");
-  std::set<std::uint64_t> seen;
-  for (const auto& shard : json["shards"]) {
-    const std::string where = "shards[" + std::to_string(manifest.shards.size()) + "]";
-    if (!shard.is_object() || !shard.contains("index") || !shard["index"].is_number_unsigned())
-      return malformed(where + ".index is not a non-negative integer");
-    ManifestShard entry;
-    entry.index = shard["index"].get<std::uint64_t>();
-    if (!seen.insert(entry.index).second)
-      return malformed(where + ".index " + std::to_string(entry.index) + " repeats");
-    if (!shard.contains("samples") || !shard["samples"].is_array())
-      return malformed(where + ".samples is not an array");
-    for (const auto& id : shard["samples"]) {
-      if (!id.is_string() || id.get<std::string>().empty()) return malformed(where + ".samples holds a non-string id");
-      entry.samples.push_back(id.get<std::string>());
-    }
-    manifest.shards.push_back(std::move(entry));
-  }
-  return manifest;
-}
-
-ShardIdentity Manifest::identity(std::size_t position, const std::vector<std::string>& group) const {
-  const ManifestShard& shard = shards.at(position);
-  return ShardIdentity{manifest_ref, std::to_string(revision), shard.index, group, shard.samples};
-}
-
-Result<std::vector<std::string>> Manifest::normalize_keys(std::vector<std::string> group) const {
-  if (group.empty())
-    return Error{ErrorCode::invalid_argument, "no key given: name at least one (e.g. --key audio.wav)"};
-  std::sort(group.begin(), group.end());
-  group.erase(std::unique(group.begin(), group.end()), group.end());
-  for (const auto& key : group) {
-    if (!std::binary_search(keys.begin(), keys.end(), key)) {
-      return Error{ErrorCode::invalid_argument, "key '" + key + "' is not in " + name.full() + " revision " +
-                                                    std::to_string(revision) + " (its keys: " + join(keys, ", ") + ")"};
-    }
-  }
-  return group;
-}
-
 const char* to_string(ManifestSource source) {
   switch (source) {
     case ManifestSource::cache: return "cache";
@@ -191,60 +64,6 @@ const char* to_string(ManifestSource source) {
     case ManifestSource::fallback: return "fallback";
   }
   return "?";
-}
-
-std::uint64_t OriginMetrics::requests_for(std::string_view route) const {
-  std::uint64_t total = 0;
-  for (const auto& [labels, count] : requests)
-    if (labels.first == route) total += count;
-  return total;
-}
-
-std::uint64_t OriginMetrics::requests_for(std::string_view route, std::string_view status) const {
-  auto it = requests.find({std::string(route), std::string(status)});
-  return it == requests.end() ? 0 : it->second;
-}
-
-Result<OriginMetrics> OriginMetrics::parse(std::string_view text) {
-  OriginMetrics metrics;
-  constexpr std::string_view k_metric = "datavo_requests_total{";
-  std::size_t line_number = 0;
-  while (!text.empty()) {
-    ++line_number;
-    const auto end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-    if (!line.starts_with(k_metric)) continue;
-    const auto close = line.find('}');
-    if (close == std::string_view::npos)
-      return Error{ErrorCode::remote, "metrics line " + std::to_string(line_number) + ": no closing brace"};
-    std::string_view labels = line.substr(k_metric.size(), close - k_metric.size());
-    std::string route, status;
-    while (!labels.empty()) {
-      const auto eq = labels.find("=\"");
-      if (eq == std::string_view::npos) break;
-      const auto quote = labels.find('"', eq + 2);
-      if (quote == std::string_view::npos) break;
-      const std::string_view label = labels.substr(0, eq);
-      const std::string_view value = labels.substr(eq + 2, quote - eq - 2);
-      if (label == "route") route = value;
-      if (label == "status") status = value;
-      labels.remove_prefix(quote + 1);
-      if (labels.starts_with(',')) labels.remove_prefix(1);
-    }
-    std::string_view number = line.substr(close + 1);
-    while (!number.empty() && number.front() == ' ') number.remove_prefix(1);
-    number = number.substr(0, number.find(' '));
-    // Prometheus counters may be written as floats ("12" or "12.0" or "1.2e+01").
-    char* parsed_end = nullptr;
-    const std::string number_text(number);
-    const double value = std::strtod(number_text.c_str(), &parsed_end);
-    if (number_text.empty() || parsed_end != number_text.c_str() + number_text.size() || value < 0)
-      return Error{ErrorCode::remote,
-                   "metrics line " + std::to_string(line_number) + ": bad value '" + number_text + "'"};
-    metrics.requests[{route, status}] += static_cast<std::uint64_t>(value);
-  }
-  return metrics;
 }
 
 // --- the client -------------------------------------------------------------------------------------------------
@@ -313,8 +132,9 @@ struct OriginClient::Impl {
   Result<ResolvedManifest> manifest(const DatasetName& name, std::optional<std::uint64_t> revision);
   Result<net::HttpResponse> get_manifest(const DatasetName& name, std::optional<std::uint64_t> revision,
                                          const std::string* etag);
-  Result<StreamTicket> request_ticket(const DatasetName& name, std::uint64_t revision, std::uint64_t shard_index,
-                                      const std::vector<std::string>& keys);
+  // POSTs a ticket request until the origin stops answering 202 "preparing" (for at most preparing_timeout).
+  Result<net::HttpResponse> post_until_prepared(const net::HttpRequest& request, const std::string& context);
+  Result<StreamTicket> request_ticket(const TicketRequest& ticket_request);
 };
 
 Result<net::HttpResponse> OriginClient::Impl::get_manifest(const DatasetName& name,
@@ -356,10 +176,8 @@ Result<void> OriginClient::Impl::settle_instance() {
     LOG_DEBUG(log::redact_url(server) << " has no /v1/instance; its cache instance comes from the URL");
     return ok();
   }
-  const auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
-  auto id = json.is_object() && json.contains("instance_id") && json["instance_id"].is_string()
-                ? Instance::parse(json["instance_id"].get<std::string>())
-                : Result<Instance>(Error{ErrorCode::remote, "no instance_id string"});
+  const auto info = InstanceInfo::parse(response->body);
+  auto id = info ? Instance::parse(info->instance_id) : Result<Instance>(info.error());
   if (!id) {
     LOG_WARNING(log::redact_url(server) << "/v1/instance: " << id.error().message << "; the cache instance comes from "
                                         << "the URL (" << instance.name() << ")");
@@ -447,33 +265,15 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
   return ResolvedManifest{std::move(*parsed), ManifestSource::fetched};
 }
 
-Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name, std::uint64_t revision,
-                                                        std::uint64_t shard_index,
-                                                        const std::vector<std::string>& keys) {
-  const std::string context = "ticket for shard " + std::to_string(shard_index) + " of " + name.full() + " revision " +
-                              std::to_string(revision);
-  DATAVO_TRY(require_online(context));
-  const nlohmann::json body = {{"dataset", name.dataset},
-                               {"split", name.split},
-                               {"revision", revision},
-                               {"shard_index", shard_index},
-                               {"keys", keys}};
-  net::HttpRequest request;
-  request.method = net::HttpMethod::post;
-  request.url = url("/v1/stream-tickets");
-  request.headers.push_back({"Content-Type", "application/json"});
-  request.body = body.dump();
-  // Issuing a ticket changes nothing on the server that a second identical request could double.
-  request.idempotent = true;
+Result<net::HttpResponse> OriginClient::Impl::post_until_prepared(const net::HttpRequest& request,
+                                                                  const std::string& context) {
   const auto deadline = std::chrono::steady_clock::now() + preparing_timeout;
   bool told = false;
-  Result<net::HttpResponse> response = Error{ErrorCode::internal, "no request made"};
-  request.auth = token.get();
   for (;;) {
     ticket_requests.fetch_add(1, std::memory_order_relaxed);
-    response = perform(request);
+    auto response = perform(request);
     if (!response) return in_context(std::move(response).error(), context);
-    if (response->status != 202) break;
+    if (response->status != 202) return response;
     // The origin is building the shard's tar: ask again after Retry-After, for as long as preparing_timeout allows.
     Milliseconds wait = k_default_preparing_wait;
     if (auto header = response->header("Retry-After")) {
@@ -487,38 +287,37 @@ Result<StreamTicket> OriginClient::Impl::request_ticket(const DatasetName& name,
     }
     wait = std::min(wait, left);  // and ask a last time at the deadline
     if (!told) {
-      LOG_INFO(context << ": the origin is preparing the shard; asking again every " << wait.count() << " ms");
+      const auto preparing = TicketPreparing::parse(response->body);
+      LOG_INFO(context << ": the origin is preparing the shard"
+                       << (preparing ? " (content hash " + preparing->content_hash.hex() + ")" : std::string())
+                       << "; asking again every " << wait.count() << " ms");
       told = true;
     }
-    // In slices: a cancellation (util/cancel.hpp) must not wait out a Retry-After of seconds.
-    for (auto until = std::chrono::steady_clock::now() + wait; std::chrono::steady_clock::now() < until;) {
-      if (util::cancel_requested()) return util::cancelled_error(context);
-      std::this_thread::sleep_for(
-          std::min<std::chrono::steady_clock::duration>(Milliseconds{50}, until - std::chrono::steady_clock::now()));
-    }
+    DATAVO_TRY(util::sleep_unless_cancelled(wait, context));
   }
+}
+
+Result<StreamTicket> OriginClient::Impl::request_ticket(const TicketRequest& ticket_request) {
+  const std::string context = "ticket for shard " + std::to_string(ticket_request.shard_index) + " of " +
+                              ticket_request.name.full() + " revision " + std::to_string(ticket_request.revision);
+  DATAVO_TRY(require_online(context));
+  net::HttpRequest request;
+  request.method = net::HttpMethod::post;
+  request.url = url("/v1/stream-tickets");
+  request.headers.push_back({"Content-Type", "application/json"});
+  request.body = ticket_request.to_json();
+  // Issuing a ticket changes nothing on the server that a second identical request could double.
+  request.idempotent = true;
+  request.auth = token.get();
+  auto response = post_until_prepared(request, context);
+  if (!response) return std::move(response).error();
   if (response->status != 200)
     return Error{ErrorCode::remote, context + ": unexpected HTTP " + std::to_string(response->status)};
-
-  const auto json = nlohmann::json::parse(response->body, nullptr, /*allow_exceptions=*/false);
-  auto bad = [&](std::string_view what) {
-    return Error{ErrorCode::remote, context + ": malformed ticket: " + std::string(what)};
-  };
-  if (!json.is_object()) return bad("not a JSON object");
-  for (const char* field : {"content_hash", "sha256", "url"})
-    if (!json.contains(field) || !json[field].is_string()) return bad(std::string(field) + " is not a string");
-  if (!json.contains("size") || !json["size"].is_number_unsigned()) return bad("size is not a non-negative integer");
-  if (!json.contains("expires_at") || !json["expires_at"].is_number_integer())
-    return bad("expires_at is not an integer");
-  auto hash = ContentHash::parse(json["content_hash"].get<std::string>());
-  if (!hash) return bad("content_hash: " + hash.error().message);
-  auto sha = Sha256::parse(json["sha256"].get<std::string>());
-  if (!sha) return bad("sha256: " + sha.error().message);
-  std::string ticket_url = json["url"].get<std::string>();
-  if (ticket_url.empty()) return bad("url is empty");
-  if (!is_absolute_url(ticket_url)) ticket_url = ticket_url.front() == '/' ? url(ticket_url) : url("/" + ticket_url);
-  return StreamTicket{std::move(*hash), Bytes{json["size"].get<std::uint64_t>()}, *sha, std::move(ticket_url),
-                      json["expires_at"].get<std::int64_t>()};
+  auto ticket = StreamTicket::parse(response->body);
+  if (!ticket) return in_context(std::move(ticket).error(), context);
+  if (!is_absolute_url(ticket->url))
+    ticket->url = ticket->url.front() == '/' ? url(ticket->url) : url("/" + ticket->url);
+  return ticket;
 }
 
 OriginClient::OriginClient() : impl_(std::make_shared<Impl>()) {}
@@ -636,9 +435,17 @@ Result<Instance> OriginClient::remembered_instance(const std::string* explicit_n
   return Instance::from_server(server);
 }
 
+Result<Instance> instance_from_environment(const std::string* explicit_name) {
+  if (explicit_name != nullptr && !explicit_name->empty()) return Instance::parse(*explicit_name);
+  if (const char* server = std::getenv("DATAVO_SERVER"); server != nullptr && *server != '\0')
+    return Instance::from_server(server);
+  return Instance::local();
+}
+
 Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,
                                                   const std::vector<std::string>& keys) {
-  return impl_->request_ticket(manifest.name, manifest.revision, manifest.shards.at(position).index, keys);
+  return impl_->request_ticket(
+      TicketRequest{manifest.name, manifest.revision, manifest.shards.at(position).index, keys});
 }
 
 Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t position, std::vector<std::string> keys) {
@@ -659,7 +466,7 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
     // A second expiry in a row means the clocks or the TTL are wrong: more tickets would not help.
     constexpr int k_ticket_rounds = 2;
     for (int round = 1;; ++round) {
-      auto ticket = impl.request_ticket(job->name, job->revision, job->shard_index, job->keys);
+      auto ticket = impl.request_ticket(TicketRequest{job->name, job->revision, job->shard_index, job->keys});
       if (!ticket) return std::move(ticket).error();
       if (ticket->content_hash != job->expected) {
         return Error{ErrorCode::integrity, what + ": the origin's ticket names content hash " +

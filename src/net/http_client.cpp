@@ -5,15 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <random>
-#include <thread>
 
 #include "util/cancel.hpp"
+#include "util/decimal.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace datavo::net {
 namespace {
@@ -37,13 +36,9 @@ class RealClock final : public Clock {
  public:
   SteadyClock::time_point now() override { return SteadyClock::now(); }
   std::chrono::system_clock::time_point wall_now() override { return std::chrono::system_clock::now(); }
-  // In slices, so that a cancellation (util/cancel.hpp) ends a backoff of seconds at once.
-  void sleep_for(Milliseconds duration) override {
-    constexpr Milliseconds k_slice{50};
-    const auto until = SteadyClock::now() + duration;
-    for (auto now = SteadyClock::now(); now < until && !util::cancel_requested(); now = SteadyClock::now())
-      std::this_thread::sleep_for(std::min<SteadyClock::duration>(k_slice, until - now));
-  }
+  // A cancellation (util/cancel.hpp) ends a backoff of seconds at once; perform() then sees it before the next
+  // attempt.
+  void sleep_for(Milliseconds duration) override { (void)util::sleep_unless_cancelled(duration, "backoff"); }
 };
 
 struct EasyDeleter {
@@ -63,33 +58,8 @@ CURLcode global_init() {
   return result;
 }
 
-char lower_char(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-std::string to_lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), lower_char);
-  return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower_char(x) == lower_char(y); });
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' || text.back() == '\n'))
-    text.remove_suffix(1);
-  return text;
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view text) {
-  text = trim(text);
-  std::uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
+// A number in a header value (Content-Length, a Content-Range bound, a status code), spaces around it allowed.
+std::optional<std::uint64_t> header_number(std::string_view text) { return util::parse_decimal(util::trim(text)); }
 
 struct ContentRange {
   std::uint64_t first = 0;
@@ -99,18 +69,18 @@ struct ContentRange {
 
 // "bytes <first>-<last>/<total or *>"
 std::optional<ContentRange> parse_content_range(std::string_view value) {
-  value = trim(value);
-  if (value.size() < 6 || !iequals(value.substr(0, 6), "bytes ")) return std::nullopt;
-  value = trim(value.substr(6));
+  value = util::trim(value);
+  if (value.size() < 6 || !util::iequals(value.substr(0, 6), "bytes ")) return std::nullopt;
+  value = util::trim(value.substr(6));
   const auto slash = value.find('/');
   const auto dash = value.find('-');
   if (slash == std::string_view::npos || dash == std::string_view::npos || dash > slash) return std::nullopt;
-  auto first = parse_u64(value.substr(0, dash));
-  auto last = parse_u64(value.substr(dash + 1, slash - dash - 1));
+  auto first = header_number(value.substr(0, dash));
+  auto last = header_number(value.substr(dash + 1, slash - dash - 1));
   if (!first || !last || *last < *first) return std::nullopt;
   ContentRange out{*first, *last, std::nullopt};
-  if (auto total_text = trim(value.substr(slash + 1)); total_text != "*") {
-    out.total = parse_u64(total_text);
+  if (auto total_text = util::trim(value.substr(slash + 1)); total_text != "*") {
+    out.total = header_number(total_text);
     if (!out.total) return std::nullopt;
   }
   return out;
@@ -121,7 +91,7 @@ bool is_success(long status) { return status >= 200 && status < 300; }
 bool has_token(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     const auto comma = list.find(',');
-    if (iequals(trim(list.substr(0, comma)), token)) return true;
+    if (util::iequals(util::trim(list.substr(0, comma)), token)) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
@@ -143,7 +113,7 @@ std::string excerpt(std::string_view body) {
     else if (!out.empty() && out.back() != ' ')
       out += ' ';
   }
-  out = std::string(trim(out));
+  out = std::string(util::trim(out));
   if (body.size() > k_error_excerpt && !out.empty()) out += "...";
   return out;
 }
@@ -203,7 +173,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto& attempt = *static_cast<Attempt*>(user);
   const size_t length = size * count;
   attempt.last_progress = SteadyClock::now();
-  std::string_view line = trim(std::string_view(data, length));
+  std::string_view line = util::trim(std::string_view(data, length));
   if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
     attempt.status = 0;
     attempt.reason.clear();
@@ -214,11 +184,12 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     if (space != std::string_view::npos) {
       std::string_view rest = line.substr(space + 1);
       const auto reason_at = rest.find(' ');
-      if (auto code = parse_u64(rest.substr(0, reason_at)); code && *code < 1000) attempt.status = long(*code);
-      if (reason_at != std::string_view::npos) attempt.reason = std::string(trim(rest.substr(reason_at + 1)));
+      if (auto code = header_number(rest.substr(0, reason_at)); code && *code < 1000) attempt.status = long(*code);
+      if (reason_at != std::string_view::npos) attempt.reason = std::string(util::trim(rest.substr(reason_at + 1)));
     }
   } else if (const auto colon = line.find(':'); colon != std::string_view::npos && colon > 0) {
-    attempt.headers.push_back({std::string(trim(line.substr(0, colon))), std::string(trim(line.substr(colon + 1)))});
+    attempt.headers.push_back(
+        {std::string(util::trim(line.substr(0, colon))), std::string(util::trim(line.substr(colon + 1)))});
   }
   return length;
 }
@@ -333,6 +304,9 @@ struct Outcome {
   static Outcome done() { return {}; }
   static Outcome fail(Error e) { return {Kind::fail, std::move(e), std::nullopt, false}; }
   static Outcome retry(Error e) { return {Kind::retry, std::move(e), std::nullopt, false}; }
+  static Outcome retry_at_once(Error e) { return {Kind::retry, std::move(e), std::nullopt, true}; }
+  // A failure after which the server may have acted on the request: retried only when that is harmless.
+  static Outcome retry_if(bool idempotent, Error e) { return idempotent ? retry(std::move(e)) : fail(std::move(e)); }
 };
 
 }  // namespace
@@ -355,7 +329,7 @@ const char* to_string(HttpMethod method) {
 
 std::optional<std::string_view> find_header(const HttpHeaders& headers, std::string_view name) {
   for (const auto& header : headers)
-    if (iequals(header.name, name)) return std::string_view(header.value);
+    if (util::iequals(header.name, name)) return std::string_view(header.value);
   return std::nullopt;
 }
 
@@ -382,10 +356,10 @@ Error error_for_status(long status, std::string_view context) {
 }
 
 std::optional<Milliseconds> parse_retry_after(std::string_view value, std::chrono::system_clock::time_point now) {
-  value = trim(value);
+  value = util::trim(value);
   if (value.empty()) return std::nullopt;
   if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    auto seconds = parse_u64(value);
+    auto seconds = header_number(value);
     // Anything past a day is as good as "too long"; the bound keeps the multiplication from overflowing.
     constexpr std::uint64_t k_day = 24 * 3600;
     if (!seconds) return Milliseconds{k_day * 1000};
@@ -416,7 +390,7 @@ std::string headers_for_log(const HttpHeaders& headers) {
                                                         "credential",    "password", "key",   "identity"};
   std::string out;
   for (const auto& header : headers) {
-    const std::string name = to_lower(header.name);
+    const std::string name = util::to_lower(header.name);
     const bool secret = std::any_of(std::begin(k_secret_words), std::end(k_secret_words),
                                     [&](std::string_view word) { return name.find(word) != std::string::npos; });
     if (!out.empty()) out += ", ";
@@ -478,8 +452,23 @@ struct HttpClient::Impl {
   Result<Slist> build_headers(const PreparedRequest& prepared, const std::string& context) const;
   Result<void> configure(CURL* handle, const HttpRequest& request, const std::string& url, Attempt& attempt,
                          curl_slist* headers, char* error_buffer) const;
+  // What an attempt's end means: done, retry or fail (see the top of http_client.hpp).
   Outcome classify(CURLcode code, const Attempt& attempt, bool idempotent, bool may_refresh, const std::string& context,
                    const char* error_buffer) const;
+  // classify() of an attempt that got a whole response (CURLE_OK), and of one that did not.
+  Outcome classify_response(const Attempt& attempt, bool idempotent, bool may_refresh,
+                            const std::string& context) const;
+  Outcome classify_transport_failure(CURLcode code, const Attempt& attempt, bool idempotent,
+                                     const std::string& message) const;
+
+  struct Transfer;
+  // One attempt: prepared, signed, configured on `handle` and performed. An Error ends perform() as it is.
+  Result<CURLcode> run_attempt(CURL* handle, const Transfer& transfer, Attempt& attempt, int attempt_number,
+                               char* error_buffer) const;
+  HttpResponse response_of(CURL* handle, const Transfer& transfer, Attempt& attempt, int attempt_number) const;
+  // Sleeps the backoff before the next attempt; the Error that ends perform() instead when the attempts are used
+  // up or the backoff would pass the deadline.
+  std::optional<Error> wait_before_retry(const Transfer& transfer, const Outcome& outcome, int attempt_number) const;
   Result<HttpResponse> perform(const HttpRequest& request);
 };
 
@@ -541,6 +530,9 @@ Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& reques
   set(curl_easy_setopt(handle, CURLOPT_MAXREDIRS, k_max_redirects));
   set(curl_easy_setopt(handle, CURLOPT_USERAGENT, k_user_agent));
   set(curl_easy_setopt(handle, CURLOPT_TCP_KEEPALIVE, 1L));
+  // libcurl's default since 7.50.2 (Debian 12 has 7.88), set anyway: a request written in two sends must never
+  // wait for the server's delayed ACK, whatever the build's default.
+  set(curl_easy_setopt(handle, CURLOPT_TCP_NODELAY, 1L));
   set(curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, long(options.connect_timeout.count())));
   set(curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, k_low_speed_bytes_per_second));
   set(curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, long(std::max<Seconds::rep>(1, options.stall_timeout.count()))));
@@ -593,75 +585,72 @@ Result<void> HttpClient::Impl::configure(CURL* handle, const HttpRequest& reques
 Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool idempotent, bool may_refresh,
                                    const std::string& context, const char* error_buffer) const {
   if (attempt.local_error) return Outcome::fail(*attempt.local_error);
-  if (code == CURLE_OK) {
-    const bool has_entity_body = attempt.request.method != HttpMethod::head && attempt.status >= 200 &&
-                                 attempt.status != 204 && attempt.status != 304;
-    if (auto length = find_header(attempt.headers, "Content-Length"); has_entity_body && length) {
-      if (auto expected = parse_u64(*length); expected && attempt.received < *expected) {
-        Error short_body{ErrorCode::remote, context + ": short body: got " + std::to_string(attempt.received) + " of " +
-                                                std::to_string(*expected) + " bytes"};
-        return idempotent ? Outcome::retry(std::move(short_body)) : Outcome::fail(std::move(short_body));
-      }
-    }
-    if (attempt.status >= 100 && attempt.status < 400) return Outcome::done();
-    if (attempt.status == 416 && attempt.sent_range) {
-      // The entity changed under us (it is shorter than what we hold): fetch it again from its first byte.
-      Outcome outcome = Outcome::retry(Error{ErrorCode::remote, context + ": HTTP 416 to a resume request"});
-      outcome.immediate = true;
-      return outcome;
-    }
-    const auto& accepted = attempt.request.accepted_statuses;
-    if (std::find(accepted.begin(), accepted.end(), attempt.status) != accepted.end()) return Outcome::done();
-
-    Error error = attempt.status == 0 ? Error{ErrorCode::remote, context + ": no HTTP status in the response"}
-                                      : error_for_status(attempt.status, context);
-    if (!attempt.reason.empty()) error.message += " " + attempt.reason;
-    if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
-    // A stale credential (an expired session token, a rotated key): refreshed, the same request is worth one
-    // more attempt at once; only this request is repeated, never a whole transfer.
-    if (may_refresh && attempt.status >= 400 &&
-        attempt.request.auth->refresh_after_refusal(attempt.status, attempt.headers, attempt.body)) {
-      Outcome outcome = Outcome::retry(std::move(error));
-      outcome.immediate = true;
-      outcome.refreshed = true;
-      return outcome;
-    }
-    // 429 and 503 say the server did not act on the request, so even a POST may be repeated.
-    const bool refused = attempt.status == 429 || attempt.status == 503;
-    if (!is_transient_status(attempt.status) || !(idempotent || refused)) return Outcome::fail(std::move(error));
-    Outcome outcome = Outcome::retry(std::move(error));
-    if (auto retry_after = find_header(attempt.headers, "Retry-After"); retry_after && refused)
-      outcome.retry_after = parse_retry_after(*retry_after, clock->wall_now());
-    return outcome;
-  }
-
+  if (code == CURLE_OK) return classify_response(attempt, idempotent, may_refresh, context);
   if (code == CURLE_WRITE_ERROR && attempt.range_mismatch) {
-    Outcome outcome = Outcome::retry(Error{ErrorCode::remote, context + ": the Content-Range of the resumed "
-                                                                        "response does not start at the bytes "
-                                                                        "already received"});
-    outcome.immediate = true;
-    return outcome;
+    return Outcome::retry_at_once(Error{ErrorCode::remote, context + ": the Content-Range of the resumed response "
+                                                                     "does not start at the bytes already received"});
   }
-  const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : curl_easy_strerror(code);
   if (code == CURLE_ABORTED_BY_CALLBACK && attempt.cancelled) return Outcome::fail(util::cancelled_error(context));
   if (code == CURLE_ABORTED_BY_CALLBACK && attempt.stalled) {
-    Error error{ErrorCode::timeout,
-                context + ": stalled: no byte moved for " + std::to_string(options.stall_timeout.count()) + " s"};
-    return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
+    return Outcome::retry_if(idempotent,
+                             Error{ErrorCode::timeout, context + ": stalled: no byte moved for " +
+                                                           std::to_string(options.stall_timeout.count()) + " s"});
   }
+  const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer) : curl_easy_strerror(code);
+  return classify_transport_failure(code, attempt, idempotent, context + ": " + detail);
+}
+
+Outcome HttpClient::Impl::classify_response(const Attempt& attempt, bool idempotent, bool may_refresh,
+                                            const std::string& context) const {
+  const bool has_entity_body = attempt.request.method != HttpMethod::head && attempt.status >= 200 &&
+                               attempt.status != 204 && attempt.status != 304;
+  if (auto length = find_header(attempt.headers, "Content-Length"); has_entity_body && length) {
+    if (auto expected = header_number(*length); expected && attempt.received < *expected) {
+      return Outcome::retry_if(
+          idempotent, Error{ErrorCode::remote, context + ": short body: got " + std::to_string(attempt.received) +
+                                                   " of " + std::to_string(*expected) + " bytes"});
+    }
+  }
+  if (attempt.status >= 100 && attempt.status < 400) return Outcome::done();
+  if (attempt.status == 416 && attempt.sent_range) {
+    // The entity changed under us (it is shorter than what we hold): fetch it again from its first byte.
+    return Outcome::retry_at_once(Error{ErrorCode::remote, context + ": HTTP 416 to a resume request"});
+  }
+  const auto& accepted = attempt.request.accepted_statuses;
+  if (std::find(accepted.begin(), accepted.end(), attempt.status) != accepted.end()) return Outcome::done();
+
+  Error error = attempt.status == 0 ? Error{ErrorCode::remote, context + ": no HTTP status in the response"}
+                                    : error_for_status(attempt.status, context);
+  if (!attempt.reason.empty()) error.message += " " + attempt.reason;
+  if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
+  // A stale credential (an expired session token, a rotated key): refreshed, the same request is worth one more
+  // attempt at once; only this request is repeated, never a whole transfer.
+  if (may_refresh && attempt.status >= 400 &&
+      attempt.request.auth->refresh_after_refusal(attempt.status, attempt.headers, attempt.body)) {
+    Outcome outcome = Outcome::retry_at_once(std::move(error));
+    outcome.refreshed = true;
+    return outcome;
+  }
+  // 429 and 503 say the server did not act on the request, so even a POST may be repeated.
+  const bool refused = attempt.status == 429 || attempt.status == 503;
+  if (!is_transient_status(attempt.status) || !(idempotent || refused)) return Outcome::fail(std::move(error));
+  Outcome outcome = Outcome::retry(std::move(error));
+  if (auto retry_after = find_header(attempt.headers, "Retry-After"); retry_after && refused)
+    outcome.retry_after = parse_retry_after(*retry_after, clock->wall_now());
+  return outcome;
+}
+
+Outcome HttpClient::Impl::classify_transport_failure(CURLcode code, const Attempt& attempt, bool idempotent,
+                                                     const std::string& message) const {
   switch (code) {
     // The request never reached a server: always safe to repeat. sys_errno says why (see is_unreachable()).
     case CURLE_COULDNT_CONNECT: {
       const int err = attempt.os_errno != 0 ? int(attempt.os_errno) : ECONNREFUSED;
-      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail + " (" + std::strerror(err) + ")", err});
+      return Outcome::retry(Error{ErrorCode::remote, message + " (" + std::strerror(err) + ")", err});
     }
     case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-      return Outcome::retry(Error{ErrorCode::remote, context + ": " + detail, EHOSTUNREACH});
-    case CURLE_OPERATION_TIMEDOUT: {
-      Error error{ErrorCode::timeout, context + ": " + detail};
-      return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
-    }
+    case CURLE_COULDNT_RESOLVE_PROXY: return Outcome::retry(Error{ErrorCode::remote, message, EHOSTUNREACH});
+    case CURLE_OPERATION_TIMEDOUT: return Outcome::retry_if(idempotent, Error{ErrorCode::timeout, message});
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
@@ -670,77 +659,44 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
     case CURLE_HTTP3:
-    case CURLE_QUIC_CONNECT_ERROR: {
-      Error error{ErrorCode::remote, context + ": " + detail};
-      return idempotent ? Outcome::retry(std::move(error)) : Outcome::fail(std::move(error));
-    }
+    case CURLE_QUIC_CONNECT_ERROR: return Outcome::retry_if(idempotent, Error{ErrorCode::remote, message});
     case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL: return Outcome::fail(Error{ErrorCode::invalid_argument, context + ": " + detail});
-    default: return Outcome::fail(Error{ErrorCode::remote, context + ": " + detail});
+    case CURLE_UNSUPPORTED_PROTOCOL: return Outcome::fail(Error{ErrorCode::invalid_argument, message});
+    default: return Outcome::fail(Error{ErrorCode::remote, message});
   }
 }
 
-Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
-  const std::string context = describe_for_log(request.method, request.url);
-  if (global_init() != CURLE_OK) return Error{ErrorCode::internal, context + ": curl_global_init failed"};
-  if (const auto* file = std::get_if<FileBody>(&request.body); file && file->fd < 0)
-    return Error{ErrorCode::invalid_argument, context + ": the upload body has no file descriptor"};
+// What one perform() call knows across its attempts.
+struct HttpClient::Impl::Transfer {
+  Transfer(const HttpRequest& req, const TransportOptions& transport, SteadyClock::time_point now)
+      : request(req),
+        context(describe_for_log(req.method, req.url)),
+        started(now),
+        idempotent(req.idempotent.value_or(req.method != HttpMethod::post)),
+        may_resume(req.sink != nullptr && req.resume != Resume::never && req.method == HttpMethod::get &&
+                   !find_header(req.headers, "Range")),
+        continue_sink(may_resume && req.resume == Resume::continue_sink),
+        max_attempts(std::max(1, transport.max_attempts)) {
+    if (req.deadline) deadline_at = started + *req.deadline;
+  }
 
-  const auto started = clock->now();
-  const bool idempotent = request.idempotent.value_or(request.method != HttpMethod::post);
-  const bool may_resume = request.sink != nullptr && request.resume != Resume::never &&
-                          request.method == HttpMethod::get && !find_header(request.headers, "Range");
-  const bool continue_sink = may_resume && request.resume == Resume::continue_sink;
-  int max_attempts = std::max(1, options.max_attempts);
-  bool refreshed_credentials = false;  // at most one refresh per perform(): a second refusal is the answer
-  std::optional<SteadyClock::time_point> deadline_at;
-  if (request.deadline) deadline_at = started + *request.deadline;
-  auto past_deadline = [&] {
+  Error past_deadline() const {
     return Error{ErrorCode::timeout,
                  context + ": the deadline of " + std::to_string(request.deadline->count()) + " ms passed"};
-  };
-  Lease lease(*this);
-  if (lease.get() == nullptr) return Error{ErrorCode::internal, context + ": curl_easy_init failed"};
-  if (request.sink != nullptr && request.sink->written().count() > 0 && !continue_sink)
-    DATAVO_TRY(request.sink->restart());
+  }
 
-  // What the responses so far taught us about resuming.
-  bool ranges_supported = false;
-  bool ranges_broken = false;  // a 206 started at the wrong byte: never trust this server's ranges again
-  std::optional<std::string> validator;
-
-  for (int attempt_number = 1;; ++attempt_number) {
-    if (util::cancel_requested()) return util::cancelled_error(context);
-    Attempt attempt(request, options.stall_timeout);
-    const std::uint64_t have = request.sink != nullptr ? request.sink->written().count() : 0;
-    if (have > 0) {
-      if (may_resume && !ranges_broken && (ranges_supported || (continue_sink && attempt_number == 1)))
-        attempt.sent_range = true;
-      else
-        DATAVO_TRY(request.sink->restart());
+  // Whether this attempt continues the sink's bytes with a Range request; else the sink starts over.
+  Result<void> plan_resume(Attempt& attempt, int attempt_number) const {
+    if (request.sink == nullptr || request.sink->written().count() == 0) return ok();
+    if (may_resume && !ranges_broken && (ranges_supported || (continue_sink && attempt_number == 1))) {
+      attempt.sent_range = true;
+      return ok();
     }
-    auto prepared = prepare(request, attempt, validator, attempt_number);
-    if (!prepared) return std::move(prepared).error();
-    auto headers = build_headers(*prepared, context);
-    if (!headers) return std::move(headers).error();
-    char error_buffer[CURL_ERROR_SIZE] = {};
-    DATAVO_TRY(configure(lease.get(), request, prepared->url, attempt, headers->get(), error_buffer));
-    if (deadline_at) {
-      const auto left = std::chrono::duration_cast<Milliseconds>(*deadline_at - clock->now());
-      if (left <= Milliseconds{0}) return past_deadline();
-      curl_easy_setopt(lease.get(), CURLOPT_TIMEOUT_MS, long(left.count()));
-    }
-    LOG_DEBUG(context << ": attempt " << attempt_number << " of " << max_attempts
-                      << (attempt.sent_range ? ", resuming at byte " + std::to_string(have) : std::string())
-                      << (prepared->headers.empty() ? std::string() : "; " + headers_for_log(prepared->headers)));
+    return request.sink->restart();
+  }
 
-    attempt.last_progress = SteadyClock::now();
-    const CURLcode code = curl_easy_perform(lease.get());
-    if (code == CURLE_COULDNT_CONNECT) curl_easy_getinfo(lease.get(), CURLINFO_OS_ERRNO, &attempt.os_errno);
-    if (attempt.status == 0) curl_easy_getinfo(lease.get(), CURLINFO_RESPONSE_CODE, &attempt.status);
-    if (code == CURLE_OK && request.sink != nullptr && is_success(attempt.status) && !attempt.body_started)
-      attempt.begin_sink_body();  // an empty body: the sink must still end up holding exactly it
-
+  // What an answer taught about resuming: range support, and the validator for If-Range.
+  void learn(const Attempt& attempt) {
     if (auto accept = find_header(attempt.headers, "Accept-Ranges")) {
       if (has_token(*accept, "bytes"))
         ranges_supported = true;
@@ -751,63 +707,134 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
     if (attempt.range_mismatch || (attempt.sent_range && attempt.status == 416)) ranges_broken = true;
     // If-Range needs a strong validator; a weak ETag could pair bytes of two versions.
     if (auto etag = find_header(attempt.headers, "ETag"); etag && !etag->starts_with("W/")) validator = *etag;
+  }
 
-    const bool may_refresh = request.auth != nullptr && !refreshed_credentials;
-    const Outcome outcome = classify(code, attempt, idempotent, may_refresh, context, error_buffer);
+  const HttpRequest& request;
+  const std::string context;
+  const SteadyClock::time_point started;
+  const bool idempotent;
+  const bool may_resume;
+  const bool continue_sink;
+  int max_attempts;
+  std::optional<SteadyClock::time_point> deadline_at;
+  bool refreshed_credentials = false;  // at most one refresh per perform(): a second refusal is the answer
+  bool ranges_supported = false;
+  bool ranges_broken = false;  // a 206 started at the wrong byte: never trust this server's ranges again
+  std::optional<std::string> validator;
+};
+
+Result<CURLcode> HttpClient::Impl::run_attempt(CURL* handle, const Transfer& transfer, Attempt& attempt,
+                                               int attempt_number, char* error_buffer) const {
+  const HttpRequest& request = transfer.request;
+  auto prepared = prepare(request, attempt, transfer.validator, attempt_number);
+  if (!prepared) return std::move(prepared).error();
+  auto headers = build_headers(*prepared, transfer.context);
+  if (!headers) return std::move(headers).error();
+  DATAVO_TRY(configure(handle, request, prepared->url, attempt, headers->get(), error_buffer));
+  if (transfer.deadline_at) {
+    const auto left = std::chrono::duration_cast<Milliseconds>(*transfer.deadline_at - clock->now());
+    if (left <= Milliseconds{0}) return transfer.past_deadline();
+    curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, long(left.count()));
+  }
+  LOG_DEBUG(
+      transfer.context << ": attempt " << attempt_number << " of " << transfer.max_attempts
+                       << (attempt.sent_range ? ", resuming at byte " + std::to_string(request.sink->written().count())
+                                              : std::string())
+                       << (prepared->headers.empty() ? std::string() : "; " + headers_for_log(prepared->headers)));
+  attempt.last_progress = SteadyClock::now();
+  const CURLcode code = curl_easy_perform(handle);
+  if (code == CURLE_COULDNT_CONNECT) curl_easy_getinfo(handle, CURLINFO_OS_ERRNO, &attempt.os_errno);
+  if (attempt.status == 0) curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &attempt.status);
+  if (code == CURLE_OK && request.sink != nullptr && is_success(attempt.status) && !attempt.body_started)
+    attempt.begin_sink_body();  // an empty body: the sink must still end up holding exactly it
+  return code;
+}
+
+HttpResponse HttpClient::Impl::response_of(CURL* handle, const Transfer& transfer, Attempt& attempt,
+                                           int attempt_number) const {
+  HttpResponse response;
+  response.status = attempt.status;
+  response.reason = std::move(attempt.reason);
+  response.headers = std::move(attempt.headers);
+  response.body = std::move(attempt.body);
+  if (response.status == 206) {
+    if (auto range = response.header("Content-Range"))
+      if (auto parsed = parse_content_range(*range)) response.entity_size = parsed->total;
+  } else if (is_success(response.status)) {
+    if (auto length = response.header("Content-Length")) response.entity_size = header_number(*length);
+  }
+  const ByteSink* sink = transfer.request.sink;
+  response.body_bytes = Bytes{sink != nullptr ? sink->written().count() : response.body.size()};
+  response.attempts = attempt_number;
+  response.elapsed = std::chrono::duration_cast<Milliseconds>(clock->now() - transfer.started);
+  curl_off_t first_byte_us = 0;
+  if (curl_easy_getinfo(handle, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us) == CURLE_OK)
+    response.first_byte = Milliseconds{first_byte_us / 1000};
+  return response;
+}
+
+std::optional<Error> HttpClient::Impl::wait_before_retry(const Transfer& transfer, const Outcome& outcome,
+                                                         int attempt_number) const {
+  if (attempt_number >= transfer.max_attempts) {
+    Error error = outcome.error;
+    error.message += " (gave up after " + std::to_string(attempt_number) + " attempts)";
+    return error;
+  }
+  Milliseconds delay{0};
+  if (outcome.retry_after)
+    delay = std::min(*outcome.retry_after, k_max_retry_after);
+  else if (!outcome.immediate)
+    delay = full_jitter_backoff(attempt_number, options.initial_backoff, options.max_backoff, random_unit());
+  if (transfer.deadline_at && clock->now() + delay >= *transfer.deadline_at) {
+    Error error = transfer.past_deadline();
+    error.message += " (last failure: " + without_context(outcome.error.message, transfer.context) + ")";
+    return error;
+  }
+  if (!outcome.refreshed) {
+    LOG_INFO(outcome.error.message << "; retrying in " << delay.count() << " ms (attempt " << attempt_number + 1
+                                   << " of " << transfer.max_attempts << ")");
+  }
+  clock->sleep_for(delay);
+  return std::nullopt;
+}
+
+Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
+  Transfer transfer(request, options, clock->now());
+  const std::string& context = transfer.context;
+  if (global_init() != CURLE_OK) return Error{ErrorCode::internal, context + ": curl_global_init failed"};
+  if (const auto* file = std::get_if<FileBody>(&request.body); file && file->fd < 0)
+    return Error{ErrorCode::invalid_argument, context + ": the upload body has no file descriptor"};
+  Lease lease(*this);
+  if (lease.get() == nullptr) return Error{ErrorCode::internal, context + ": curl_easy_init failed"};
+  if (request.sink != nullptr && request.sink->written().count() > 0 && !transfer.continue_sink)
+    DATAVO_TRY(request.sink->restart());
+
+  for (int attempt_number = 1;; ++attempt_number) {
+    if (util::cancel_requested()) return util::cancelled_error(context);
+    Attempt attempt(request, options.stall_timeout);
+    DATAVO_TRY(transfer.plan_resume(attempt, attempt_number));
+    char error_buffer[CURL_ERROR_SIZE] = {};
+    auto code = run_attempt(lease.get(), transfer, attempt, attempt_number, error_buffer);
+    if (!code) return std::move(code).error();
+    transfer.learn(attempt);
+    const bool may_refresh = request.auth != nullptr && !transfer.refreshed_credentials;
+    const Outcome outcome = classify(*code, attempt, transfer.idempotent, may_refresh, context, error_buffer);
     LOG_DEBUG(context << ": attempt " << attempt_number << ": "
                       << (attempt.status != 0 ? "HTTP " + std::to_string(attempt.status) : std::string("no status"))
                       << ", " << attempt.received << " body bytes"
                       << (outcome.kind == Outcome::Kind::done
                               ? std::string()
                               : "; " + without_context(outcome.error.message, context)));
-    if (deadline_at && code == CURLE_OPERATION_TIMEDOUT && clock->now() >= *deadline_at) return past_deadline();
+    if (transfer.deadline_at && *code == CURLE_OPERATION_TIMEDOUT && clock->now() >= *transfer.deadline_at)
+      return transfer.past_deadline();
     if (outcome.kind == Outcome::Kind::fail) return outcome.error;
+    if (outcome.kind == Outcome::Kind::done) return response_of(lease.get(), transfer, attempt, attempt_number);
     if (outcome.refreshed) {
-      refreshed_credentials = true;
-      ++max_attempts;  // the refusal was the credential's fault, not the server's: it costs no attempt
+      transfer.refreshed_credentials = true;
+      ++transfer.max_attempts;  // the refusal was the credential's fault, not the server's: it costs no attempt
       LOG_INFO(outcome.error.message << "; credentials refreshed, repeating the request");
     }
-    if (outcome.kind == Outcome::Kind::done) {
-      HttpResponse response;
-      response.status = attempt.status;
-      response.reason = std::move(attempt.reason);
-      response.headers = std::move(attempt.headers);
-      response.body = std::move(attempt.body);
-      if (response.status == 206) {
-        if (auto range = response.header("Content-Range"))
-          if (auto parsed = parse_content_range(*range)) response.entity_size = parsed->total;
-      } else if (is_success(response.status)) {
-        if (auto length = response.header("Content-Length")) response.entity_size = parse_u64(*length);
-      }
-      response.body_bytes = Bytes{request.sink != nullptr ? request.sink->written().count() : response.body.size()};
-      response.attempts = attempt_number;
-      response.elapsed = std::chrono::duration_cast<Milliseconds>(clock->now() - started);
-      curl_off_t first_byte_us = 0;
-      if (curl_easy_getinfo(lease.get(), CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us) == CURLE_OK)
-        response.first_byte = Milliseconds{first_byte_us / 1000};
-      return response;
-    }
-
-    if (attempt_number >= max_attempts) {
-      Error error = outcome.error;
-      error.message += " (gave up after " + std::to_string(attempt_number) + " attempts)";
-      return error;
-    }
-    Milliseconds delay{0};
-    if (outcome.retry_after)
-      delay = std::min(*outcome.retry_after, k_max_retry_after);
-    else if (!outcome.immediate)
-      delay = full_jitter_backoff(attempt_number, options.initial_backoff, options.max_backoff, random_unit());
-    if (deadline_at && clock->now() + delay >= *deadline_at) {
-      Error error = past_deadline();
-      error.message += " (last failure: " + without_context(outcome.error.message, context) + ")";
-      return error;
-    }
-    if (!outcome.refreshed) {
-      LOG_INFO(outcome.error.message << "; retrying in " << delay.count() << " ms (attempt " << attempt_number + 1
-                                     << " of " << max_attempts << ")");
-    }
-    clock->sleep_for(delay);
+    if (auto error = wait_before_retry(transfer, outcome, attempt_number)) return std::move(*error);
   }
 }
 

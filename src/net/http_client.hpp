@@ -5,7 +5,8 @@
 // What perform() does for every request:
 //   - Timeouts: connect_timeout for the TCP/TLS connect; a transfer that makes no progress for stall_timeout (no
 //     byte sent or received, also while waiting for the response) or that averages under 1 byte/s over that window
-//     (CURLOPT_LOW_SPEED_*) is aborted as stalled. There is no total deadline: a slow but moving download goes on.
+//     (CURLOPT_LOW_SPEED_*) is aborted as stalled. There is no total deadline unless the request sets one (see
+//     Deadline below): a slow but moving download goes on.
 //   - Retries: up to max_attempts attempts in all. Transient failures are retried: connection refused / reset, DNS
 //     failures, timeouts and stalls, a body shorter than its Content-Length, HTTP 408, 429 and 5xx (but 501, 505).
 //     Other failures are permanent and returned at once: other 4xx, a malformed URL, a failing sink.
@@ -31,6 +32,7 @@
 //   - Cancellation: once util::request_cancel() was called (the CLI does on SIGINT / SIGTERM), a transfer stops
 //     within a fraction of a second, a backoff sleep ends, no new attempt starts, and perform() returns
 //     ErrorCode::cancelled (never retried). The sink keeps what it had; its owner's RAII discards it.
+//   - Connections: kept alive and reused between requests, with TCP_NODELAY (no wait for a delayed ACK).
 //   - Logging: one DEBUG line per attempt, an INFO line per retry. URLs pass through log::redact_url (query string
 //     and user:password@ removed); Authorization and other credential headers are never logged, and Error messages
 //     carry the redacted URL only.
@@ -71,7 +73,8 @@ class Clock {
   virtual void sleep_for(Milliseconds duration) = 0;
 };
 
-// The real clock (std::chrono and std::this_thread::sleep_for). Shared, never null.
+// The real clock: std::chrono, and util::sleep_unless_cancelled for sleeps (a cancellation ends them at once).
+// Shared, never null.
 std::shared_ptr<Clock> system_clock();
 
 enum class HttpMethod { get, head, put, post, delete_ };

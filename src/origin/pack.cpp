@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "datavo/origin.hpp"
+#include "datavo/protocol.hpp"
 #include "datavo/tar.hpp"
 #include "origin/store.hpp"
 #include "util/compression.hpp"
@@ -90,19 +91,19 @@ std::string join(const std::vector<std::string>& items) {
   return "[" + out + "]";
 }
 
-// The origin's name checks quote the whole name in their message, and a name from a tar can be any length: quote it
+// The protocol's name checks quote the whole name in their message, and a name from a tar can be any length: quote it
 // cut to a bounded length instead.
 Error with_name_cut(Error error, std::string_view name) {
-  const std::string whole = origin::escape_for_message(name);
+  const std::string whole = protocol::quote(name);
   const std::size_t at = error.message.find(whole);
   if (at != std::string::npos) error.message.replace(at, whole.size(), "\"" + util::printable(name) + "\"");
   return error;
 }
 
 Result<void> check_member_name(const std::string& origin, std::string_view id, std::string_view key) {
-  auto id_ok = origin::validate_sample_id(id);
+  auto id_ok = protocol::validate_sample_id(id);
   if (!id_ok) return invalid(origin + ": " + with_name_cut(id_ok.error(), id).message);
-  auto key_ok = origin::validate_name("key", key);
+  auto key_ok = protocol::validate_name("key", key);
   if (!key_ok) return invalid(origin + ": " + with_name_cut(key_ok.error(), key).message);
   return ok();
 }
@@ -392,7 +393,7 @@ Result<void> add_samples(const Store& store, const std::vector<const SourceSampl
 
 Result<PackReport> pack_dataset(const PackOptions& options) {
   if (options.samples_per_shard == 0) return invalid("--samples-per-shard must be at least 1");
-  auto names = origin::parse_dataset_name(options.dataset);
+  auto names = DatasetName::parse(options.dataset);
   if (!names) return names.error();
   const auto& [dataset, split] = *names;
 

@@ -9,26 +9,23 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "datavo/protocol.hpp"
 #include "datavo/tar.hpp"
+#include "protocol/json_fields.hpp"
 #include "util/atomic_file.hpp"
 #include "util/temp_name.hpp"
+#include "util/text.hpp"
 
 namespace datavo::origin {
 
 namespace {
 
-// Objects and tars are copied in pieces of this size, so memory stays bounded whatever the payload size.
-constexpr std::size_t k_copy_chunk = std::size_t{1} << 20;
-constexpr std::size_t k_max_name = 128;
-constexpr std::size_t k_max_sample_id = 512;
 // A secret shorter than this (hand-edited, truncated) is refused rather than used as a weak HMAC key.
 constexpr std::size_t k_min_secret_chars = 32;
-
-bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-bool is_name_char(char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; }
 
 bool is_lower_hex(std::string_view text, std::size_t size) {
   if (text.size() != size) return false;
@@ -37,17 +34,6 @@ bool is_lower_hex(std::string_view text, std::size_t size) {
 
 Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
 Error integrity(std::string message) { return Error{ErrorCode::integrity, std::move(message)}; }
-
-std::string trim_right(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) {
-    text.pop_back();
-  }
-  return text;
-}
-
-std::string temp_name(const std::string& dir, std::string_view stem) {
-  return dir + "/.tmp." + std::string(stem) + "." + std::to_string(::getpid()) + "." + util::random_hex(6);
-}
 
 // Creates `path` with `content` unless it exists; then returns the file's content (the winner's, after a race).
 Result<std::string> create_or_read(const std::string& path, const std::string& content, mode_t mode) {
@@ -88,98 +74,98 @@ Result<Store::PutResult> finish_object(const Store& store, ObjectWriter& writer)
   return Store::PutResult{std::move(ref), true};
 }
 
-// Typed reads from a parsed revision file: every failure is an integrity Error naming the file and field.
-class JsonReader {
- public:
-  explicit JsonReader(std::string file) : file_(std::move(file)) {}
-  Error bad(std::string_view field, std::string_view what) const {
-    return integrity(file_ + ": field \"" + std::string(field) + "\": " + std::string(what));
+// A revision file (docs/protocol.md, "The store of the reference server"); every refusal is an integrity Error
+// naming the file and the field. Every name, digest and count is validated, so nothing read from it can reach
+// outside the store.
+Result<void> read_revision_header(const protocol::JsonFields& in, Revision& rev) {
+  auto format = in.unsigned_number("format");
+  if (!format) return format.error();
+  if (*format != 1) return in.refuse("format", "is " + std::to_string(*format) + ", an unsupported format");
+  for (auto [field, out] : {std::pair{"dataset", &rev.dataset}, std::pair{"split", &rev.split}}) {
+    auto name = in.string(field);
+    if (!name) return name.error();
+    if (auto valid = protocol::validate_name(field, *name); !valid)
+      return in.refuse(field, "is invalid: " + valid.error().message);
+    *out = std::move(*name);
   }
-  Result<std::string> string(const nlohmann::json& object, const char* field) const {
-    auto it = object.find(field);
-    if (it == object.end() || !it->is_string()) return bad(field, "missing or not a string");
-    return it->get<std::string>();
+  auto ref = in.string("manifest_ref");
+  if (!ref) return ref.error();
+  rev.manifest_ref = std::move(*ref);
+  auto number = in.unsigned_number("revision");
+  if (!number) return number.error();
+  rev.revision = *number;
+  auto keys = in.array("keys");
+  if (!keys) return keys.error();
+  DATAVO_TRY(in.strings("keys", **keys, rev.keys));
+  for (const auto& key : rev.keys) {
+    if (auto valid = protocol::validate_name("key", key); !valid)
+      return in.refuse("keys", "is invalid: " + valid.error().message);
   }
-  Result<std::uint64_t> number(const nlohmann::json& object, const char* field) const {
-    auto it = object.find(field);
-    if (it == object.end() || !it->is_number_unsigned()) return bad(field, "missing or not a non-negative integer");
-    return it->get<std::uint64_t>();
-  }
-  Result<const nlohmann::json*> array(const nlohmann::json& object, const char* field) const {
-    auto it = object.find(field);
-    if (it == object.end() || !it->is_array()) return bad(field, "missing or not an array");
-    return &*it;
-  }
+  if (rev.keys.empty() ||
+      std::adjacent_find(rev.keys.begin(), rev.keys.end(), std::greater_equal<>()) != rev.keys.end())
+    return in.refuse("keys", "is empty, unsorted or has duplicates");
+  return ok();
+}
 
- private:
-  std::string file_;
-};
+Result<SampleRecord> read_sample(const protocol::JsonFields& in, std::size_t key_count) {
+  SampleRecord sample;
+  auto id = in.string("id");
+  if (!id) return id.error();
+  sample.id = std::move(*id);
+  if (auto valid = protocol::validate_sample_id(sample.id); !valid)
+    return in.refuse("id", "is invalid: " + valid.error().message);
+  auto objects = in.array("objects");
+  if (!objects) return objects.error();
+  if ((*objects)->size() != key_count) return in.refuse("objects", "does not hold one object per key");
+  for (std::size_t i = 0; i < key_count; ++i) {
+    const nlohmann::json& object_json = (**objects)[i];
+    const std::string where = "objects[" + std::to_string(i) + "]";
+    if (!object_json.is_object()) return in.refuse(where, "is not an object");
+    const protocol::JsonFields object = in.nested(object_json, where + ".");
+    auto sha = object.string("sha256");
+    if (!sha) return sha.error();
+    if (!is_lower_hex(*sha, 64)) return object.refuse("sha256", "is not 64 lowercase hex characters");
+    auto size = object.unsigned_number("size");
+    if (!size) return size.error();
+    sample.objects.push_back(ObjectRef{std::move(*sha), *size});
+  }
+  return sample;
+}
+
+Result<ShardRecord> read_shard(const protocol::JsonFields& in, std::size_t position, std::size_t key_count) {
+  auto index = in.unsigned_number("index");
+  if (!index) return index.error();
+  if (*index != position) return in.refuse("index", "is " + std::to_string(*index) + ": indexes run 0, 1, 2, ...");
+  auto samples = in.array("samples");
+  if (!samples) return samples.error();
+  ShardRecord shard;
+  for (std::size_t i = 0; i < (*samples)->size(); ++i) {
+    const nlohmann::json& sample_json = (**samples)[i];
+    const std::string where = "samples[" + std::to_string(i) + "]";
+    if (!sample_json.is_object()) return in.refuse(where, "is not an object");
+    auto sample = read_sample(in.nested(sample_json, where + "."), key_count);
+    if (!sample) return sample.error();
+    shard.samples.push_back(std::move(*sample));
+  }
+  return shard;
+}
 
 Result<Revision> parse_revision(const std::string& file, const std::string& text) {
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return integrity(file + ": not a JSON object");
-  JsonReader in(file);
+  const std::string context = file + ": ";
+  auto doc = protocol::parse_object(text, ErrorCode::integrity, context);
+  if (!doc) return doc.error();
+  const protocol::JsonFields in(*doc, ErrorCode::integrity, context);
   Revision rev;
-  auto format = in.number(doc, "format");
-  if (!format) return format.error();
-  if (*format != 1) return in.bad("format", "unsupported format " + std::to_string(*format));
-  auto dataset = in.string(doc, "dataset");
-  if (!dataset) return dataset.error();
-  auto split = in.string(doc, "split");
-  if (!split) return split.error();
-  auto ref = in.string(doc, "manifest_ref");
-  if (!ref) return ref.error();
-  auto number = in.number(doc, "revision");
-  if (!number) return number.error();
-  rev.dataset = *dataset;
-  rev.split = *split;
-  rev.manifest_ref = *ref;
-  rev.revision = *number;
-  if (!validate_name("dataset", rev.dataset) || !validate_name("split", rev.split)) {
-    return in.bad("dataset", "invalid dataset or split name");
-  }
-  auto keys = in.array(doc, "keys");
-  if (!keys) return keys.error();
-  for (const auto& key : **keys) {
-    if (!key.is_string() || !validate_name("key", key.get<std::string>())) return in.bad("keys", "invalid key");
-    rev.keys.push_back(key.get<std::string>());
-  }
-  if (rev.keys.empty() || !std::is_sorted(rev.keys.begin(), rev.keys.end()) ||
-      std::adjacent_find(rev.keys.begin(), rev.keys.end()) != rev.keys.end()) {
-    return in.bad("keys", "empty, unsorted or with duplicates");
-  }
-  auto shards = in.array(doc, "shards");
+  DATAVO_TRY(read_revision_header(in, rev));
+  auto shards = in.array("shards");
   if (!shards) return shards.error();
-  for (const auto& shard_json : **shards) {
-    if (!shard_json.is_object()) return in.bad("shards", "not an object");
-    auto index = in.number(shard_json, "index");
-    if (!index) return index.error();
-    if (*index != rev.shards.size()) return in.bad("shards", "indexes are not 0, 1, 2, ...");
-    auto samples = in.array(shard_json, "samples");
-    if (!samples) return samples.error();
-    ShardRecord shard;
-    for (const auto& sample_json : **samples) {
-      if (!sample_json.is_object()) return in.bad("samples", "not an object");
-      SampleRecord sample;
-      auto id = in.string(sample_json, "id");
-      if (!id) return id.error();
-      sample.id = *id;
-      if (!validate_sample_id(sample.id)) return in.bad("id", "invalid sample id " + escape_for_message(sample.id));
-      auto objects = in.array(sample_json, "objects");
-      if (!objects) return objects.error();
-      if ((*objects)->size() != rev.keys.size()) return in.bad("objects", "not one per key in sample " + sample.id);
-      for (const auto& object_json : **objects) {
-        if (!object_json.is_object()) return in.bad("objects", "not an object");
-        auto sha = in.string(object_json, "sha256");
-        if (!sha) return sha.error();
-        if (!is_lower_hex(*sha, 64)) return in.bad("sha256", "not 64 lowercase hex characters");
-        auto size = in.number(object_json, "size");
-        if (!size) return size.error();
-        sample.objects.push_back(ObjectRef{*sha, *size});
-      }
-      shard.samples.push_back(std::move(sample));
-    }
-    rev.shards.push_back(std::move(shard));
+  for (std::size_t i = 0; i < (*shards)->size(); ++i) {
+    const nlohmann::json& shard_json = (**shards)[i];
+    const std::string where = "shards[" + std::to_string(i) + "]";
+    if (!shard_json.is_object()) return in.refuse(where, "is not an object");
+    auto shard = read_shard(in.nested(shard_json, where + "."), i, rev.keys.size());
+    if (!shard) return shard.error();
+    rev.shards.push_back(std::move(*shard));
   }
   return rev;
 }
@@ -206,81 +192,6 @@ std::string revision_json(const Revision& rev) {
 }
 
 }  // namespace
-
-// --- names ------------------------------------------------------------------------------------------------------
-
-std::string escape_for_message(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte >= 0x7f || c == '"' || c == '\\') {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\x%02x", byte);
-      out += buffer;
-    } else {
-      out += c;
-    }
-  }
-  return "\"" + out + "\"";
-}
-
-Result<void> validate_name(std::string_view what, std::string_view name) {
-  auto refuse = [&](const char* why) {
-    return invalid("invalid " + std::string(what) + " name " + escape_for_message(name) + ": " + why);
-  };
-  if (name.empty()) return refuse("empty");
-  if (name.size() > k_max_name) return refuse("longer than 128 bytes");
-  if (!is_alnum(name.front())) return refuse("must start with a letter or a digit");
-  if (!std::all_of(name.begin(), name.end(), is_name_char)) return refuse("only A-Z a-z 0-9 . _ - are allowed");
-  if (name.find("..") != std::string_view::npos) return refuse("\"..\" is not allowed");
-  return ok();
-}
-
-Result<void> validate_sample_id(std::string_view id) {
-  auto refuse = [&](const char* why) { return invalid("invalid sample id " + escape_for_message(id) + ": " + why); };
-  if (id.empty()) return refuse("empty");
-  if (id.size() > k_max_sample_id) return refuse("longer than 512 bytes");
-  std::size_t begin = 0;
-  for (;;) {
-    std::size_t end = id.find('/', begin);
-    std::string_view part = id.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
-    if (part.empty()) return refuse("empty path component (a leading, trailing or double '/')");
-    if (part.size() > k_max_name) return refuse("a path component is longer than 128 bytes");
-    if (!is_alnum(part.front()) && part.front() != '_' && part.front() != '-') {
-      return refuse("a path component must start with a letter, a digit, '_' or '-'");
-    }
-    if (!std::all_of(part.begin(), part.end(), is_name_char)) return refuse("only A-Z a-z 0-9 . _ - and / are allowed");
-    if (end == std::string_view::npos) {
-      if (part.find('.') != std::string_view::npos) return refuse("the last component cannot hold a '.'");
-      return ok();
-    }
-    begin = end + 1;
-  }
-}
-
-Result<std::pair<std::string, std::string>> parse_dataset_name(std::string_view name) {
-  auto slash = name.find('/');
-  if (slash == std::string_view::npos) {
-    return invalid("invalid dataset " + escape_for_message(name) + ": expected <dataset>/<split>");
-  }
-  std::string dataset(name.substr(0, slash));
-  std::string split(name.substr(slash + 1));
-  DATAVO_TRY(validate_name("dataset", dataset));
-  DATAVO_TRY(validate_name("split", split));
-  return std::make_pair(std::move(dataset), std::move(split));
-}
-
-std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t min) {
-  if (text.empty() || text.size() > 18) return std::nullopt;
-  if (text.size() > 1 && text.front() == '0') return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (value < min) return std::nullopt;
-  return value;
-}
 
 // --- Store ------------------------------------------------------------------------------------------------------
 
@@ -312,7 +223,7 @@ Result<Store> Store::open(const std::string& root, Create create) {
   std::string secret_path = store.root_ + "/secret";
   auto secret = create_or_read(secret_path, util::random_hex(32), 0600);
   if (!secret) return secret.error();
-  store.secret_ = trim_right(std::move(secret).value());
+  store.secret_ = std::string(util::trim_right(*secret));
   if (store.secret_.size() < k_min_secret_chars) {
     return integrity(secret_path + ": the secret is shorter than 32 characters");
   }
@@ -339,7 +250,7 @@ Result<std::optional<std::uint64_t>> Store::latest_revision(std::string_view dat
     if (text.error().code == ErrorCode::not_found) return std::optional<std::uint64_t>{};
     return text.error();
   }
-  auto value = parse_decimal(trim_right(std::move(text).value()), 1);
+  auto value = protocol::parse_number(util::trim_right(*text), 1);
   if (!value) return integrity(path + ": not a positive decimal revision");
   return std::optional<std::uint64_t>{*value};
 }
@@ -386,7 +297,7 @@ Result<util::UniqueFd> Store::lock_dataset(std::string_view dataset, std::string
 }
 
 Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) const {
-  auto file = util::AtomicFile::create(temp_name(objects_dir(), "object"), 0644);
+  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(objects_dir() + "/object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
   DATAVO_TRY(writer.write(data.data(), data.size()));
@@ -396,19 +307,11 @@ Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) cons
 Result<Store::PutResult> Store::put_object_file(const std::string& path) const {
   util::UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return Error::from_errno(errno, "cannot open " + path);
-  auto file = util::AtomicFile::create(temp_name(objects_dir(), "object"), 0644);
+  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(objects_dir() + "/object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
-  std::vector<char> buffer(k_copy_chunk);
-  for (;;) {
-    ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error::from_errno(errno, "cannot read " + path);
-    }
-    if (n == 0) break;
-    DATAVO_TRY(writer.write(buffer.data(), static_cast<std::size_t>(n)));
-  }
+  DATAVO_TRY(util::read_chunks(in.get(), 0, std::nullopt, path,
+                               [&](std::span<const char> chunk) { return writer.write(chunk.data(), chunk.size()); }));
   return finish_object(*this, writer);
 }
 
@@ -424,7 +327,7 @@ Result<std::optional<KeyGroupTar>> Store::find_key_group(const ContentHash& hash
     if (text.error().code == ErrorCode::not_found) return std::optional<KeyGroupTar>{};
     return text.error();
   }
-  auto sha = Sha256::parse(trim_right(std::move(text).value()));
+  auto sha = Sha256::parse(util::trim_right(*text));
   if (!sha) return std::optional<KeyGroupTar>{};  // a damaged record: materialise again
   return std::optional<KeyGroupTar>{KeyGroupTar{path, Bytes{static_cast<std::uint64_t>(st.st_size)}, *sha}};
 }
@@ -435,11 +338,11 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
   std::vector<std::size_t> columns;
   for (const auto& key : keys) {
     auto it = std::lower_bound(revision.keys.begin(), revision.keys.end(), key);
-    if (it == revision.keys.end() || *it != key) return invalid("unknown key " + escape_for_message(key));
+    if (it == revision.keys.end() || *it != key) return invalid("unknown key " + protocol::quote(key));
     columns.push_back(static_cast<std::size_t>(it - revision.keys.begin()));
   }
 
-  auto file = util::AtomicFile::create(temp_name(tars_dir(), hash.hex()), 0644);
+  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(tar_path(hash)), 0644);
   if (!file) return file.error();
   Sha256Hasher hasher;
   const int out = file->fd();
@@ -448,7 +351,6 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
     hasher.update(bytes.data(), bytes.size());
     return util::write_all(out, bytes.data(), bytes.size(), out_path);
   });
-  std::vector<std::byte> buffer(k_copy_chunk);
   for (const auto& sample : revision.shards[shard_index].samples) {
     for (std::size_t k = 0; k < columns.size(); ++k) {
       const ObjectRef& object = sample.objects[columns[k]];
@@ -465,12 +367,8 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
                          std::to_string(object.size));
       }
       DATAVO_TRY(writer.begin_member(sample.id + "." + keys[k], Bytes{object.size}));
-      for (std::uint64_t done = 0; done < object.size;) {
-        auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), object.size - done));
-        DATAVO_TRY(util::pread_all(in.get(), buffer.data(), n, static_cast<off_t>(done), object_file));
-        DATAVO_TRY(writer.write(std::span<const std::byte>(buffer.data(), n)));
-        done += n;
-      }
+      DATAVO_TRY(util::read_chunks(in.get(), 0, object.size, object_file,
+                                   [&](std::span<const char> chunk) { return writer.write(std::as_bytes(chunk)); }));
     }
   }
   DATAVO_TRY(writer.finish());

@@ -1,6 +1,7 @@
-// The store of the reference origin (docs/protocol.md, "The store of the reference server"): names and their
-// validation, the on-disk layout, revisions (manifests plus the objects behind every member), content-addressed
-// objects, the instance id and the ticket secret, and key-group tars materialised for serving.
+// The store of the reference origin (docs/protocol.md, "The store of the reference server"): the on-disk layout,
+// revisions (manifests plus the objects behind every member), content-addressed objects, the instance id and the
+// ticket secret, and key-group tars materialised for serving. The names in it follow the protocol's rules
+// (datavo/protocol.hpp).
 //
 // Layout under the store root:
 //   instance.json                         {"instance_id": "<32 hex>"}
@@ -30,26 +31,6 @@
 #include "util/fs.hpp"
 
 namespace datavo::origin {
-
-// --- names ------------------------------------------------------------------------------------------------------
-
-// A dataset, split or key name: [A-Za-z0-9][A-Za-z0-9._-]{0,127} without "..". invalid_argument naming `what`
-// (e.g. "dataset") and the offending name (escaped) otherwise.
-Result<void> validate_name(std::string_view what, std::string_view name);
-
-// A sample id: 1 to 512 bytes of '/'-separated components, each [A-Za-z0-9_-][A-Za-z0-9._-]{0,127} (so no empty,
-// "." or ".." component, no leading '/', no NUL), the last one without a dot. invalid_argument otherwise.
-Result<void> validate_sample_id(std::string_view id);
-
-// Splits "<dataset>/<split>" and validates both parts.
-Result<std::pair<std::string, std::string>> parse_dataset_name(std::string_view name);
-
-// Parses a positive (min 1) or non-negative (min 0) decimal integer: digits only, no sign, no leading zero, at
-// most 18 digits. nullopt otherwise.
-std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t min);
-
-// The name with bytes outside printable ASCII written as \xNN, for messages.
-std::string escape_for_message(std::string_view name);
 
 // --- revisions --------------------------------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 
-#include "origin/store.hpp"
+#include "datavo/content_hash.hpp"
+#include "datavo/protocol.hpp"
+#include "util/percent.hpp"
 
 namespace datavo::origin {
 
@@ -34,20 +36,12 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
-std::string percent_encode(std::string_view text) {
-  static const char* digits = "0123456789ABCDEF";
+// The keys as the URL carries them: each percent-encoded, joined by ','.
+std::string encoded_keys(const std::vector<std::string>& keys) {
   std::string out;
-  for (char c : text) {
-    auto byte = static_cast<unsigned char>(c);
-    bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                      c == '.' || c == '_' || c == '~' || c == ',';
-    if (unreserved) {
-      out += c;
-    } else {
-      out += '%';
-      out += digits[byte >> 4];
-      out += digits[byte & 0x0f];
-    }
+  for (const auto& key : keys) {
+    if (!out.empty()) out += ',';
+    out += util::percent_encode(key);
   }
   return out;
 }
@@ -75,10 +69,10 @@ bool verify_ticket_signature(std::string_view secret, const TicketFields& fields
 }
 
 std::string ticket_url(const TicketFields& f, std::string_view signature) {
-  return "/v1/shards/" + f.content_hash + ".tar?dataset=" + percent_encode(f.dataset) +
-         "&split=" + percent_encode(f.split) + "&rev=" + std::to_string(f.revision) +
-         "&shard=" + std::to_string(f.shard_index) + "&keys=" + percent_encode(join_keys(f.keys)) +
-         "&exp=" + std::to_string(f.expires_at) + "&sig=" + percent_encode(signature);
+  return "/v1/shards/" + f.content_hash + ".tar?dataset=" + util::percent_encode(f.dataset) +
+         "&split=" + util::percent_encode(f.split) + "&rev=" + std::to_string(f.revision) +
+         "&shard=" + std::to_string(f.shard_index) + "&keys=" + encoded_keys(f.keys) +
+         "&exp=" + std::to_string(f.expires_at) + "&sig=" + util::percent_encode(signature);
 }
 
 Result<ParsedTicket> parse_ticket(std::string_view content_hash,
@@ -92,7 +86,7 @@ Result<ParsedTicket> parse_ticket(std::string_view content_hash,
   auto number = [&](std::string_view name, std::uint64_t min) -> Result<std::uint64_t> {
     auto text = require(name);
     if (!text) return text.error();
-    auto value = parse_decimal(*text, min);
+    auto value = protocol::parse_number(*text, min);
     if (!value) return invalid("ticket parameter \"" + std::string(name) + "\" is not a valid number");
     return *value;
   };
@@ -100,11 +94,11 @@ Result<ParsedTicket> parse_ticket(std::string_view content_hash,
   ticket.fields.content_hash = std::string(content_hash);
   auto dataset = require("dataset");
   if (!dataset) return dataset.error();
-  DATAVO_TRY(validate_name("dataset", *dataset));
+  DATAVO_TRY(protocol::validate_name("dataset", *dataset));
   ticket.fields.dataset = std::move(dataset).value();
   auto split = require("split");
   if (!split) return split.error();
-  DATAVO_TRY(validate_name("split", *split));
+  DATAVO_TRY(protocol::validate_name("split", *split));
   ticket.fields.split = std::move(split).value();
   auto revision = number("rev", 1);
   if (!revision) return revision.error();
@@ -118,7 +112,7 @@ Result<ParsedTicket> parse_ticket(std::string_view content_hash,
   for (;;) {
     auto comma = rest.find(',');
     std::string_view key = rest.substr(0, comma);
-    DATAVO_TRY(validate_name("key", key));
+    DATAVO_TRY(protocol::validate_name("key", key));
     ticket.fields.keys.emplace_back(key);
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);

@@ -1,6 +1,6 @@
-// Tests of the origin client (src/client/origin_client.cpp, src/client/manifest_cache.cpp): names, manifest
-// parsing, metrics parsing, the manifest cache and its request counts, and the shard fetcher's refusals, against
-// the fake origin of fake_origin.hpp (a server that misbehaves on purpose).
+// Tests of the origin client (src/client/origin_client.cpp, src/client/manifest_cache.cpp): the manifest cache and
+// its request counts, and the shard fetcher's refusals, against the fake origin of fake_origin.hpp (a server that
+// misbehaves on purpose). The protocol's values it reads are tested in tests/unit/protocol/.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,99 +20,6 @@ using clienttest::FakeOrigin;
 using shardtest::TempDir;
 
 FakeDataset small_dataset() { return fake_dataset(3, 4); }
-
-TEST(DatasetNameTest, ParsesDatasetAndSplit) {
-  auto name = DatasetName::parse("voice_demo_v1/train");
-  ASSERT_TRUE(name) << name.error().message;
-  EXPECT_EQ(name->dataset, "voice_demo_v1");
-  EXPECT_EQ(name->split, "train");
-  EXPECT_EQ(name->full(), "voice_demo_v1/train");
-}
-
-TEST(DatasetNameTest, RefusesBadNames) {
-  for (const char* bad : {"nosplit", "/train", "a/", "../train", "a/..", "a..b/train", "a/b/c", ".hidden/train",
-                          "a b/train", "a/tr ain"}) {
-    auto name = DatasetName::parse(bad);
-    ASSERT_FALSE(name) << bad;
-    EXPECT_EQ(name.error().code, ErrorCode::invalid_argument) << bad;
-  }
-}
-
-constexpr const char* k_manifest =
-    R"({"dataset":"d","split":"train","manifest_ref":"d/train@m1","revision":42,"keys":["audio.wav","text.txt"],)"
-    R"("shards":[{"index":0,"samples":["a","b"]},{"index":1,"samples":["c"]}]})";
-
-TEST(ManifestTest, ParsesTheProtocolExample) {
-  auto manifest = Manifest::parse(k_manifest);
-  ASSERT_TRUE(manifest) << manifest.error().message;
-  EXPECT_EQ(manifest->name.full(), "d/train");
-  EXPECT_EQ(manifest->manifest_ref, "d/train@m1");
-  EXPECT_EQ(manifest->revision, 42u);
-  EXPECT_EQ(manifest->keys, (std::vector<std::string>{"audio.wav", "text.txt"}));
-  ASSERT_EQ(manifest->shards.size(), 2u);
-  EXPECT_EQ(manifest->shards[1].index, 1u);
-  EXPECT_EQ(manifest->shards[1].samples, std::vector<std::string>{"c"});
-}
-
-TEST(ManifestTest, RefusesMalformedManifestsNamingTheField) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"[]", "not a JSON object"},
-      {"{", "not JSON"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":0,"keys":[],"shards":[]})", "revision"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":"1","keys":[],"shards":[]})", "revision"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["b","a"],"shards":[]})", "sorted"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["../x"],"shards":[]})", "invalid key"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["a"],"shards":[{"index":0,"samples":[]},{"index":0,"samples":[]}]})",
-       "repeats"},
-      {R"({"dataset":"d","split":"train","manifest_ref":"r","revision":1,"keys":["a"],"shards":[{"index":-1,"samples":[]}]})",
-       "shards[0].index"},
-      {R"({"dataset":"d","split":"train","revision":1,"keys":["a"],"shards":[]})", "manifest_ref"},
-  };
-  for (const auto& [text, needle] : cases) {
-    auto manifest = Manifest::parse(text);
-    ASSERT_FALSE(manifest) << text;
-    EXPECT_EQ(manifest.error().code, ErrorCode::integrity) << text;
-    EXPECT_NE(manifest.error().message.find(needle), std::string::npos) << manifest.error().message;
-  }
-}
-
-TEST(ManifestTest, NormalizesKeysAndRefusesUnknownOnes) {
-  auto manifest = Manifest::parse(k_manifest);
-  ASSERT_TRUE(manifest);
-  auto keys = manifest->normalize_keys({"text.txt", "audio.wav", "text.txt"});
-  ASSERT_TRUE(keys);
-  EXPECT_EQ(*keys, (std::vector<std::string>{"audio.wav", "text.txt"}));
-  auto unknown = manifest->normalize_keys({"video.mp4"});
-  ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().code, ErrorCode::invalid_argument);
-  EXPECT_NE(unknown.error().message.find("audio.wav, text.txt"), std::string::npos) << unknown.error().message;
-  EXPECT_FALSE(manifest->normalize_keys({}));
-}
-
-TEST(ManifestTest, IdentityFeedsTheContentHash) {
-  auto manifest = Manifest::parse(k_manifest);
-  ASSERT_TRUE(manifest);
-  const ShardIdentity identity = manifest->identity(0, {"audio.wav"});
-  EXPECT_EQ(identity.manifest_ref, "d/train@m1");
-  EXPECT_EQ(identity.revision, "42");
-  EXPECT_EQ(identity.shard_index, 0u);
-  EXPECT_EQ(identity.sample_ids, (std::vector<std::string>{"a", "b"}));
-}
-
-TEST(OriginMetricsTest, ParsesPrometheusText) {
-  auto metrics = OriginMetrics::parse(
-      "# HELP datavo_requests_total Requests.\n# TYPE datavo_requests_total counter\n"
-      "datavo_requests_total{route=\"manifest\",status=\"200\"} 12\n"
-      "datavo_requests_total{route=\"manifest\",status=\"304\"} 3\n"
-      "datavo_requests_total{status=\"206\",route=\"shard\"} 1\n"
-      "datavo_response_bytes_total{route=\"shard\"} 1048576\n");
-  ASSERT_TRUE(metrics) << metrics.error().message;
-  EXPECT_EQ(metrics->requests_for("manifest"), 15u);
-  EXPECT_EQ(metrics->requests_for("manifest", "304"), 3u);
-  EXPECT_EQ(metrics->requests_for("shard"), 1u);
-  EXPECT_EQ(metrics->requests_for("ticket"), 0u);
-  EXPECT_FALSE(OriginMetrics::parse("datavo_requests_total{route=\"x\",status=\"200\"} many\n"));
-}
 
 TEST(OriginClientTest, CreateNeedsAServerOrAnInstance) {
   TempDir dir;
@@ -153,6 +60,25 @@ TEST(OriginClientTest, OfflineFromTheEnvironment) {
     ASSERT_FALSE(client);
     EXPECT_EQ(client.error().code, ErrorCode::invalid_argument);
   }
+}
+
+TEST(OriginClientTest, InstanceFromEnvironmentReadsTheServerUrlOnly) {
+  const std::string prod = "prod";
+  const std::string empty;
+  {
+    clienttest::ScopedEnv env("DATAVO_SERVER", "http://[::1]:9000/x");
+    EXPECT_EQ(instance_from_environment(nullptr)->name(), "--1_9000");
+    EXPECT_EQ(instance_from_environment(&empty)->name(), "--1_9000");
+    EXPECT_EQ(instance_from_environment(&prod)->name(), "prod");
+  }
+  {
+    clienttest::ScopedEnv env("DATAVO_SERVER", "");
+    EXPECT_EQ(instance_from_environment(nullptr)->name(), "local");
+  }
+  clienttest::ScopedEnv unset("DATAVO_SERVER", std::nullopt);
+  EXPECT_EQ(instance_from_environment(nullptr)->name(), "local");
+  const std::string bad = ".hidden";
+  EXPECT_FALSE(instance_from_environment(&bad));
 }
 
 class OriginClientFakeTest : public ::testing::Test {

@@ -1,4 +1,5 @@
 // Tests of src/net/http_client.cpp against tests/support/http_fault_server.py on loopback.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "net/http_client.hpp"
+#include "support/socket_options.hpp"
 #include "support/test_server.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
@@ -145,6 +148,19 @@ TEST_F(HttpClientTest, CancellationStopsATransferAtOnce) {
         const bool stopped = !response && response.error().code == ErrorCode::cancelled &&
                              response.error().message.find("interrupted by SIGINT") != std::string::npos;
         std::_Exit(stopped && took < 3s && sink.written().count() > 0 && server_->requests("/big.bin") == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// The real clock's sleep (the backoff between attempts) ends on a cancellation instead of sleeping it out. In a
+// child process, as above: the request is process-wide and sticky.
+TEST_F(HttpClientTest, TheRealClocksSleepEndsOnCancellation) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        util::request_cancel(SIGTERM);
+        system_clock()->sleep_for(Milliseconds{3'600'000});
+        std::_Exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -666,6 +682,86 @@ TEST_F(HttpClientTest, OneClientServesManyThreads) {
 }
 
 // --- Pure policy functions -------------------------------------------------------------------------------------
+
+// A server on loopback that answers one request with a small body and keeps the connection open until told, so
+// that the client's end of it can be looked at.
+class OneAnswerServer {
+ public:
+  OneAnswerServer() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size) != 0)
+      return;
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~OneAnswerServer() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    ::close(listener_);
+  }
+  std::uint16_t port() const { return port_; }
+  // The client's port of the connection served.
+  std::uint16_t client_port() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return client_port_ != 0 || done_; });
+    return client_port_;
+  }
+
+ private:
+  void serve() {
+    sockaddr_storage peer{};
+    socklen_t size = sizeof peer;
+    const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&peer), &size, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    std::string request;
+    char buffer[1024];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n <= 0) break;
+      request.append(buffer, static_cast<std::size_t>(n));
+    }
+    const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    [[maybe_unused]] auto written = ::write(fd, answer.data(), answer.size());
+    std::unique_lock lock(mu_);
+    client_port_ = test::port_of(peer);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return done_; });
+    ::close(fd);
+  }
+
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint16_t client_port_ = 0;  // guarded by mu_
+  bool done_ = false;              // guarded by mu_
+};
+
+// Small requests and answers go out at once on a kept-alive connection: no wait for a delayed ACK.
+TEST(HttpConnections, TheClientsConnectionsSendWithoutDelay) {
+  OneAnswerServer server;
+  ASSERT_NE(server.port(), 0);
+  HttpClient http;
+  HttpRequest request;
+  request.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/x";
+  auto response = http.perform(request);
+  ASSERT_TRUE(response) << response.error().message;
+  EXPECT_EQ(response->body, "ok");
+  // The connection stays in the client's pool after the response.
+  const auto sockets = test::tcp_sockets(server.client_port(), server.port());
+  ASSERT_EQ(sockets.size(), 1u);
+  EXPECT_TRUE(test::tcp_nodelay(sockets[0]));
+}
 
 TEST(HttpPolicy, StatusesMapToErrorCodes) {
   EXPECT_EQ(error_for_status(400, "x").code, ErrorCode::invalid_argument);

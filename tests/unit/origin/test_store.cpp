@@ -14,53 +14,6 @@ using origintest::read_text;
 using origintest::write_text;
 using shardtest::TempDir;
 
-TEST(OriginNames, ValidNames) {
-  for (const char* name : {"voice_demo_v1", "train", "a", "audio.wav", "x-y_z.1", "A9"}) {
-    EXPECT_TRUE(validate_name("key", name)) << name;
-  }
-  EXPECT_TRUE(validate_name("key", std::string(128, 'k')));
-}
-
-TEST(OriginNames, InvalidNamesAreRefusedWithTheirReason) {
-  for (std::string name :
-       {std::string(""), std::string(".."), std::string("."), std::string(".hidden"), std::string("a/b"),
-        std::string("/etc"), std::string("a..b"), std::string("-x"), std::string("_x"), std::string("a b"),
-        std::string("a%2e"), std::string("a\0b", 3), std::string("caf\xc3\xa9"), std::string(129, 'k')}) {
-    auto valid = validate_name("dataset", name);
-    EXPECT_FALSE(valid) << name;
-    if (!valid) {
-      EXPECT_EQ(valid.error().code, ErrorCode::invalid_argument);
-      EXPECT_NE(valid.error().message.find("invalid dataset name"), std::string::npos);
-    }
-  }
-}
-
-TEST(OriginNames, SampleIds) {
-  for (const char* id : {"utt_0001", "train/utt_0001", "a.b/c", "-1", "_x", "0"}) {
-    EXPECT_TRUE(validate_sample_id(id)) << id;
-  }
-  for (std::string id :
-       {std::string(""), std::string("/abs"), std::string("a//b"), std::string("../x"), std::string("a/../b"),
-        std::string("./a"), std::string("a/"), std::string("a.b"), std::string("a\0b", 3), std::string(513, 'x')}) {
-    EXPECT_FALSE(validate_sample_id(id)) << id;
-  }
-}
-
-TEST(OriginNames, DatasetNameAndDecimals) {
-  auto parsed = parse_dataset_name("voice_demo_v1/train");
-  ASSERT_TRUE(parsed);
-  EXPECT_EQ(parsed->first, "voice_demo_v1");
-  EXPECT_EQ(parsed->second, "train");
-  for (const char* bad : {"voice", "voice/", "/train", "a/b/c", "../train", "voice/.."}) {
-    EXPECT_FALSE(parse_dataset_name(bad)) << bad;
-  }
-  EXPECT_EQ(parse_decimal("42", 1), 42u);
-  EXPECT_EQ(parse_decimal("0", 0), 0u);
-  for (const char* bad : {"0", "", "-1", "+1", "01", "1.0", "1e3", " 1", "9999999999999999999"}) {
-    EXPECT_FALSE(parse_decimal(bad, 1)) << bad;
-  }
-}
-
 TEST(OriginStore, OpenCreatesTheLayoutOnceAndKeepsTheIdentity) {
   TempDir dir;
   const std::string root = dir.sub("store");
