@@ -18,7 +18,7 @@ mkdir -p "$out/corpus" "$out/artifacts" "$seeds"
 
 python3 - "$seeds" <<'PY'
 # Crafted seeds: a few valid archives in each dialect and one archive per malformation the reader must refuse.
-import io, os, sys, tarfile
+import bz2, gzip, io, lzma, os, sys, tarfile
 
 seeds = sys.argv[1]
 END = b"\0" * 1024
@@ -62,9 +62,31 @@ def record(key, value):
     return str(n).encode() + body
 
 
+def zstd_frame(data):
+    # One frame of one raw block, by hand (Python has no zstd): magic, a single-segment header with a 1-byte content
+    # size, the block header (last block, raw, its size), the bytes.
+    assert len(data) < 256
+    block = 1 | (len(data) << 3)
+    return b"\x28\xb5\x2f\xfd\x20" + bytes([len(data)]) + block.to_bytes(3, "little") + data
+
+
+def link(name, target, type_):
+    return with_field(with_field(member(name, b""), 157, target.encode()), 156, type_)
+
+
+def garbage(size):
+    # Bytes with the high bit set (so no NUL ends the name field), from a fixed LCG: the same on every Python.
+    out, state = bytearray(), 7
+    for _ in range(size):
+        state = (state * 1664525 + 1013904223) % 2**32
+        out.append(0x80 | (state >> 24))
+    return bytes(out)
+
+
 long_dir = "d" * 90 + "/" + "e" * 90 + "/" + "f" * 90
 ok = member("utt_0001.audio.wav", b"RIFF" + bytes(range(256))) + member("utt_0001.transcript.txt", b"hello")
 second_header = member("utt_0002.audio.wav", b"abc")[:512]
+x_header = member("x", b"a")[:512]
 
 out = {
     "valid_ustar.tar": ok + member("a" * 120 + "/utt_0002.audio.wav", b"x" * 700) + END,
@@ -89,6 +111,16 @@ out = {
     "gnu_sparse.tar": with_field(member("s.bin", b"x"), 156, b"S") + END,
     "directory_and_symlink.tar": with_field(member("dir/", b""), 156, b"5")
     + with_field(member("utt.link.txt", b""), 156, b"2") + ok + END,
+    "links_and_fifo.tar": ok + link("utt_0002.audio.wav", "utt_0001.audio.wav", b"1")
+    + link("utt_0003.audio.wav", "utt_0001.audio.wav", b"2") + with_field(member("fifo", b""), 156, b"6") + END,
+    "compressed_gzip.tar": gzip.compress(ok + END, mtime=0),
+    "compressed_zstd.tar": zstd_frame((ok + END)[:255]),
+    "compressed_bzip2.tar": bz2.compress(ok + END),
+    "compressed_xz.tar": lzma.compress(ok + END),
+    "magic_named_member.tar": member("BZh91AY&SY.txt", b"b") + END,
+    "garbage_end_block.tar": ok + garbage(512) + END,
+    "long_pax_name_bad_checksum.tar": pax(record(b"path", b"n" * 1000 + b".x.bin"))
+    + with_field(x_header, 136, b"1")[:148] + x_header[148:] + pad(b"a") + END,
 }
 for name, data in out.items():
     assert len(data) < 10 * 1024, name
@@ -103,7 +135,7 @@ clang++ -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Wall -Wextra -Wshadow -Wpedantic -Werror \
   -I"$root/include" -I"$root/src" \
-  "$root/fuzz/tar_reader_fuzz.cpp" "$root"/src/tar/*.cpp "$root/src/core/result.cpp" \
+  "$root/fuzz/tar_reader_fuzz.cpp" "$root"/src/tar/*.cpp "$root/src/base/result.cpp" "$root/src/util/text.cpp" \
   -o "$fuzzer"
 echo "built $fuzzer"
 

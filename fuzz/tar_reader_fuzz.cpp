@@ -2,7 +2,8 @@
 //
 // Beyond "no crash, no sanitizer report" it checks properties that must hold for every input:
 //   - every payload span lies inside the input;
-//   - an error always comes with a TarFault and a message that names a byte offset;
+//   - an error always comes with a TarFault and a bounded message that names a byte offset (0 for compressed data);
+//   - members yielded and skipped never outnumber the header blocks;
 //   - an archive read cleanly, rewritten by TarWriter, reads back to the same members, and tar_archive_size
 //     predicts the rewritten size exactly.
 #include <algorithm>
@@ -77,6 +78,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!member) {
         check(reader.fault() != TarFault::none);
         check(member.error().message.find("byte offset ") != std::string::npos);
+        // Compressed data is recognised at the start of the archive only, and says so at offset 0.
+        check(reader.fault() != TarFault::compressed ||
+              member.error().message.find("at byte offset 0: ") != std::string::npos);
+        // Messages stay bounded whatever the names: a path, two cut names and fixed text.
+        check(member.error().message.size() < 1024);
         break;
       }
       if (!*member) {
@@ -85,6 +91,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       check(inside((*member)->data, archive));
       check(!(*member)->name.empty());
+      // Every header takes a block: the members yielded and skipped can never outnumber them.
+      const datavo::TarSkips& skipped = reader.skipped();
+      check(members.size() + skipped.directories + skipped.symlinks + skipped.hard_links + skipped.other <
+            size / 512 + 1);
       members.push_back({std::string((*member)->name), (*member)->data});
     }
     if (clean) round_trip(members);

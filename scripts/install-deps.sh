@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake g++ pkg-config git
   libyaml-cpp-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libexpat1-dev
+  zlib1g-dev libzstd-dev zstd         # `datavo pack` reads .tar.gz and .tar.zst shards; zstd: GNU tar --zstd in tests
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev            # libFuzzer target of the tar reader
   python3-dev pybind11-dev python3-pytest python3-setuptools python3-pip python3-wheel  # the Python SDK (python/)
@@ -13,6 +14,9 @@ packages=(
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
   faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
   strace                              # test_cloud_spec_yaml.sh: cache info opens no socket
+  universal-ctags                     # scripts/function_lengths.py: where each function starts and ends
+  dpkg-dev                            # dpkg-shlibdeps: the .deb's Depends (cmake/Package.cmake, tests/install/)
+  debootstrap                         # scripts/deb-fresh-machine.sh: the .deb on a fresh Debian 12
 )
 
 missing=()

@@ -12,16 +12,24 @@
 #include <string>
 
 #include "datavo/result.hpp"
+#include "datavo/tar.hpp"
 #include "datavo/units.hpp"
 
 namespace datavo {
 
 struct PackOptions {
-  std::string source;   // a directory of <sample_id>.<key> files, a directory of WebDataset .tar shards, or one
-                        // .tar file (rules in docs/protocol.md, "datavo pack")
-  std::string store;    // the store directory (created if missing)
-  std::string dataset;  // "<dataset>/<split>"
+  // A directory of <sample_id>.<key> files, a directory of WebDataset tar shards, or one tar shard (rules in
+  // docs/protocol.md, "datavo pack"). A tar shard is a file named *.tar, or a compressed one: *.tar.gz / *.tgz and
+  // *.tar.zst / *.tzst are read (decompressed into an unnamed scratch file in the store directory, which goes away
+  // with the pack); *.tar.bz2 / *.tbz2 and *.tar.xz / *.txz are refused, saying to decompress them. Whatever its
+  // name, a shard is recognised by its content: a gzip or zstd file named *.tar is read as well.
+  std::string source;
+  std::string store;                     // the store directory (created if missing)
+  std::string dataset;                   // "<dataset>/<split>"
   std::size_t samples_per_shard = 1000;  // at most this many samples per new shard; >= 1
+  // Whether a source tar must end with the end-of-archive marker (datavo/tar.hpp): by default a tar without it is
+  // refused as cut short; EndMarker::optional accepts one from a tool that omits it (--allow-missing-end-marker).
+  EndMarker end_marker = EndMarker::required;
 };
 
 struct PackReport {
@@ -30,15 +38,19 @@ struct PackReport {
   std::size_t shards_added = 0;
   std::size_t total_shards = 0;
   Bytes bytes_added;  // new object bytes written to the store
+  // Members of the source tars that are not part of any sample: links and special files (only regular files carry
+  // bytes), and files not named <sample_id>.<key>. describe_skips() words them; directories are counted, not news.
+  TarSkips skipped;
 };
 
 // Builds or extends a dataset in a store (rules in docs/protocol.md, "The store"): the source's samples that are not
 // yet in the dataset become new shards of a new revision (LATEST + 1); existing shards never change. When nothing is
 // new, no revision is written and the report gives the current one.
 // Errors: invalid_argument for bad input (a bad dataset name, a file not named <sample_id>.<key>, an invalid id or
-// key, a sample without exactly the dataset's keys, a repeated sample id, an empty source), naming the offending file
-// or sample; integrity for a malformed tar or store; io / permission_denied / no_space from the filesystem. A failed
-// pack publishes nothing (it may leave unreferenced objects, which are harmless).
+// key, a sample without exactly the dataset's keys, a repeated sample id, an empty source, a malformed, truncated or
+// bzip2/xz-compressed source tar), naming the offending file or sample; integrity for a malformed store; io /
+// permission_denied / no_space from the filesystem. A failed pack publishes nothing (it may leave unreferenced
+// objects, which are harmless).
 // Concurrent packs of one dataset are serialised with a lock file in the store (the second waits).
 Result<PackReport> pack_dataset(const PackOptions& options);
 

@@ -10,18 +10,23 @@
 //   - ustar (prefix + name), GNU ('L' long names, 'K' long link names, base-256 sizes), pax ('x' and 'g'
 //     headers: `path` and `size` are honoured, other keywords ignored) and old V7 headers.
 //   - Regular files ('0', '\0' and '7') are yielded; directories, links, devices, FIFOs and unknown types are
-//     skipped (their payload, if any, is stepped over). GNU sparse members are refused as unsupported.
+//     skipped (their payload, if any, is stepped over) and counted by kind (TarReader::skipped()). GNU sparse
+//     members are refused as unsupported.
+//   - A compressed archive (gzip, zstd, bzip2, xz) is recognised by its magic bytes and refused as unsupported,
+//     saying so, rather than read as a header with a bad checksum.
 //   - Every header checksum is verified; GNU tar's two sums (bytes as unsigned and as signed char) are accepted.
 //   - Nothing is allocated from a size a header claims: every size is checked against the bytes that remain in
 //     the buffer before it is used, and pax records are parsed in place.
 //   - A member name that is absolute, has a `..` component, is empty or contains a NUL byte is refused, so no
 //     sample id can escape a directory. Leading "./" components are dropped ("./a.txt" reads as "a.txt").
 //
-// Errors: every malformed input gives Error{ErrorCode::integrity} (GNU sparse members: ErrorCode::unsupported)
-// whose message names the shard, the member when its name is known and the byte offset of the offending
-// header, e.g.
+// Errors: every malformed input gives Error{ErrorCode::integrity} (GNU sparse members and compressed archives:
+// ErrorCode::unsupported) whose message names the shard, the member when its name is known and the byte offset of
+// the offending header, e.g.
 //   shard 3f2a.tar: member "utt_0002.audio.wav" at byte offset 1536: header checksum mismatch (stored 0o7312,
 //   computed 0o7313)
+// Names in messages are escaped (quotes, backslashes and bytes outside printable ASCII as \xNN) and cut to a
+// bounded length with "…" in the middle, so a garbage header cannot flood a terminal.
 // Branch on TarReader::fault() / SampleIterator::fault(), never on the message text.
 //
 // Thread safety: a TarReader, SampleIterator or TarWriter is used by one thread at a time. Distinct objects
@@ -44,11 +49,12 @@ namespace datavo {
 
 // Whether an archive must end with the end-of-archive marker (two 512-byte zero blocks).
 //   required: an archive that stops at a member boundary without the marker is an integrity error with
-//             TarFault::missing_end_marker. This is the default: Datavo's origin always writes the marker, so a
+//             TarFault::missing_end_marker, whose message says that the archive was cut short or written by a
+//             tool that omits the marker. This is the default: Datavo's origin always writes the marker, so a
 //             shard without it was cut short (a torn download or copy), and every member read so far is suspect
 //             of being followed by members that were lost.
 //   optional: EOF at a member boundary, or a single zero block, ends the archive cleanly. For archives written
-//             by tools that omit the marker.
+//             by tools that omit the marker (`datavo pack --allow-missing-end-marker`).
 // In both modes EOF inside a header or inside a member's padded payload is an error (TarFault::truncated), and
 // anything after the marker is ignored (tar pads archives to its record size).
 enum class EndMarker { required, optional };
@@ -69,7 +75,29 @@ enum class TarFault {
   missing_end_marker,   // EndMarker::required and the archive stops without two zero blocks
   duplicate_key,        // SampleIterator only: one sample has the same key twice
   unsupported,          // a GNU sparse member (ErrorCode::unsupported)
+  compressed,           // the archive is gzip, zstd, bzip2 or xz data, not a tar (ErrorCode::unsupported)
 };
+
+// The members stepped over instead of being yielded, by kind. Only regular files carry a sample's bytes: a
+// directory has none, and a link's target is another member or lies outside the archive.
+struct TarSkips {
+  std::uint64_t directories = 0;
+  std::uint64_t symlinks = 0;    // type '2'
+  std::uint64_t hard_links = 0;  // type '1': how tar stores each name of a file after the first
+  std::uint64_t other = 0;       // devices, FIFOs, volume labels and unknown types
+  // Regular files whose name has no <sample_id>.<key> split (README, dot-files). Counted by SampleIterator and by
+  // `datavo pack`, never by TarReader, which does not look at names that way.
+  std::uint64_t unnamed = 0;
+
+  // Every member skipped but directories (which every `tar cf x.tar dir` holds, and which carry no bytes).
+  std::uint64_t notable() const { return symlinks + hard_links + other + unnamed; }
+  TarSkips& operator+=(const TarSkips& more);
+  bool operator==(const TarSkips&) const = default;
+};
+
+// The notable skips in words, e.g. "2 symbolic links, 1 hard link, 1 file not named <sample_id>.<key>"; empty
+// when skips.notable() is 0.
+std::string describe_skips(const TarSkips& skips);
 
 // A regular-file member of an archive.
 struct TarMember {
@@ -96,9 +124,24 @@ class TarReader {
   // The kind of the error next() returned; TarFault::none before any error.
   TarFault fault() const { return fault_; }
   const std::string& shard_name() const { return shard_name_; }
+  // The members next() has stepped over so far (`unnamed` stays 0).
+  const TarSkips& skipped() const { return skipped_; }
 
  private:
+  struct Extended;  // what the extended headers before a member say about it (reader.cpp)
+  struct Header;    // a member header whose checksum holds, its name and size resolved (reader.cpp)
+
+  // Each returns false once the archive has ended (done_) or failed (error_).
+  bool header_follows(const Extended& extended);
+  bool read_header(const Extended& extended, Header& header);
+  bool verify_checksum(const std::byte* block, std::string_view shown_name);
+  bool take_payload(const Header& header, std::span<const std::byte>& payload);
+  bool read_extended(char type, std::string_view records, std::size_t header_offset, Extended& extended);
+  // Whether the member `header` describes is one to yield; counts it in skipped_ when it is not.
+  bool yields(const Header& header, const Extended& extended);
   Error fail(TarFault fault, std::size_t offset, std::string_view member, std::string_view what);
+  // fail() for a block that is not a valid header: at offset 0, a compressed archive is named as such.
+  Error fail_header(TarFault fault, std::size_t offset, std::string_view member, std::string_view what);
 
   std::span<const std::byte> archive_;
   std::string shard_name_;
@@ -110,6 +153,7 @@ class TarReader {
   std::string name_scratch_;      // ustar prefix + "/" + name, at most 256 bytes
   std::string_view global_path_;  // from the latest pax 'g' header, a view into archive_
   std::optional<std::uint64_t> global_size_;
+  TarSkips skipped_;
 };
 
 // One field of a sample: the member `<id>.<key>`.
@@ -127,7 +171,7 @@ struct Sample {
 
 // Groups the members of an archive into samples by the WebDataset convention above.
 // A member whose basename has no dot, starts with a dot or ends with a dot has no (id, key) and is skipped, as
-// WebDataset does; skipped_members() counts them. The same key twice within one sample is an integrity error
+// WebDataset does; skipped().unnamed counts them. The same key twice within one sample is an integrity error
 // (TarFault::duplicate_key). An id that reappears after another sample starts a new sample; it is not detected.
 // REQUIRES: `archive` outlives the iterator and every span it returned.
 class SampleIterator {
@@ -139,7 +183,8 @@ class SampleIterator {
   Result<const Sample*> next();
 
   TarFault fault() const { return fault_ != TarFault::none ? fault_ : reader_.fault(); }
-  std::uint64_t skipped_members() const { return skipped_; }
+  // The members skipped so far: the reader's, and the regular files without an (id, key) in `unnamed`.
+  TarSkips skipped() const;
 
  private:
   struct PendingField {
@@ -155,7 +200,7 @@ class SampleIterator {
   std::vector<PendingField> pending_;      // fields of the sample being assembled
   std::optional<PendingField> lookahead_;  // first member of the next sample, its name at the end of arena_
   std::string arena_;                      // member names of pending_ and lookahead_
-  std::uint64_t skipped_ = 0;
+  std::uint64_t unnamed_ = 0;
   TarFault fault_ = TarFault::none;
   std::optional<Error> error_;
   bool done_ = false;

@@ -35,7 +35,7 @@ inline constexpr std::uint64_t padded_size(std::uint64_t size) { return (size + 
 // Why `name` may not be a member name (empty, absolute, a `..` component, a NUL byte), or nullptr when it may.
 const char* unsafe_name_reason(std::string_view name);
 
-// `name` printable in an error message: quotes, backslashes and non-printable bytes escaped, long names cut.
+// `name` fit for an error message: util::printable (escaped, at most 120 characters, "…" in the middle).
 std::string escape_name(std::string_view name);
 
 // "shard <shard>: member "<member>" at byte offset <offset>: <what>", the member part only when known.

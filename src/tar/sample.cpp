@@ -15,6 +15,12 @@ std::optional<SampleName> split_sample_name(std::string_view member_name) {
 SampleIterator::SampleIterator(std::span<const std::byte> archive, std::string shard_name, TarReaderOptions options)
     : reader_(archive, std::move(shard_name), options) {}
 
+TarSkips SampleIterator::skipped() const {
+  TarSkips skips = reader_.skipped();
+  skips.unnamed = unnamed_;
+  return skips;
+}
+
 Result<const Sample*> SampleIterator::next() {
   if (error_) return *error_;
   if (done_) return static_cast<const Sample*>(nullptr);
@@ -49,7 +55,7 @@ Result<const Sample*> SampleIterator::next() {
     const TarMember& m = **member;
     const std::optional<SampleName> split = split_sample_name(m.name);
     if (!split) {
-      ++skipped_;
+      ++unnamed_;
       continue;
     }
     const PendingField field{arena_.size(), split->id.size(), m.name.size(), m.data, m.header_offset};

@@ -1,5 +1,6 @@
 #include "util/fs.hpp"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +10,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "util/atomic_file.hpp"
@@ -228,9 +232,57 @@ mode_t process_umask() {
   return mask;
 }
 
+namespace {
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+bool exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+// Whether /proc shows this process's PID namespace (/proc/self is our pid), so that /proc/<pid> is `pid`.
+bool proc_is_ours() {
+  char link[32] = {};
+  const ssize_t n = ::readlink("/proc/self", link, sizeof link - 1);
+  return n > 0 && std::strtol(link, nullptr, 10) == ::getpid();
+}
+
+enum class ThreadState { running, exiting, unknown };
+
+// One thread's state from /proc/<pid>/task/<tid>/stat: "tid (comm) S ppid pgrp session tty tpgid flags ...". The
+// comm may hold spaces and parentheses: the fields start after the last ')'.
+ThreadState thread_state(const std::string& stat_path) {
+  constexpr unsigned long k_pf_exiting = 0x4;  // include/linux/sched.h, set first thing in do_exit()
+  auto text = read_file(stat_path, std::size_t{4096});
+  if (!text) return text.error().sys_errno == ENOENT ? ThreadState::exiting : ThreadState::unknown;
+  const auto close = text->rfind(')');
+  if (close == std::string::npos) return ThreadState::unknown;
+  char state = 0;
+  unsigned long flags = 0;
+  if (std::sscanf(text->c_str() + close + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
+    return ThreadState::unknown;
+  }
+  const bool gone = state == 'Z' || state == 'X' || state == 'x' || (flags & k_pf_exiting) != 0;
+  return gone ? ThreadState::exiting : ThreadState::running;
+}
+
+}  // namespace
+
 bool process_alive(pid_t pid) {
-  if (pid <= 0) return false;
-  return ::kill(pid, 0) == 0 || errno == EPERM;
+  if (pid <= 0 || !exists(pid)) return false;
+  // kill() succeeds on a process that has exited and awaits its parent's wait() (a zombie), and on one still in
+  // exit() whose descriptors are already closed: a waiter woken by the release of its flock meets it so. /proc
+  // tells them apart: the process lives while one of its threads is neither a zombie nor exiting.
+  if (!proc_is_ours()) return true;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::unique_ptr<DIR, DirCloser> dir(::opendir(tasks.c_str()));
+  // Missing: reaped meanwhile, or hidden from us (hidepid), where the process still exists.
+  if (!dir) return errno == ENOENT ? exists(pid) : true;
+  while (const struct dirent* entry = ::readdir(dir.get())) {
+    if (entry->d_name[0] == '.') continue;
+    if (thread_state(tasks + "/" + entry->d_name + "/stat") != ThreadState::exiting) return true;
+  }
+  return false;
 }
 
 }  // namespace datavo::util

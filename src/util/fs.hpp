@@ -82,7 +82,10 @@ std::string random_hex(std::size_t bytes);
 // The process umask, read once (at the first call) and cached: reading it means setting it, which is unsafe
 // while other threads create files, so call it early (FolderTier::create does).
 mode_t process_umask();
-// Whether process `pid` exists on this host.
+// Whether process `pid` of this host lives: it exists and is not exiting. A process that was killed but is not
+// yet reaped by its parent (a zombie), or is still exiting, is dead here: its descriptors, and so its locks, are
+// released or about to be, and it can write nothing more. Where /proc cannot tell (not mounted, another PID
+// namespace's, or hidden), a process that exists is alive. Thread-safe.
 bool process_alive(pid_t pid);
 
 }  // namespace datavo::util

@@ -1,5 +1,6 @@
 // Small text helpers: ASCII case folding and trimming, the same rules everywhere (HTTP header names, SigV4's
-// canonical headers, INI-style files, YAML scalars). ASCII only: none of these texts is localised.
+// canonical headers, INI-style files, YAML scalars), and untrusted text made fit for a message. ASCII only: none
+// of these texts is localised.
 // Thread safety: pure functions.
 #pragma once
 
@@ -35,5 +36,11 @@ inline std::string_view trim_right(std::string_view text) {
   return last == std::string_view::npos ? std::string_view{} : text.substr(0, last + 1);
 }
 inline std::string_view trim(std::string_view text) { return trim_right(trim_left(text)); }
+
+// `text` (a name from a file, an archive or a request) fit for a one-line message: '"' and '\\' escaped with a
+// backslash, every byte outside printable ASCII as \xNN, and at most `max_chars` characters of that; a longer
+// text keeps its start and its end (where a path's file name is) with "…" (U+2026) between them. Not quoted.
+inline constexpr std::size_t k_max_printable = 120;
+std::string printable(std::string_view text, std::size_t max_chars = k_max_printable);
 
 }  // namespace datavo::util

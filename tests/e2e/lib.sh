@@ -12,7 +12,10 @@
 #   - pass / fail counters ("ok - <what>" / "FAIL - <what>: <details>") and `finish`, which prints exactly
 #     "N passed, M failed" and exits non-zero when anything failed (or when nothing was asserted at all);
 #   - expect_stat TIER FIELD VALUE against `datavo cache stats --json`;
-#   - poll loops with deadlines (wait_until) instead of sleeps.
+#   - poll loops with deadlines (wait_until) instead of sleeps;
+#   - skip_suite, and need_root / refused_privilege for what the machine may refuse (root, mounts, namespaces,
+#     ptrace): the suite is reported as skipped with its reason (exit $E2E_SKIP_CODE, ctest's SKIP_RETURN_CODE),
+#     or fails when the variable that requires the privilege is 1 (.ci/run sets them, so CI never skips).
 #
 # Needs: bash >= 5, python3, coreutils. Env: DATAVO_BIN (the datavo binary) and DATAVO_SOURCE_DIR (the repo root),
 # set by ctest (tests/CMakeLists.txt); DATAVO_SOURCE_DIR defaults to the repo this file is in.
@@ -109,6 +112,31 @@ finish() {
 die() {
   fail "$1" "${2:-}"
   finish
+}
+
+# The exit code that ctest reports as "skipped" (SKIP_RETURN_CODE of the e2e tests in tests/CMakeLists.txt, which
+# also passes it here).
+E2E_SKIP_CODE=${E2E_SKIP_CODE:-77}
+
+# skip_suite REASON: the suite cannot run here (never because of the product): prints "SKIP - <suite>: REASON"
+# and the summary, and exits with $E2E_SKIP_CODE. A suite that already failed an assertion fails instead.
+skip_suite() {
+  E2E_FINISHED=1
+  echo "SKIP - $E2E_NAME: $1"
+  echo "$E2E_PASSED passed, $E2E_FAILED failed, skipped"
+  [ "$E2E_FAILED" -eq 0 ] || exit 1
+  exit "$E2E_SKIP_CODE"
+}
+
+# refused_privilege WHAT WHY [VARIABLE]: the machine refuses something the suite needs (WHY says what and why, with
+# the tool's own message). The suite is skipped with that reason, or fails when VARIABLE (default
+# DATAVO_REQUIRE_PRIVILEGES) is 1: .ci/run sets it, so that CI can never skip the suite.
+refused_privilege() {
+  local what=$1 why=$2 variable=${3:-DATAVO_REQUIRE_PRIVILEGES}
+  if [ "${!variable:-0}" = 1 ]; then
+    die "$what" "$why ($variable=1: the suite must run here)"
+  fi
+  skip_suite "$what: $why (with $variable=1 this is a failure)"
 }
 
 # --- processes and cleanup --------------------------------------------------------------------------------------
@@ -287,8 +315,12 @@ wait_until() {
 
 # --- the fault server -------------------------------------------------------------------------------------------
 
+# How long a server started here may take to come up: only a bound (the wait ends as soon as it is up), generous
+# because on a loaded machine a Python server can take 15 s to import its modules.
+E2E_START_TIMEOUT=${E2E_START_TIMEOUT:-60}
+
 # start_server ROOT [SERVER OPTIONS...]: starts tests/support/http_fault_server.py on loopback; sets SERVER_PID,
-# SERVER_PORT and SERVER_URL (http://127.0.0.1:PORT). Dies when it does not come up within 15 s.
+# SERVER_PORT and SERVER_URL (http://127.0.0.1:PORT). Dies when it does not come up within $E2E_START_TIMEOUT s.
 start_server() {
   local root=$1
   shift
@@ -298,8 +330,9 @@ start_server() {
     >"$E2E_TMP/.server.log" 2>&1 &
   SERVER_PID=$!
   track_pid "$SERVER_PID"
-  if ! wait_until 15 e2e_server_up "$port_file"; then
-    die "start the fault server" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.server.log")")"
+  if ! wait_until "$E2E_START_TIMEOUT" e2e_server_up "$port_file"; then
+    die "start the fault server" \
+      "no port file after $E2E_START_TIMEOUT s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.server.log")")"
   fi
   SERVER_PORT=$(cat "$port_file")
   SERVER_URL="http://127.0.0.1:$SERVER_PORT"
@@ -335,8 +368,8 @@ start_origin() {
   "$DATAVO_BIN" serve "$store" --port 0 --port-file "$port_file" --quiet "$@" >"$E2E_TMP/.origin.log" 2>&1 &
   ORIGIN_PID=$!
   track_pid "$ORIGIN_PID"
-  if ! wait_until 15 origin_up "$port_file"; then
-    die "start datavo serve" "no port file after 15 s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
+  if ! wait_until "$E2E_START_TIMEOUT" origin_up "$port_file"; then
+    die "start datavo serve" "no port file after $E2E_START_TIMEOUT s; log: $(e2e_abbrev "$(cat "$E2E_TMP/.origin.log")")"
   fi
   ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
 }
@@ -407,9 +440,44 @@ staging_files() { e2e_list_dir "$1/.staging"; }
 # shared usage count .usage).
 shard_locks() { e2e_list_dir "$1/.locks" | grep -v -e '^evict\.lock$' -e '^\.stats\.lock$' -e '^\.usage$' || true; }
 
-# need_root WHAT: fails the suite (never skips silently) unless running as root.
+# need_root WHAT WHY: the suite must run as root (WHY: what for); otherwise refused_privilege (skipped, or a failure
+# under DATAVO_REQUIRE_PRIVILEGES=1). CI runs as root.
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then
-    die "$1" "this suite must run as root (it mounts a tmpfs); CI runs it as root. Re-run with sudo."
+    refused_privilege "$1" "this suite must run as root ($2), and runs as uid $(id -u); re-run it with sudo"
   fi
+}
+
+# mount_tmpfs DIR SIZE NAME: mounts a tmpfs of SIZE (e.g. 4m) at DIR, unmounted on exit. Where the machine refuses
+# the mount (no CAP_SYS_ADMIN: a container, a chroot), refused_privilege with mount's message; any other failure
+# of the mount fails the suite.
+mount_tmpfs() {
+  local dir=$1 size=$2 name=$3 err
+  mkdir -p "$dir"
+  if ! err=$(mount -t tmpfs -o "size=$size,mode=0755" "$name" "$dir" 2>&1); then
+    err=$(e2e_abbrev "$err")
+    if grep -qiE 'operation not permitted|permission denied' <<<"$err"; then
+      refused_privilege "mount a $size tmpfs at $dir" "the machine refuses the mount (it needs CAP_SYS_ADMIN): $err"
+    fi
+    die "mount a $size tmpfs at $dir" "$err"
+  fi
+  on_exit "! mountpoint -q '$dir' || umount '$dir' || umount -l '$dir'"
+}
+
+# need_ptrace TOOL: TOOL (gdb or strace) must be installed (a failure otherwise: scripts/install-deps.sh installs
+# both) and allowed to trace a child. Where the kernel refuses ptrace (kernel.yama.ptrace_scope=3, a seccomp
+# profile of a container), refused_privilege with the tool's message.
+need_ptrace() {
+  local tool=$1 out
+  command -v "$tool" >/dev/null || die "$tool" "$tool is required and is not installed (scripts/install-deps.sh)"
+  case $tool in
+    gdb) out=$(timeout 60 gdb -q -batch -nx -ex 'set disable-randomization off' -ex run --args /bin/true 2>&1) &&
+      grep -q 'exited normally' <<<"$out" && return 0 ;;
+    strace) out=$(timeout 60 strace -f -qq -o /dev/null /bin/true 2>&1) && return 0 ;;
+    *) die "need_ptrace" "unknown tool $tool" ;;
+  esac
+  if grep -qiE 'operation not permitted|permission denied' <<<"$out"; then
+    refused_privilege "$tool" "the kernel refuses $tool to trace a child process (ptrace): $(e2e_abbrev "$out")"
+  fi
+  die "$tool" "$tool cannot trace /bin/true: $(e2e_abbrev "$out")"
 }

@@ -265,5 +265,172 @@ TEST(OriginPack, RefusesBadInputNamingIt) {
   EXPECT_FALSE(std::filesystem::exists(dir.sub("x"))) << "nothing is created outside the store";
 }
 
+// Runs a shell command, failing the test when it fails.
+void shell(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
+
+// Writes a tar with TarWriter, then compresses it in place with `tool` (gzip, zstd, ...) to `path`.
+void write_compressed_tar(const std::string& path, const std::string& tool,
+                          const std::vector<std::pair<std::string, std::string>>& members) {
+  write_tar(path + ".plain", members);
+  shell(tool + " -q -c '" + path + ".plain' > '" + path + "' && rm '" + path + ".plain'");
+}
+
+// Entries of `dir` whose name holds ".tmp.": temporaries left behind.
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(entry.path());
+  }
+  return found;
+}
+
+TEST(OriginPack, ReadsGzipAndZstdCompressedTarShards) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.sub("tars"));
+  write_compressed_tar(dir.sub("tars/shard-0.tar.gz"), "gzip", {{"a1.cls", "1"}, {"a1.jpg", "J1"}});
+  write_compressed_tar(dir.sub("tars/shard-1.tgz"), "gzip", {{"b2.cls", "2"}, {"b2.jpg", "J2"}});
+  write_compressed_tar(dir.sub("tars/shard-2.tar.zst"), "zstd", {{"c3.cls", "3"}, {"c3.jpg", "J3"}});
+  write_tar(dir.sub("tars/shard-3.tar"), {{"d4.cls", "4"}, {"d4.jpg", "J4"}});
+  auto report = pack(dir.sub("tars"), dir.sub("store"), 10);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->samples_added, 4u);
+  Revision rev = load(dir.sub("store"), 1);
+  EXPECT_EQ(rev.keys, (std::vector<std::string>{"cls", "jpg"})) << "not one sample per file with the key \"tar.gz\"";
+  EXPECT_EQ(shard_ids(rev), (std::vector<std::vector<std::string>>{{"a1", "b2", "c3", "d4"}}));
+  EXPECT_EQ(object_text(dir.sub("store"), rev, "b2", "jpg"), "J2");
+  EXPECT_EQ(object_text(dir.sub("store"), rev, "c3", "jpg"), "J3");
+  EXPECT_EQ(temporaries(dir.sub("store")), std::vector<std::string>{}) << "the scratch files went away";
+
+  // One compressed file is a source too; so is gzip data named .tar (tar itself reads it by its content).
+  write_compressed_tar(dir.sub("one.tar.zst"), "zstd", {{"e5.cls", "5"}, {"e5.jpg", "J5"}});
+  auto one = pack(dir.sub("one.tar.zst"), dir.sub("store"), 10);
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one->samples_added, 1u);
+  write_compressed_tar(dir.sub("misnamed.tar"), "gzip", {{"f6.cls", "6"}, {"f6.jpg", "J6"}});
+  auto misnamed = pack(dir.sub("misnamed.tar"), dir.sub("store"), 10);
+  ASSERT_TRUE(misnamed) << misnamed.error().message;
+  EXPECT_EQ(object_text(dir.sub("store"), load(dir.sub("store"), 3), "f6", "jpg"), "J6");
+}
+
+TEST(OriginPack, RefusesBzip2AndXzShardsAndCorruptCompressedOnesNamingThem) {
+  TempDir dir;
+  for (const auto& [tool, name] :
+       std::vector<std::pair<std::string, std::string>>{{"bzip2", "s.tar.bz2"}, {"xz", "s.tar.xz"}}) {
+    write_compressed_tar(dir.sub(name), tool, {{"a.cls", "1"}});
+    auto report = pack(dir.sub(name), dir.sub("store"));
+    ASSERT_FALSE(report) << name;
+    EXPECT_EQ(report.error().code, ErrorCode::invalid_argument);
+    EXPECT_EQ(report.error().message, dir.sub(name) + ": at byte offset 0: " + tool +
+                                          "-compressed data; pack reads tars that are uncompressed, gzip- or "
+                                          "zstd-compressed: decompress it first (" +
+                                          tool + " -d)");
+  }
+
+  write_compressed_tar(dir.sub("cut.tar.gz"), "gzip", {{"a.cls", std::string(5000, 'x')}, {"b.cls", "2"}});
+  std::filesystem::resize_file(dir.sub("cut.tar.gz"), std::filesystem::file_size(dir.sub("cut.tar.gz")) - 10);
+  auto cut = pack(dir.sub("cut.tar.gz"), dir.sub("store"));
+  ASSERT_FALSE(cut);
+  EXPECT_EQ(cut.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(cut.error().message.find(dir.sub("cut.tar.gz") + ": at compressed byte offset "), std::string::npos)
+      << cut.error().message;
+
+  // A malformed tar inside good compression: the reader's message names the decompressed shard.
+  std::filesystem::create_directories(dir.sub("torn"));
+  write_tar(dir.sub("torn/t.tar.plain"), {{"a.cls", "1"}, {"b.cls", "2"}});
+  std::filesystem::resize_file(dir.sub("torn/t.tar.plain"), 1024);
+  shell("gzip -q -c '" + dir.sub("torn/t.tar.plain") + "' > '" + dir.sub("torn/t.tar.gz") + "' && rm '" +
+        dir.sub("torn/t.tar.plain") + "'");
+  auto torn = pack(dir.sub("torn"), dir.sub("store"));
+  ASSERT_FALSE(torn);
+  EXPECT_EQ(torn.error().code, ErrorCode::invalid_argument);
+  EXPECT_NE(
+      torn.error().message.find("shard " + dir.sub("torn/t.tar.gz") + " (gzip-decompressed): at byte offset 1024"),
+      std::string::npos)
+      << torn.error().message;
+  EXPECT_EQ(temporaries(dir.sub("store")), std::vector<std::string>{});
+}
+
+TEST(OriginPack, ReportsTheLinksAndSpecialMembersItSkips) {
+  if (!have_gnu_tar()) GTEST_SKIP() << "GNU tar is not installed";
+  TempDir dir;
+  make_sample_dir(dir.sub("src"), {"s1"}, {"wav", "txt"});
+  shell("cd '" + dir.sub("src") +
+        "' && ln -s s1.wav s2.wav && ln -s s1.txt s2.txt && ln s1.wav s3.wav && "
+        "ln s1.txt s3.txt && mkdir sub && echo readme > README");
+  std::filesystem::create_directories(dir.sub("tars"));
+  shell("cd '" + dir.sub("src") + "' && tar cf '" + dir.sub("tars/links.tar") +
+        "' s1.wav s1.txt s2.wav s2.txt s3.wav s3.txt sub README");
+  auto report = pack(dir.sub("tars"), dir.sub("store"));
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->samples_added, 1u);
+  EXPECT_EQ(report->skipped, (TarSkips{.directories = 1, .symlinks = 2, .hard_links = 2, .unnamed = 1}));
+  EXPECT_EQ(describe_skips(report->skipped), "2 symbolic links, 2 hard links, 1 file not named <sample_id>.<key>");
+
+  // A tar of links only makes no sample: the error says why.
+  shell("cd '" + dir.sub("src") + "' && tar cf '" + dir.sub("only-links.tar") + "' s2.wav s2.txt");
+  auto none = pack(dir.sub("only-links.tar"), dir.sub("store2"));
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::invalid_argument);
+  EXPECT_EQ(none.error().message, dir.sub("only-links.tar") +
+                                      ": holds no samples (its tars hold only members that make none: 2 symbolic "
+                                      "links)");
+
+  // A sample directory (not a tar) reports nothing.
+  make_sample_dir(dir.sub("plain"), {"p1"});
+  auto files = pack(dir.sub("plain"), dir.sub("store3"));
+  ASSERT_TRUE(files) << files.error().message;
+  EXPECT_EQ(files->skipped, TarSkips{});
+}
+
+TEST(OriginPack, ATarWithoutTheEndMarkerIsRefusedWithAHintOrAcceptedWhenAsked) {
+  TempDir dir;
+  write_tar(dir.sub("whole.tar"), {{"a.cls", "1"}, {"b.cls", "2"}});
+  std::filesystem::create_directories(dir.sub("tars"));
+  std::filesystem::copy_file(dir.sub("whole.tar"), dir.sub("tars/no-end.tar"));
+  std::filesystem::resize_file(dir.sub("tars/no-end.tar"), 2048);
+  auto refused = pack(dir.sub("tars"), dir.sub("store"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+  EXPECT_EQ(refused.error().message,
+            "shard " + dir.sub("tars/no-end.tar") +
+                ": at byte offset 2048: archive ends without the end-of-archive marker (two zero blocks): it was "
+                "cut short, or written by a tool that omits the marker; if the tar is complete, pack it with "
+                "--allow-missing-end-marker");
+
+  PackOptions options;
+  options.source = dir.sub("tars");
+  options.store = dir.sub("store");
+  options.dataset = "voice/train";
+  options.end_marker = EndMarker::optional;
+  auto accepted = pack_dataset(options);
+  ASSERT_TRUE(accepted) << accepted.error().message;
+  EXPECT_EQ(accepted->samples_added, 2u);
+
+  // Still refused with the option: a tar cut inside a member.
+  std::filesystem::resize_file(dir.sub("tars/no-end.tar"), 1500);
+  options.store = dir.sub("store2");
+  auto torn = pack_dataset(options);
+  ASSERT_FALSE(torn);
+  EXPECT_NE(torn.error().message.find("truncated"), std::string::npos) << torn.error().message;
+}
+
+TEST(OriginPack, MessagesQuoteLongAndBinaryMemberNamesEscapedAndCut) {
+  TempDir dir;
+  const std::string long_id(1000, 'a');
+  write_tar(dir.sub("long.tar"), {{long_id + ".wav", "x"}});
+  auto report = pack(dir.sub("long.tar"), dir.sub("store"));
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code, ErrorCode::invalid_argument);
+  EXPECT_LT(report.error().message.size(), dir.sub("long.tar").size() + 200) << report.error().message;
+  EXPECT_NE(report.error().message.find("invalid sample id \"aaaa"), std::string::npos) << report.error().message;
+  EXPECT_NE(report.error().message.find("\u2026"), std::string::npos) << report.error().message;
+  EXPECT_NE(report.error().message.find("longer than 512 bytes"), std::string::npos) << report.error().message;
+
+  write_tar(dir.sub("binary.tar"), {{"s\x01\x9f.wav", "x"}});
+  auto binary = pack(dir.sub("binary.tar"), dir.sub("store"));
+  ASSERT_FALSE(binary);
+  EXPECT_NE(binary.error().message.find("\"s\\x01\\x9f\""), std::string::npos) << binary.error().message;
+}
+
 }  // namespace
 }  // namespace datavo

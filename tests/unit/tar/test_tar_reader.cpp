@@ -14,6 +14,7 @@
 
 #include "datavo/tar.hpp"
 #include "support/tar_fixtures.hpp"
+#include "util/compression.hpp"
 
 namespace datavo {
 namespace {
@@ -256,6 +257,43 @@ TEST(TarReader, SkipsDirectoriesLinksAndDevices) {
   EXPECT_EQ(*members, (std::vector<Member>{{"utt.audio.wav", "a"}, {"utt.text.txt", "b"}}));
 }
 
+TEST(TarReader, CountsTheMembersItSkipsByKind) {
+  const std::string archive = header("train/", 0, '5') + header("v7dir/", 0, '\0') + member("utt.audio.wav", "a") +
+                              header("utt.link.wav", 0, '2') + header("utt2.link.wav", 0, '2') +
+                              header("utt.hard.wav", 0, '1') + header("fifo.x", 0, '6') +
+                              member("vol.label", "v", 'V') + member("README", "no key") + k_end;
+  TarReader reader(bytes_of(archive), "a.tar");
+  while (true) {
+    auto m = reader.next();
+    ASSERT_TRUE(m) << m.error().message;
+    if (!*m) break;
+  }
+  EXPECT_EQ(reader.skipped(), (TarSkips{.directories = 2, .symlinks = 2, .hard_links = 1, .other = 2}));
+  EXPECT_EQ(reader.skipped().notable(), 5u);
+  EXPECT_EQ(describe_skips(reader.skipped()),
+            "2 symbolic links, 1 hard link, 2 devices, FIFOs or other special members");
+
+  SampleIterator samples(bytes_of(archive), "a.tar");
+  while (true) {
+    auto s = samples.next();
+    ASSERT_TRUE(s) << s.error().message;
+    if (*s == nullptr) break;
+  }
+  EXPECT_EQ(samples.skipped(), (TarSkips{.directories = 2, .symlinks = 2, .hard_links = 1, .other = 2, .unnamed = 1}));
+  EXPECT_EQ(describe_skips(samples.skipped()),
+            "2 symbolic links, 1 hard link, 2 devices, FIFOs or other special members, 1 file not named "
+            "<sample_id>.<key>");
+  EXPECT_EQ(describe_skips(TarSkips{.directories = 3}), "") << "directories are not news";
+}
+
+TEST(TarReader, AFirstMemberNamedLikeAMagicNumberIsNotTakenForCompression) {
+  // "BZh9" starts bzip2 data, and is also a name a tar may hold: only a block that fails as a header is sniffed.
+  const std::string archive = member("BZh91AY&SY.txt", "b") + k_end;
+  auto members = read_members(archive);
+  ASSERT_TRUE(members) << members.error().message;
+  EXPECT_EQ(*members, (std::vector<Member>{{"BZh91AY&SY.txt", "b"}}));
+}
+
 TEST(TarReader, SkipsPayloadOfUnknownTypes) {
   const std::string archive = member("vol.label", payload(700, 2), 'V') + member("a.b", "x", '7') + k_end;
   auto members = read_members(archive);
@@ -393,7 +431,10 @@ TEST(TarReaderMalformed, TruncatedHeader) {
 TEST(TarReaderMalformed, MissingEndBlocks) {
   const std::string archive = member("a.txt", "a") + member("b.txt", "b");
   expect_error(archive, {TarFault::missing_end_marker, 2048, "end-of-archive marker"});
+  // The message says what the missing marker may mean.
+  expect_error(archive, {TarFault::missing_end_marker, 2048, "cut short, or written by a tool that omits"});
   expect_error(archive + std::string(512, '\0'), {TarFault::missing_end_marker, 2048, "lone zero block"});
+  expect_error(archive + std::string(512, '\0'), {TarFault::missing_end_marker, 2048, "cut short"});
   expect_error(archive + std::string(512, '\0') + member("c.txt", "c"),
                {TarFault::missing_end_marker, 2048, "lone zero block"});
 }
@@ -500,6 +541,70 @@ TEST(TarReaderMalformed, GnuSparseIsUnsupported) {
                {TarFault::unsupported, 1024, "sparse"});
 }
 
+// Compressed data given as a tar is named as such, at byte offset 0, whatever its size: a small archive compresses
+// to less than one header, a large one to a first block whose checksum field holds no octal number.
+TEST(TarReaderMalformed, CompressedArchivesAreNamedAsSuch) {
+  for (const auto& [tool, format] : std::vector<std::pair<std::string, std::string>>{
+           {"gzip", "gzip"}, {"zstd", "zstd"}, {"bzip2", "bzip2"}, {"xz", "xz"}}) {
+    if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed";
+    TempDir tmp;
+    for (const std::size_t size : {std::size_t{10}, std::size_t{200000}}) {
+      write_file(tmp.path() / "in.tar", member("utt.audio.wav", payload(size, 3)) + k_end);
+      const fs::path out = tmp.path() / "out.tar";
+      ASSERT_EQ(run(tool + " -q -c '" + (tmp.path() / "in.tar").string() + "' > '" + out.string() + "'"), 0);
+      const std::string archive = read_file(out);
+      ASSERT_EQ(archive.size() < 512, size == 10) << tool << " " << archive.size();
+      TarReader reader(bytes_of(archive), "shard.tar");
+      auto m = reader.next();
+      ASSERT_FALSE(m) << tool;
+      EXPECT_EQ(reader.fault(), TarFault::compressed) << m.error().message;
+      EXPECT_EQ(m.error().code, ErrorCode::unsupported);
+      EXPECT_EQ(m.error().message, "shard shard.tar: at byte offset 0: the archive is " + format +
+                                       "-compressed data, not a tar (its first bytes are the " + format +
+                                       " magic number); decompress it first");
+    }
+  }
+}
+
+TEST(TarReaderMalformed, GarbageInPlaceOfTheEndMarkerIsShownEscapedAndCut) {
+  std::string garbage(512, '\0');
+  std::uint32_t state = 1;
+  for (char& c : garbage) {
+    state = state * 1664525u + 1013904223u;
+    c = static_cast<char>((state >> 24) | 0x80);  // no NUL: the whole 100-byte name field is "the name"
+  }
+  const std::string archive = member("a.txt", "a") + garbage + k_end;
+  expect_error(archive, {TarFault::bad_checksum, 1024, "bad checksum field"});
+  auto members = read_members(archive);
+  ASSERT_FALSE(members);
+  const std::string& message = members.error().message;
+  const std::size_t open = message.find("member \"") + 8;
+  const std::size_t close = message.find("\" at byte offset 1024");
+  ASSERT_NE(close, std::string::npos) << message;
+  const std::string shown = message.substr(open, close - open);
+  EXPECT_LE(shown.size(), 122u) << "at most 120 characters, one of them \"…\" (3 bytes): " << shown;
+  EXPECT_NE(shown.find("\u2026"), std::string::npos) << shown;
+  EXPECT_TRUE(shown.starts_with("\\x")) << shown;
+  const std::string without_ellipsis = shown.substr(0, shown.find("\u2026")) + shown.substr(shown.find("\u2026") + 3);
+  for (char c : without_ellipsis) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "only printable ASCII: " << message;
+}
+
+TEST(TarReaderMalformed, ALongNameIsCutInMessagesKeepingItsEnd) {
+  const std::string name = std::string(1000, 'd') + "/utt_0001.audio.wav";
+  std::string block = header("x", 1);
+  block[200] = 'x';  // breaks the checksum of the member the pax header names
+  const std::string records = pax_record("path", name);
+  const std::string archive = header("././@PaxHeader", records.size(), 'x') + padded(records) + block + padded("a");
+  auto members = read_members(archive + k_end);
+  ASSERT_FALSE(members);
+  const std::string& message = members.error().message;
+  EXPECT_LT(message.size(), 250u) << message;
+  EXPECT_THAT(message, HasSubstr("member \"dddd"));
+  EXPECT_THAT(message, HasSubstr("\u2026"));
+  const std::string offset = std::to_string(512 + padded(records).size());
+  EXPECT_THAT(message, HasSubstr("/utt_0001.audio.wav\" at byte offset " + offset + ": header checksum mismatch"));
+}
+
 TEST(TarReaderMalformed, MessageEscapesHostileNames) {
   std::string block = header("bad\"name\n\x01.txt", 1);
   block[200] = 'x';  // breaks the checksum
@@ -555,7 +660,7 @@ TEST(TarSamples, GroupsConsecutiveMembersBySampleId) {
                                              {"utt_0001", {"audio.wav"}}}));
   EXPECT_EQ(datas, (std::vector<std::string>{"a1", "t1", "m1", "a2", "other dir, other sample",
                                              "id seen again: a new sample"}));
-  EXPECT_EQ(samples.skipped_members(), 1u);
+  EXPECT_EQ(samples.skipped().unnamed, 1u);
   auto after = samples.next();
   ASSERT_TRUE(after);
   EXPECT_EQ(*after, nullptr);
@@ -660,10 +765,12 @@ struct Tool {
 
 std::ostream& operator<<(std::ostream& os, const Tool& tool) { return os << tool.label; }
 
+// argv: <format>[:<compression>] <list> <output>, e.g. "pax:gz" writes a gzip-compressed pax archive.
 const char* const k_python_writer = R"(import sys, tarfile
-fmt = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT, "pax": tarfile.PAX_FORMAT}[sys.argv[1]]
+fmt_name, _, compression = sys.argv[1].partition(":")
+fmt = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT, "pax": tarfile.PAX_FORMAT}[fmt_name]
 names = open(sys.argv[2], encoding="utf-8").read().split("\n")
-with tarfile.open(sys.argv[3], "w", format=fmt, encoding="utf-8") as tar:
+with tarfile.open(sys.argv[3], "w:" + compression, format=fmt, encoding="utf-8") as tar:
     for name in names:
         if name:
             tar.add(name, arcname=name, recursive=False)
@@ -676,39 +783,44 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
-class TarInterop : public ::testing::TestWithParam<Tool> {};
-
-TEST_P(TarInterop, ReadsEveryMemberAndSample) {
-  const Tool& tool = GetParam();
-  if (!have_tool(tool.program)) GTEST_SKIP() << tool.program << " is not installed";
-  TempDir tmp;
-  ASSERT_FALSE(tmp.path().empty());
-  const fs::path src = tmp.path() / "src";
+// The interop source directory: the files of interop_files() (those that fit ustar when `ustar_only`), plus a
+// directory, a symbolic link and a hard link with sample-like names. Returns the regular members a reader must
+// yield, and writes the list of names to give the tool.
+std::vector<Member> write_interop_source(const fs::path& tmp, bool ustar_only) {
+  const fs::path src = tmp / "src";
   std::vector<Member> expected;
   std::string list;
   unsigned seed = 10;
   for (const InteropFile& file : interop_files()) {
-    if (tool.ustar_only && !file.fits_ustar) continue;
+    if (ustar_only && !file.fits_ustar) continue;
     const std::string data = payload(file.size, seed++);
     write_file(src / file.name, data);
     expected.push_back({file.name, data});
     list += file.name + "\n";
     if (file.name == "README") {
-      // Members that are not regular files are skipped, even with sample-like names.
+      // Members that are not regular files are skipped, even with sample-like names. The second name of a file
+      // is stored as a hard link to the first.
       fs::create_directories(src / "utt_0002.dir");
       fs::create_symlink("README", src / "utt_0002.link.txt");
-      list += "utt_0002.dir\nutt_0002.link.txt\n";
+      fs::create_hard_link(src / "README", src / "utt_0002.hard.txt");
+      list += "utt_0002.dir\nutt_0002.link.txt\nutt_0002.hard.txt\n";
     }
   }
-  write_file(tmp.path() / "list", list);
-  write_file(tmp.path() / "writer.py", k_python_writer);
-  const fs::path out = tmp.path() / "out.tar";
-  std::string command = replace_all(tool.command, "%L", "'" + (tmp.path() / "list").string() + "'");
-  command = replace_all(command, "%O", "'" + out.string() + "'");
-  command = replace_all(command, "%P", "'" + (tmp.path() / "writer.py").string() + "'");
-  ASSERT_EQ(run("cd '" + src.string() + "' && LC_ALL=C.UTF-8 " + command), 0) << command;
+  write_file(tmp / "list", list);
+  write_file(tmp / "writer.py", k_python_writer);
+  return expected;
+}
 
-  const std::string archive = read_file(out);
+// Runs `tool`'s command in the source directory, writing `out`.
+void run_interop_tool(const Tool& tool, const fs::path& tmp, const fs::path& out) {
+  std::string command = replace_all(tool.command, "%L", "'" + (tmp / "list").string() + "'");
+  command = replace_all(command, "%O", "'" + out.string() + "'");
+  command = replace_all(command, "%P", "'" + (tmp / "writer.py").string() + "'");
+  ASSERT_EQ(run("cd '" + (tmp / "src").string() + "' && LC_ALL=C.UTF-8 " + command), 0) << command;
+}
+
+// Reads `archive` as written from write_interop_source() by a tool, checking members, skips and samples.
+void expect_interop_archive(const std::string& archive, const std::vector<Member>& expected, const Tool& tool) {
   auto members = read_members(archive);
   ASSERT_TRUE(members) << members.error().message;
   ASSERT_EQ(members->size(), expected.size());
@@ -718,14 +830,30 @@ TEST_P(TarInterop, ReadsEveryMemberAndSample) {
   }
 
   std::vector<GroupedSample> samples;
-  auto grouped = for_each_sample(bytes_of(archive), tool.label, [&](const Sample& s) -> Result<void> {
-    GroupedSample g{std::string(s.id), {}};
-    for (const SampleField& f : s.fields) g.keys.emplace_back(f.key);
+  SampleIterator iterator(bytes_of(archive), tool.label);
+  for (;;) {
+    auto s = iterator.next();
+    ASSERT_TRUE(s) << s.error().message;
+    if (*s == nullptr) break;
+    GroupedSample g{std::string((*s)->id), {}};
+    for (const SampleField& f : (*s)->fields) g.keys.emplace_back(f.key);
     samples.push_back(std::move(g));
-    return ok();
-  });
-  ASSERT_TRUE(grouped) << grouped.error().message;
+  }
   EXPECT_EQ(samples, interop_samples(tool.ustar_only));
+  EXPECT_EQ(iterator.skipped(), (TarSkips{.directories = 1, .symlinks = 1, .hard_links = 1, .unnamed = 1}));
+}
+
+class TarInterop : public ::testing::TestWithParam<Tool> {};
+
+TEST_P(TarInterop, ReadsEveryMemberAndSample) {
+  const Tool& tool = GetParam();
+  if (!have_tool(tool.program)) GTEST_SKIP() << tool.program << " is not installed";
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::vector<Member> expected = write_interop_source(tmp.path(), tool.ustar_only);
+  const fs::path out = tmp.path() / "out.tar";
+  run_interop_tool(tool, tmp.path(), out);
+  expect_interop_archive(read_file(out), expected, tool);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -740,6 +868,59 @@ INSTANTIATE_TEST_SUITE_P(
                       Tool{"python_gnu", "python3", "python3 %P gnu %L %O", false},
                       Tool{"python_pax", "python3", "python3 %P pax %L %O", false}),
     [](const ::testing::TestParamInfo<Tool>& tool_info) { return tool_info.param.label; });
+
+// Compressed archives written by the real tools: the reader names the compression at byte offset 0 instead of
+// reading a header; gzip and zstd, once decompressed with util::decompress (as `datavo pack` does), read in full.
+struct CompressedTool {
+  Tool tool;
+  std::string format;  // as util::compression_name() says it
+};
+
+std::ostream& operator<<(std::ostream& os, const CompressedTool& tool) { return os << tool.tool.label; }
+
+class TarInteropCompressed : public ::testing::TestWithParam<CompressedTool> {};
+
+TEST_P(TarInteropCompressed, NamesTheCompressionAndReadsItDecompressed) {
+  const CompressedTool& param = GetParam();
+  if (!have_tool(param.tool.program)) GTEST_SKIP() << param.tool.program << " is not installed";
+  TempDir tmp;
+  const std::vector<Member> expected = write_interop_source(tmp.path(), param.tool.ustar_only);
+  const fs::path out = tmp.path() / "out.tar";
+  run_interop_tool(param.tool, tmp.path(), out);
+  const std::string compressed = read_file(out);
+
+  TarReader reader(bytes_of(compressed), "out.tar");
+  auto m = reader.next();
+  ASSERT_FALSE(m);
+  EXPECT_EQ(reader.fault(), TarFault::compressed) << m.error().message;
+  EXPECT_THAT(m.error().message, HasSubstr("shard out.tar: at byte offset 0: the archive is " + param.format +
+                                           "-compressed data, not a tar"));
+
+  const util::Compression format = util::sniff_compression(bytes_of(compressed));
+  ASSERT_EQ(util::compression_name(format), param.format);
+  if (!util::can_decompress(format)) return;
+  std::string archive;
+  auto unpacked = util::decompress(bytes_of(compressed), format, "out.tar", [&](std::span<const char> chunk) {
+    archive.append(chunk.data(), chunk.size());
+    return ok();
+  });
+  ASSERT_TRUE(unpacked) << unpacked.error().message;
+  expect_interop_archive(archive, expected, param.tool);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tar, TarInteropCompressed,
+    ::testing::Values(
+        CompressedTool{{"gnu_tar_gzip", "tar", "tar --format=pax -czf %O --no-recursion -T %L", false}, "gzip"},
+        CompressedTool{{"gnu_tar_zstd", "zstd", "tar --format=gnu --zstd -cf %O --no-recursion -T %L", false}, "zstd"},
+        CompressedTool{{"gnu_tar_xz", "xz", "tar --format=pax -cJf %O --no-recursion -T %L", false}, "xz"},
+        CompressedTool{{"bsdtar_gzip", "bsdtar", "bsdtar --format=pax -n -czf %O -T %L", false}, "gzip"},
+        CompressedTool{{"bsdtar_zstd", "bsdtar", "bsdtar --format=gnutar --zstd -n -cf %O -T %L", false}, "zstd"},
+        CompressedTool{{"bsdtar_bzip2", "bsdtar", "bsdtar --format=ustar -n -cjf %O -T %L", true}, "bzip2"},
+        CompressedTool{{"python_gz", "python3", "python3 %P pax:gz %L %O", false}, "gzip"},
+        CompressedTool{{"python_bz2", "python3", "python3 %P gnu:bz2 %L %O", false}, "bzip2"},
+        CompressedTool{{"python_xz", "python3", "python3 %P ustar:xz %L %O", true}, "xz"}),
+    [](const ::testing::TestParamInfo<CompressedTool>& tool_info) { return tool_info.param.tool.label; });
 
 }  // namespace
 }  // namespace datavo

@@ -1,8 +1,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "support/temp_dir.hpp"
 #include "util/fs.hpp"
@@ -93,6 +99,72 @@ TEST(UtilFs, ProcessAliveTellsLiveFromDead) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_FALSE(process_alive(child));
   EXPECT_FALSE(process_alive(0));
+}
+
+// The state letter of /proc/<pid>/stat (R, S, T, Z, ...), or 0 when it cannot be read.
+char proc_state(pid_t pid) {
+  auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!text) return 0;
+  auto close = text->rfind(')');
+  return close == std::string::npos || close + 2 >= text->size() ? 0 : (*text)[close + 2];
+}
+
+TEST(UtilFs, ProcessAliveIsFalseForAKilledProcessNotYetReaped) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(process_alive(child));
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  // Wait until it has exited, without reaping it: a zombie that kill(pid, 0) still finds.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT), 0);
+  ASSERT_EQ(proc_state(child), 'Z');
+  ASSERT_EQ(::kill(child, 0), 0);
+  EXPECT_FALSE(process_alive(child));
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(process_alive(child));
+}
+
+TEST(UtilFs, ProcessAliveIsTrueForAStoppedProcess) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, id_t(child), &info, WSTOPPED | WNOWAIT), 0);
+  EXPECT_TRUE(process_alive(child));
+  ::kill(child, SIGKILL);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+}
+
+TEST(UtilFs, ProcessAliveIsTrueWhileAThreadLivesAfterTheMainThreadExited) {
+  int release[2];
+  ASSERT_EQ(::pipe(release), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(release[1]);
+    std::thread waiter([fd = release[0]] {
+      char byte;
+      [[maybe_unused]] auto n = ::read(fd, &byte, 1);  // until the parent closes its end
+    });
+    waiter.detach();
+    ::syscall(SYS_exit, 0);  // the main thread alone exits (a zombie leader); the process lives on
+  }
+  ASSERT_GT(child, 0);
+  ::close(release[0]);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (proc_state(child) != 'Z' && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+  ASSERT_EQ(proc_state(child), 'Z') << "the main thread did not exit";
+  EXPECT_TRUE(process_alive(child));
+  ::close(release[1]);  // the last thread returns: the process exits
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(process_alive(child));
 }
 
 TEST(UtilFs, FromErrnoMapsToErrorCodes) {
