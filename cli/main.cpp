@@ -12,61 +12,6 @@
 
 namespace datavo::cli {
 
-int exit_code_for(const Error& error) {
-  switch (error.code) {
-    case ErrorCode::config:
-    case ErrorCode::invalid_argument: return k_exit_usage;
-    default: return k_exit_failed;
-  }
-}
-
-void print_json(const nlohmann::json& value) { std::cout << value.dump() << std::endl; }
-
-std::optional<UploadSummary> wait_for_uploads(ShardCacheHierarchy& cache) {
-  // Long enough for a multi-GiB multipart upload on a slow link; a bucket that takes longer is reported as
-  // pending rather than holding the command forever.
-  constexpr Milliseconds k_bound{10 * 60 * 1000};
-  bool remote = false;
-  for (const auto& tier : cache.tiers()) remote = remote || tier->as_folder() == nullptr;
-  if (!remote) return std::nullopt;
-  return cache.flush_uploads(k_bound);
-}
-
-nlohmann::json uploads_json(const UploadSummary& summary) {
-  return {{"uploaded", summary.uploaded},
-          {"already_present", summary.already_present},
-          {"failed", summary.failed},
-          {"pending", summary.pending}};
-}
-
-bool any_uploads(const std::optional<UploadSummary>& summary) {
-  return summary && summary->uploaded + summary->already_present + summary->failed + summary->pending > 0;
-}
-
-std::string describe_uploads(const UploadSummary& summary) {
-  std::string out = "uploads to remote tiers: " + std::to_string(summary.uploaded) + " uploaded, " +
-                    std::to_string(summary.already_present) + " already there, " + std::to_string(summary.failed) +
-                    " failed";
-  if (summary.pending > 0) out += ", " + std::to_string(summary.pending) + " still pending";
-  return out;
-}
-
-std::string human_bytes(std::uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = double(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 5) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char buffer[32];
-  if (unit == 0)
-    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
-  else
-    std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
-  return buffer;
-}
-
 namespace {
 
 // The one failure report: the message on stderr and, under --json, one JSON object on stdout (docs/cli.md).
@@ -168,8 +113,11 @@ int main(int argc, char** argv) {
 
   add_cache_commands(app, global);
   add_content_hash_command(app, global);
-  add_origin_commands(app, global);
-  add_dataset_commands(app, global);
+  add_pack_command(app, global);
+  add_serve_command(app);
+  add_warm_command(app, global);
+  add_read_command(app, global);
+  add_demo_command(app, global);
 
   const bool json = json_requested;
   try {

@@ -28,9 +28,9 @@ LAYERS = [
                                "s3_tier", "gcs_tier", "azure_blob_tier"]),
     (4, "config", ["src/config"], ["config"]),
     (5, "core", ["src/core"], ["hierarchy"]),
-    (6, "client", ["src/client"], ["origin_client", "sample_stream"]),
+    (6, "client", ["src/client"], ["origin_client", "dataset", "sample_stream", "sample_pipeline"]),
     (6, "origin", ["src/origin"], ["origin"]),
-    (7, "ops", ["src/ops"], ["operations"]),
+    (7, "ops", ["src/ops"], ["operations", "warm", "demo"]),
     (8, "cli", ["cli"], []),
     (8, "python", ["python/src"], []),
 ]

@@ -10,8 +10,9 @@
 //   }
 //
 // What it does:
-//   - Resolves the manifest through OriginClient (origin_client.hpp): a pinned revision or DATAVO_OFFLINE=1 with a
-//     warm manifest cache makes no request; otherwise one (conditional) manifest request.
+//   - Resolves the dataset with resolve_dataset() (dataset.hpp), as `datavo warm` does: the manifest through the
+//     OriginClient (a pinned revision or DATAVO_OFFLINE=1 with a warm manifest cache makes no request; otherwise one
+//     (conditional) manifest request) and the key group normalized against it.
 //   - Orders the shards: manifest order, or a Fisher-Yates shuffle seeded by (shuffle_seed, epoch), the same on
 //     every machine and standard library. Then keeps position p of that order iff
 //     p % (world_size * num_workers) == rank * num_workers + worker, so that the consumers of one (seed, epoch)
@@ -26,10 +27,10 @@
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //
-// Errors: from_dataset() fails for bad options, an unknown dataset or key, an unreachable server (after the
-// transport's retries) and offline without a cached manifest. next() returns the first failure of the shard it
-// reached (a fetch, the mapping or the tar reader, whose messages name the shard, member and byte offset); the
-// failure is sticky. No exception escapes.
+// Errors: from_dataset() fails for bad options, an unknown dataset, revision or key (the errors of dataset.hpp), an
+// unreachable server (after the transport's retries) and offline without a cached manifest. next() returns the first
+// failure of the shard it reached (a fetch, the mapping or the tar reader, whose messages name the shard, member and
+// byte offset); the failure is sticky. No exception escapes.
 //
 // Thread safety: one thread at a time calls next() of a SampleStream (it is movable, not copyable); stats() and
 // cancel() may be called from any thread, also while another one is inside next().

@@ -1,4 +1,4 @@
-"""The module's surface (issue 8 §1): the spec's seven names, tiers and their arguments, the hierarchy's
+"""The module's surface: the spec's seven names, tiers and their arguments, the hierarchy's
 get_or_fetch and cache_info, errors, and logging through `logging`."""
 import hashlib
 import inspect

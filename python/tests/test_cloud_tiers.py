@@ -1,4 +1,4 @@
-"""The cloud tiers (issue 8 §1): S3ShardCacheTier, GcsShardCacheTier and AzureBlobShardCacheTier bind the C++ cloud
+"""The cloud tiers: S3ShardCacheTier, GcsShardCacheTier and AzureBlobShardCacheTier bind the C++ cloud
 tiers (make_s3_tier, make_gcs_tier, make_azure_blob_tier). Constructing one needs no SDK, no credentials and no I/O:
 these tests run with every credential variable unset and endpoints on a closed loopback port. They pass once the C++
 backends have landed; until then the factories answer `unsupported` and these tests fail (by design: the SDK binds

@@ -1,4 +1,4 @@
-"""The guide's runnable companion, examples/12_warm_and_read_cache.py, run as a user would (issue 8 §3): with no
+"""The guide's runnable companion, examples/12_warm_and_read_cache.py, run as a user would: with no
 server of its own configured (it packs and serves a dataset), and against the server in DATAVO_SERVER."""
 import os
 import subprocess

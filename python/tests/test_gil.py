@@ -1,4 +1,4 @@
-"""The GIL is released during blocking calls (issue 8 §1): two Python threads, each reading a slow shard, take about
+"""The GIL is released during blocking calls: two Python threads, each reading a slow shard, take about
 the time of one; a pure-Python thread keeps running meanwhile; a fetcher runs in the calling thread and other
 threads run while a hierarchy call waits."""
 import hashlib

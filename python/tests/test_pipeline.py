@@ -1,5 +1,5 @@
-"""The SampleStream iterator's reader thread (python/src/bindings.cpp, SamplePipeline): a C++ producer thread fills
-the next batch of samples while Python converts and consumes the current one. The samples and their order are the
+"""The SampleStream iterator's reader thread (SamplePipeline, src/client/sample_pipeline.cpp): a C++ producer thread
+fills the next batch of samples while Python converts and consumes the current one. The samples and their order are the
 C++ stream's; an error comes after the samples before it, and stays; close() (from another thread too), dropping
 the iterator, interpreter exit and fork are safe while the producer waits on a slow shard download; the GIL is free
 while Python waits for a batch; the thread starts at the first next(), never when the iterator is made."""
@@ -21,7 +21,7 @@ from datavo_sdk import DatavoError, SampleStream
 # within about 0.1 s.
 SLOW = "slow rate=1000"
 PROMPT = 5.0  # seconds: "at once", on a loaded 2-core machine
-BATCH = 64  # the binding's batch (k_batch)
+BATCH = 64  # SamplePipeline's batch (k_default_batch_size)
 
 
 def expected_ids(it):

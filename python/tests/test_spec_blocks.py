@@ -1,4 +1,4 @@
-"""The spec's code blocks are tests (issue 8 §3): every Python block of spec 000 and 001 runs as written, in a fresh
+"""The spec's code blocks are tests: every Python block of spec 000 and 001 runs as written, in a fresh
 interpreter, against the local `datavo serve`. Only endpoints and paths are swapped in, through the environment
 (HOME, DATAVO_SHARD_CACHE_DIR, DATAVO_MANIFEST_CACHE_DIR, DATAVO_SERVER); the blocks are never edited.
 

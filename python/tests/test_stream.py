@@ -1,10 +1,12 @@
-"""SampleStream.from_dataset against a real `datavo serve` (issue 8 §1): samples, zero-copy fields and their
+"""SampleStream.from_dataset against a real `datavo serve`: samples, zero-copy fields and their
 lifetime, pickling, warm passes without shard requests, sharding and shuffling, and error mapping."""
 import gc
+import json
 import os
 import pickle
 import shutil
 import socket
+import subprocess
 import threading
 
 import pytest
@@ -282,3 +284,25 @@ def test_info_lines_follow_the_datavo_loggers_level(env, caplog):
     caplog.set_level(logging.WARNING, logger="datavo")
     SampleStream.from_dataset(DATASET, keys=["audio.wav"])
     assert not [r for r in caplog.records if r.name == "datavo" and r.levelno < logging.WARNING]
+
+
+def test_the_cli_and_the_sdk_resolve_a_dataset_alike(env, datavo_bin):
+    """`datavo read`, `datavo warm` and the SDK go through one resolution (resolve_dataset in the C++ library): the
+    same refusal of a key the dataset lacks, word for word, and the same shards of the same revision."""
+    cli = subprocess.run([datavo_bin, "--json", "read", DATASET, "--key", "video.mp4"], capture_output=True, text=True)
+    assert cli.returncode == 2, cli.stderr
+    cli_error = json.loads(cli.stdout)["error"]
+    with pytest.raises(FileNotFoundError) as raised:
+        SampleStream.from_dataset(DATASET, keys=["video.mp4"])
+    assert cli_error["code"] == "invalid_argument" and raised.value.code == "not_found"
+    assert str(raised.value) == cli_error["message"]
+
+    plan = subprocess.run([datavo_bin, "--json", "warm", DATASET, "--key", "audio.wav", "--dry-run"],
+                          capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    plan = json.loads(plan.stdout)
+    stream = SampleStream.from_dataset(DATASET, keys=["audio.wav"])
+    assert plan["revision"] == stream.revision
+    it = iter(stream)
+    assert [s["shard_index"] for s in plan["shard_list"]] == it.shard_indices
+    it.close()

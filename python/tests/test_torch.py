@@ -1,4 +1,4 @@
-"""PyTorch (issue 8 §2): SampleStream is an IterableDataset; DataLoader with 0, 2 and 4 workers and 2 simulated
+"""PyTorch: SampleStream is an IterableDataset; DataLoader with 0, 2 and 4 workers and 2 simulated
 ranks reads every sample exactly once per epoch; set_epoch reshuffles deterministically; no torch, still imports."""
 import collections
 import os

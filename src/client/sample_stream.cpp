@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "client/prefetcher.hpp"
+#include "datavo/dataset.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
@@ -195,10 +196,8 @@ Result<std::optional<SampleView>> SampleStream::Impl::next() {
 }
 
 Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, SampleStreamOptions options) {
-  auto name = DatasetName::parse(dataset);
+  auto name = parse_dataset_request(dataset, options.keys);
   if (!name) return std::move(name).error();
-  if (options.keys.empty())
-    return Error{ErrorCode::invalid_argument, "SampleStream of " + name->full() + ": no key given"};
   // Bad consumer options fail before any I/O.
   DATAVO_TRY(assign_shards(0, options));
 
@@ -217,12 +216,10 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
     if (!cache) return std::move(cache).error();
     impl->cache = std::move(*cache);
   }
-  auto resolved = impl->client->manifest(*name, options.revision);
+  auto resolved = resolve_dataset(*impl->client, *name, std::move(options.keys), options.revision);
   if (!resolved) return std::move(resolved).error();
   impl->manifest = std::move(resolved->manifest);
-  auto keys = impl->manifest.normalize_keys(std::move(options.keys));
-  if (!keys) return std::move(keys).error();
-  impl->keys = std::move(*keys);
+  impl->keys = std::move(resolved->keys);
   auto positions = assign_shards(impl->manifest.shards.size(), options);
   if (!positions) return std::move(positions).error();
   impl->positions = std::move(*positions);

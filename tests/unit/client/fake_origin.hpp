@@ -83,6 +83,8 @@ class FakeOrigin {
   std::atomic<int> expire_downloads{0};         // the next N shard downloads answer 410
   std::atomic<bool> corrupt_bytes{false};       // downloads flip one byte (size and ticket sha256 unchanged)
   std::atomic<bool> broken_tar{false};          // the tar itself is broken (and the ticket describes it truly)
+  std::atomic<int> broken_member{1};            // with broken_tar: the member whose header is broken (from 0)
+  std::atomic<int> shard_delay_ms{0};           // shard downloads answer after this long
   // When set, ticket URLs are absolute with this base (e.g. "http://localhost:<port>": another origin string).
   // May be changed between requests (a server thread reads it under the lock).
   void set_shard_url_base(std::string base) {
@@ -158,8 +160,9 @@ class FakeOrigin {
     ShardIdentity identity{data_.manifest_ref, std::to_string(data_.revision), index, keys, data_.shards[index]};
     std::string hash = compute_content_hash(identity).hex();
     std::string tar = tar_of(index, keys);
-    // Breaks the checksum field of the second member's header: payloads are under 512 bytes, so it is at 1024.
-    if (broken_tar && tar.size() > 2048) tar[1024 + 148] ^= 1;
+    // Breaks the checksum field of a member's header: payloads are under 512 bytes, so member m's is at 1024 * m.
+    const std::size_t broken_at = 1024 * std::size_t(broken_member.load());
+    if (broken_tar && tar.size() > broken_at + 1024) tar[broken_at + 148] ^= 1;
     {
       std::lock_guard lock(mu_);
       tars_[hash] = tar;
@@ -179,6 +182,8 @@ class FakeOrigin {
   void shard(const httplib::Request& req, httplib::Response& res) {
     ++shard_requests;
     if (req.has_header("Authorization")) ++shard_requests_with_authorization;
+    if (const int delay = shard_delay_ms.load(); delay > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     if (expire_downloads.load() > 0) {
       --expire_downloads;
       res.status = 410;

@@ -1,0 +1,119 @@
+// `datavo read`: iterates the samples of a key group through the cache with a SampleStream and reports samples,
+// bytes, rates and how each tier served the shards.
+#include <chrono>
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "datavo/sample_stream.hpp"
+#include "util/cancel.hpp"
+#include "util/human.hpp"
+
+namespace datavo::cli {
+namespace {
+
+struct ReadArgs {
+  DatasetArgs dataset;
+  std::optional<std::uint64_t> limit;
+  std::size_t prefetch = 2;
+  std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
+  bool shuffle = false;
+  std::uint64_t seed = 0, epoch = 0;
+};
+
+SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
+  SampleStreamOptions options;
+  options.keys = args.dataset.keys;
+  options.revision = args.dataset.revision;
+  options.cache_config_path = global.config_path;
+  options.client = require(OriginClient::create(origin_options(global, args.dataset.server)));
+  options.rank = args.rank;
+  options.world_size = args.world_size;
+  options.worker = args.worker;
+  options.num_workers = args.num_workers;
+  options.order = args.shuffle ? ShardOrder::shuffled : ShardOrder::manifest;
+  options.shuffle_seed = args.seed;
+  options.epoch = args.epoch;
+  options.prefetch_shards = args.prefetch;
+  return options;
+}
+
+void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+  const SampleStreamStats stats = stream.stats();
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const auto& t : stats.tiers)
+    tiers.push_back({{"tier", t.tier}, {"hits", t.hits}, {"misses", t.misses}, {"promotions", t.promotions}});
+  print_json({{"dataset", stream.manifest().name.full()},
+              {"revision", stream.manifest().revision},
+              {"keys", stream.keys()},
+              {"samples", stats.samples},
+              {"field_bytes", stats.field_bytes.count()},
+              {"shards", stats.shards},
+              {"seconds", seconds},
+              {"samples_per_second", seconds > 0 ? double(stats.samples) / seconds : 0},
+              {"mb_per_second", seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0},
+              {"tiers", tiers},
+              {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
+              {"requests",
+               {{"manifest", requests.manifest},
+                {"not_modified", requests.not_modified},
+                {"ticket", requests.ticket},
+                {"shard", requests.shard}}}});
+}
+
+void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+  const SampleStreamStats stats = stream.stats();
+  const double samples_per_second = seconds > 0 ? double(stats.samples) / seconds : 0;
+  const double mb_per_second = seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0;
+  std::cout << "read " << stats.samples << " samples (" << human_bytes(stats.field_bytes.count()) << ") from "
+            << stats.shards << " shards of " << stream.manifest().name.full() << " revision "
+            << stream.manifest().revision << " in " << util::fixed_point(seconds, 2)
+            << " s: " << util::fixed_point(samples_per_second, 0) << " samples/s, "
+            << util::fixed_point(mb_per_second, 1) << " MB/s\n";
+  for (const auto& t : stats.tiers) {
+    std::cout << "  tier " << t.tier << ": " << t.hits << " hits, " << t.misses << " misses, " << t.promotions
+              << " promotions\n";
+  }
+  std::cout << "  origin: " << stats.origin_fetches << " shards fetched (" << human_bytes(stats.origin_bytes.count())
+            << "); requests: " << requests.manifest << " manifest (" << requests.not_modified << " not modified), "
+            << requests.ticket << " ticket, " << requests.shard << " shard\n";
+}
+
+void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
+  InterruptOnSignal interrupt;
+  const auto started = std::chrono::steady_clock::now();
+  SampleStreamOptions options = stream_options(global, args);
+  const std::shared_ptr<OriginClient> client = options.client;
+  SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
+  for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
+    if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
+    auto sample = require(stream.next());
+    if (!sample) break;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (global.json)
+    print_json_report(stream, client->requests(), seconds);
+  else
+    print_text_report(stream, client->requests(), seconds);
+}
+
+}  // namespace
+
+void add_read_command(CLI::App& app, GlobalOptions& global) {
+  auto args = std::make_shared<ReadArgs>();
+  auto* read = app.add_subcommand("read",
+                                  "iterate the samples of a key group through the cache and report samples, bytes, "
+                                  "samples/s, MB/s and the hits and misses of each tier");
+  add_dataset_args(read, args->dataset);
+  read->add_option("--limit", args->limit, "stop after N samples");
+  read->add_option("--prefetch", args->prefetch, "shards fetched ahead of the one being read (default 2)");
+  read->add_option("--rank", args->rank, "this process's rank (default 0)");
+  read->add_option("--world-size", args->world_size, "number of ranks (default 1)");
+  read->add_option("--worker", args->worker, "this worker within the rank (default 0)");
+  read->add_option("--num-workers", args->num_workers, "workers per rank (default 1)");
+  read->add_flag("--shuffle", args->shuffle, "shuffle the shard order by --seed and --epoch");
+  read->add_option("--seed", args->seed, "shuffle seed (default 0)");
+  read->add_option("--epoch", args->epoch, "epoch: a new shard order per epoch (default 0)");
+  read->callback([&global, args] { cmd_read(global, *args); });
+}
+
+}  // namespace datavo::cli

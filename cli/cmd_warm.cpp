@@ -1,0 +1,144 @@
+// `datavo warm`: fills the cache hierarchy with every shard of a key group (datavo::warm), or says what it would do
+// (--dry-run: datavo::plan_warm).
+#include <iostream>
+
+#include "cli/cli.hpp"
+#include "cli/warm_progress.hpp"
+#include "datavo/warm.hpp"
+#include "util/human.hpp"
+#include "util/log.hpp"
+
+namespace datavo::cli {
+namespace {
+
+struct WarmArgs {
+  DatasetArgs dataset;
+  std::size_t jobs = 4;
+  bool dry_run = false;
+  bool allow_partial = false;
+};
+
+void print_plan(const GlobalOptions& global, const WarmPlan& plan) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& shard : plan.shards) {
+    nlohmann::json row = {{"shard_index", shard.shard_index},
+                          {"content_hash", shard.content_hash.hex()},
+                          {"samples", shard.samples},
+                          {"tier", nullptr},
+                          {"size_bytes", nullptr}};
+    if (shard.tier) row["tier"] = *shard.tier;
+    if (shard.size) row["size_bytes"] = shard.size->count();
+    rows.push_back(std::move(row));
+    if (global.json) continue;
+    std::cout << "shard " << shard.shard_index << "  " << shard.content_hash.hex() << "  ";
+    if (!shard.tier)
+      std::cout << "would fetch from the origin (size unknown until fetched)\n";
+    else if (shard.size)
+      std::cout << "served by tier " << *shard.tier << " (" << human_bytes(shard.size->count()) << ")\n";
+    else
+      std::cout << "served by tier " << *shard.tier << " (size not known without reading it)\n";
+  }
+  if (!global.json) {
+    std::cout << plan.shards.size() << " shards: " << plan.cached_shards << " cached ("
+              << human_bytes(plan.cached_size.count()) << "), " << plan.shards_to_fetch
+              << " to fetch from the origin (size unknown until fetched)\n";
+    return;
+  }
+  print_json({{"dataset", plan.dataset},
+              {"revision", plan.revision},
+              {"keys", plan.keys},
+              {"dry_run", true},
+              {"shards", plan.shards.size()},
+              {"shard_list", rows},
+              {"cached_shards", plan.cached_shards},
+              {"cached_bytes", plan.cached_size.count()},
+              {"shards_to_fetch", plan.shards_to_fetch}});
+}
+
+nlohmann::json report_json(const WarmReport& report) {
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const auto& tier : report.tiers) {
+    tiers.push_back(
+        {{"tier", tier.tier}, {"hits", tier.hits}, {"promoted_into", tier.promoted_into}, {"cached", tier.cached}});
+  }
+  nlohmann::json out = {{"dataset", report.dataset},
+                        {"revision", report.revision},
+                        {"keys", report.keys},
+                        {"shards", report.shards},
+                        {"failed", report.failed},
+                        {"size_bytes", report.size.count()},
+                        {"origin", {{"shards", report.origin_shards}, {"size_bytes", report.origin_size.count()}}},
+                        {"tiers", tiers},
+                        {"not_cached", report.not_cached},
+                        {"seconds", report.elapsed.count()}};
+  if (report.uploads) out["uploads"] = uploads_json(*report.uploads);
+  return out;
+}
+
+void print_report_text(const WarmReport& report) {
+  std::cout << "warmed " << (report.shards - report.failed) << " of " << report.shards << " shards of "
+            << report.dataset << " revision " << report.revision << " (" << human_bytes(report.size.count()) << ") in "
+            << util::fixed_point(report.elapsed.count(), 2) << " s\n  origin: " << report.origin_shards << " shards, "
+            << human_bytes(report.origin_size.count()) << "\n";
+  for (const auto& tier : report.tiers) {
+    std::cout << "  tier " << tier.tier << ": " << tier.hits << " hits, " << tier.promoted_into
+              << " promoted into it; holds " << tier.cached << " of the " << report.shards << " shards now\n";
+  }
+  if (report.not_cached > 0) std::cout << "  cached nowhere: " << report.not_cached << " shards\n";
+  if (any_uploads(report.uploads)) std::cout << "  " << describe_uploads(*report.uploads) << "\n";
+}
+
+void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
+  InterruptOnSignal interrupt;
+  WarmRequest request;
+  request.dataset = args.dataset.dataset;
+  request.keys = args.dataset.keys;
+  request.revision = args.dataset.revision;
+  request.cache_config_path = global.config_path;
+  request.origin = origin_options(global, args.dataset.server);
+  request.jobs = args.jobs;
+  request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
+  if (args.dry_run) return print_plan(global, require(plan_warm(request)));
+
+  WarmProgress progress;
+  request.observer = &progress;
+  const WarmReport report = require(warm(request));
+  // Each failure is printed once: on its progress line, or (under a bar, which has no per-shard lines) here.
+  if (progress.style() == WarmProgress::Style::bar) {
+    for (const auto& failure : report.failures)
+      log::write(log::Level::error, "shard " + std::to_string(failure.shard_index) + ": " + failure.error.message);
+  }
+  if (!global.json) print_report_text(report);
+  const nlohmann::json json = report_json(report);
+  fail_if(report.error, json);
+  if (report.partial) log::write(log::Level::warning, *report.partial + " (--allow-partial)");
+  if (global.json) print_json(json);
+}
+
+}  // namespace
+
+void add_warm_command(CLI::App& app, GlobalOptions& global) {
+  auto args = std::make_shared<WarmArgs>();
+  auto* warm = app.add_subcommand("warm", "fill the cache hierarchy with every shard of a key group");
+  warm->footer(
+      "On a terminal, warm draws a progress bar on stderr (shards, bytes fetched from the origin, rate, ETA);\n"
+      "otherwise it logs one line per shard. --json prints a summary: shards, bytes fetched from the origin,\n"
+      "shards served per tier, seconds.\n"
+      "\n"
+      "After warming, warm looks every shard up again. When the top tier does not hold them all (it is too small,\n"
+      "or eviction removed shards warmed earlier in the run), it says how many remain cached in which tier and\n"
+      "how many are cached nowhere, and exits 1; --allow-partial makes that a WARNING with exit 0.\n"
+      "\n"
+      "--dry-run fetches nothing and asks the origin for the manifest only. For each shard it prints the tier\n"
+      "that would serve it (looked up without reading it) and, for shards in a folder tier, their size. The\n"
+      "size of a shard still to fetch is reported as unknown: the manifest carries no sizes, and learning\n"
+      "them would take one ticket request per shard.");
+  add_dataset_args(warm, args->dataset);
+  warm->add_option("--jobs", args->jobs, "shards fetched in parallel (default 4)");
+  warm->add_flag("--dry-run", args->dry_run, "list what would be fetched and which tier holds what");
+  warm->add_flag("--allow-partial", args->allow_partial,
+                 "exit 0 with a WARNING when the top tier cannot hold every shard (default: exit 1)");
+  warm->callback([&global, args] { cmd_warm(global, *args); });
+}
+
+}  // namespace datavo::cli

@@ -1,0 +1,250 @@
+// The cache's operations as library calls: what `datavo cache info|fetch|put|ls|rm|gc|verify|check|stats` does,
+// each returning a typed report that a front end presents (the CLI as text or as the JSON of docs/cli.md; the
+// Python SDK as objects). `datavo warm` is in warm.hpp, `datavo demo` in demo.hpp.
+//
+// Reports and failures: an operation that cannot start (a bad argument, a config that does not load, a download
+// that fails) returns an Error. One that ran returns its report, also when part of it failed: then `error` holds
+// the one Error that sums up what did not work (a front end's failure: exit 1 in the CLI) and the rest of the report
+// says what was done. What failed on a single tier is in the report as well (`TierError`), so that a front end can
+// show each one.
+//
+// Thread safety: an operation may run alongside reads and other operations, in this process and others (the tiers
+// are safe for that). Reports are plain values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "datavo/config.hpp"
+#include "datavo/content_hash.hpp"
+#include "datavo/fetcher.hpp"
+#include "datavo/folder_tier.hpp"
+#include "datavo/hierarchy.hpp"
+#include "datavo/result.hpp"
+#include "datavo/tier.hpp"
+#include "datavo/transport.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+// ---- The cache a command works on --------------------------------------------------------------------------------
+
+struct CacheSessionOptions {
+  std::optional<std::string> config_path;  // nullopt: the resolution order of config.hpp
+  // Whose entries to work on. nullopt: the instance remembered for $DATAVO_SERVER, as warm and read use it
+  // (OriginClient::remembered_instance: no request), else "local".
+  std::optional<std::string> instance;
+};
+
+struct CacheSession {
+  CacheConfig config;
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  Instance instance = Instance::local();
+};
+
+// Resolves the config, builds its hierarchy and settles the instance. Errors: config (naming file:line),
+// invalid_argument for a bad instance name.
+Result<CacheSession> open_cache_session(const CacheSessionOptions& options);
+
+// Waits (up to 10 minutes: a multi-GiB multipart upload on a slow link) for the background uploads to the remote
+// tiers of `cache`, so that a command can report their outcome; what is still running then counts as pending.
+// nullopt when the hierarchy has no remote tier.
+std::optional<UploadSummary> wait_for_uploads(ShardCacheHierarchy& cache);
+
+// A tier an operation could not complete on (the others were still done).
+struct TierError {
+  std::string tier;
+  Error error;
+};
+
+// ---- info --------------------------------------------------------------------------------------------------------
+
+struct TierDescription {
+  TierInfo info;
+  // The lock mechanism of a folder tier whose directory exists; nullopt for other tiers and before the directory is
+  // made (probing it creates .locks/, and a tier is not created just to be described).
+  std::optional<LockMechanism> lock_mechanism;
+  std::vector<TierSetting> settings;  // every effective setting and where it came from (empty without a config)
+};
+
+struct CacheInfoReport {
+  std::string config_path;  // empty: the built-in default
+  ConfigSource config_source = ConfigSource::builtin_default;
+  std::vector<SkippedCandidate> skipped;
+  std::vector<std::string> warnings;
+  std::string instance;
+  std::vector<TierDescription> tiers;  // fastest first
+};
+
+CacheInfoReport cache_info(const CacheSession& session);
+
+// ---- fetch, put --------------------------------------------------------------------------------------------------
+
+// A shard got through the hierarchy, and what went up to the remote tiers before the call returned.
+struct CacheInstallReport {
+  ContentHash hash;
+  FetchResult result;
+  std::optional<UploadSummary> uploads;  // nullopt without a remote tier
+};
+
+struct CacheFetchRequest {
+  ShardKey key;
+  std::string url;  // http(s):// or file://
+  Expectation expected;
+  std::optional<std::string> bearer_token;  // nullopt: $DATAVO_TOKEN (unset or empty: none)
+  TransportOptions transport;               // its stall_timeout is replaced by $DATAVO_STALL_TIMEOUT when set
+};
+
+// get_or_fetch of `key`, downloading `url` on a miss (with a SHA-256 expected, a download a killed process left
+// half-done is continued), then wait_for_uploads().
+Result<CacheInstallReport> cache_fetch(ShardCacheHierarchy& cache, const CacheFetchRequest& request);
+
+// Appends the whole content of the local file `path` to `sink` (for a fetcher whose tool downloads to a path);
+// returns how many bytes. Errors name the path (not_found, io, ...); cancelled when a cancellation is requested
+// meanwhile (the process-wide flag of the CLI's signal handling).
+Result<Bytes> append_file(ByteSink& sink, const std::string& path);
+
+// get_or_fetch of `key` from the local file `path` (installed on a miss), then wait_for_uploads(). The file is
+// opened first: one that cannot be read is an Error even when `key` is cached.
+Result<CacheInstallReport> cache_put(ShardCacheHierarchy& cache, const ShardKey& key, const std::string& path);
+
+// ---- ls ----------------------------------------------------------------------------------------------------------
+
+// What warm, read or a SampleStream recorded a content hash to be (the shard index of the manifest cache).
+struct RecordedShard {
+  std::string dataset;
+  std::string split;
+  std::uint64_t revision = 0;
+  std::uint64_t shard_index = 0;
+  std::vector<std::string> keys;
+};
+
+struct CacheEntry {
+  std::string tier;
+  EntryInfo entry;
+  std::optional<RecordedShard> shard;  // nullopt when nothing recorded it (e.g. `cache put`)
+};
+
+struct CacheLsRequest {
+  std::optional<Instance> instance;  // whose entries; nullopt: every instance's
+  // Where the shard records are: nullopt, the manifest cache of origin_client.hpp.
+  std::optional<std::string> manifest_cache_dir;
+};
+
+struct CacheLsReport {
+  std::optional<std::string> instance;  // nullopt: every instance
+  std::vector<CacheEntry> entries;      // tier by tier, fastest first, each in the order its list() gives
+  Bytes size;                           // the sum of the entries' sizes
+  std::vector<TierError> failures;      // tiers that could not be listed
+  std::optional<Error> error;           // the first of them
+};
+
+CacheLsReport cache_ls(ShardCacheHierarchy& cache, const CacheLsRequest& request);
+
+// ---- rm ----------------------------------------------------------------------------------------------------------
+
+struct CacheRmRequest {
+  Instance instance = Instance::local();
+  std::vector<ContentHash> hashes;
+  // Also every entry recorded (see RecordedShard) of "<dataset>/<split>", or of every split of "<dataset>".
+  std::optional<std::string> dataset;
+  std::optional<std::string> manifest_cache_dir;  // as in CacheLsRequest
+};
+
+// How an entry came to be removed: named by its hash, or recorded as part of the dataset.
+enum class RmReason { named, of_dataset };
+
+struct RemovedEntry {
+  ContentHash hash;
+  RmReason reason = RmReason::named;
+  std::vector<std::string> removed_from;  // the writable tiers that held it
+  std::vector<TierError> failures;        // the tiers that could not remove it
+};
+
+struct CacheRmReport {
+  // Every named entry, then each entry of the dataset that some tier held or failed to remove (one recorded once
+  // and evicted since is no entry).
+  std::vector<RemovedEntry> entries;
+  std::uint64_t removed = 0;     // entries removed from at least one tier
+  std::uint64_t not_cached = 0;  // named entries no writable tier held
+  // A tier failed, a named entry is not cached, or the dataset has no cached entry: nothing else to remove is no
+  // success (not_found), so that a typo in a hash is not mistaken for a removal.
+  std::optional<Error> error;
+};
+
+// Removes from every writable tier. invalid_argument when neither hashes nor a dataset are given, or the dataset
+// name is malformed; nothing is removed then.
+Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest& request);
+
+// ---- gc ----------------------------------------------------------------------------------------------------------
+
+struct TierGcReport {
+  std::string tier;
+  EvictionReport eviction;
+};
+
+struct CacheGcReport {
+  DryRun dry_run = DryRun::no;
+  std::vector<TierGcReport> tiers;  // the writable folder tiers, fastest first
+  std::vector<TierError> failures;
+  std::optional<Error> error;  // io when a tier failed
+};
+
+// Evicts each writable folder tier to its budget and max_age and sweeps leftover staging and lock files.
+CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run);
+
+// ---- verify ------------------------------------------------------------------------------------------------------
+
+struct TierVerifyReport {
+  std::string tier;
+  VerifyReport verify;
+};
+
+struct CacheVerifyReport {
+  Repair repair = Repair::no;
+  std::vector<TierVerifyReport> tiers;  // the folder tiers verified, fastest first
+  std::uint64_t unrepaired = 0;         // bad entries left in place (Repair::no, or a quarantine that failed)
+  // The error of a tier that could not be verified (the tiers after it were not), or integrity when an entry does
+  // not match its digest and was not quarantined.
+  std::optional<Error> error;
+};
+
+// Re-hashes the entries of every folder tier against their recorded SHA-256; Repair::yes quarantines bad ones.
+CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair);
+
+// ---- check -------------------------------------------------------------------------------------------------------
+
+struct TierCheckReport {
+  std::string tier;
+  std::string type;
+  std::string location;
+  bool read_only = false;
+  bool usable = false;  // readable, and writable unless read-only
+  CheckReport check;
+};
+
+struct CacheCheckReport {
+  std::vector<TierCheckReport> tiers;  // fastest first
+  bool ok = false;                     // every tier usable
+  std::optional<Error> error;          // remote, saying how many tiers are not
+};
+
+// Probes every tier once (Tier::check: a probe object's put, get, conditional put and delete for a cloud tier; write,
+// sync and read back for a folder tier).
+CacheCheckReport cache_check(ShardCacheHierarchy& cache);
+
+// ---- stats -------------------------------------------------------------------------------------------------------
+
+enum class ResetStats { no, yes };
+
+struct CacheStatsReport {
+  std::vector<TierInfo> tiers;  // fastest first; the counters of every process for folder tiers
+};
+
+// With ResetStats::yes the folder tiers' counters are zeroed first; an Error when one cannot be.
+Result<CacheStatsReport> cache_stats(ShardCacheHierarchy& cache, ResetStats reset);
+
+}  // namespace datavo

@@ -1,0 +1,145 @@
+// datavo::warm: fills the cache hierarchy with every shard of a key group (`datavo warm`), and plan_warm(), which
+// says what a warm would do without fetching (`datavo warm --dry-run`).
+//
+// warm() resolves the dataset as SampleStream does (dataset.hpp), then gets every shard through
+// ShardCacheHierarchy::get_or_fetch on `jobs` worker threads: a shard a tier holds is a hit (or a promotion into a
+// faster tier), any other is fetched from the origin. Each shard's handle is closed as soon as the shard is done, so
+// a warm holds at most `jobs` descriptors on shards, and an entry evicted meanwhile frees its space at once. It then
+// waits for the background uploads to remote tiers (wait_for_uploads in operations.hpp), and looks every shard up
+// again: eviction may have removed shards warmed earlier in the run, and what the report gives is where they are
+// now.
+//
+// Outcome (WarmReport::error): remote when a shard could not be warmed; capacity when the top tier does not hold
+// every shard now (unless AllowPartial::yes: then only `partial` says so). A failed upload is no failure of the warm
+// (the shard is cached locally): it is counted in `uploads`. A cancellation (util/cancel.hpp: SIGINT in the CLI)
+// stops the workers; warm() then returns a cancelled Error.
+//
+// Thread safety: warm() may run alongside other warms and reads, in this process and others (single flight comes
+// from the hierarchy). The observer is called from the worker threads, several at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "datavo/content_hash.hpp"
+#include "datavo/hierarchy.hpp"
+#include "datavo/origin_client.hpp"
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo {
+
+// Whether a warm whose top tier cannot hold every shard succeeds (with WarmReport::partial saying so).
+enum class AllowPartial { no, yes };
+
+// One shard of a warm, done.
+struct WarmShardOutcome {
+  std::size_t position = 0;       // in the manifest
+  std::uint64_t shard_index = 0;  // the manifest's index
+  struct Served {
+    std::string tier;  // the tier the shard is in now
+    ServedFrom source = ServedFrom::hit;
+    Bytes size;
+  };
+  std::optional<Served> served;  // exactly one of served and error
+  std::optional<Error> error;
+};
+
+// What a front end shows while a warm runs (a progress bar, one line per shard). Every method has an empty default.
+class WarmObserver {
+ public:
+  virtual ~WarmObserver() = default;
+  // The manifest is resolved: `shards` shards will be warmed. Called once, before any other call.
+  virtual void started(std::size_t shards) { (void)shards; }
+  // Bytes arrived from the origin; negative when a download started over. From the worker threads.
+  virtual void origin_bytes(std::int64_t delta) { (void)delta; }
+  // One shard is done. From the worker threads, not for a shard stopped by a cancellation.
+  virtual void shard_done(const WarmShardOutcome& outcome) { (void)outcome; }
+  // Every worker has finished; the uploads are waited for next. Called once, on warm()'s thread.
+  virtual void finished() {}
+};
+
+struct WarmRequest {
+  std::string dataset;                    // "<dataset>/<split>"
+  std::vector<std::string> keys;          // the key group (any order; de-duplicated)
+  std::optional<std::uint64_t> revision;  // nullopt: the latest
+
+  // The cache: `cache` when set, else the hierarchy of `cache_config_path` (resolution order of config.hpp).
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  std::optional<std::string> cache_config_path;
+  // The origin: `client` when set, else one made from `origin` (see OriginClientOptions).
+  std::shared_ptr<OriginClient> client;
+  OriginClientOptions origin;
+
+  std::size_t jobs = 4;  // shards fetched in parallel; >= 1
+  AllowPartial allow_partial = AllowPartial::no;
+  WarmObserver* observer = nullptr;  // not owned; nullptr: none
+};
+
+struct WarmTierReport {
+  std::string tier;
+  std::uint64_t hits = 0;           // shards this warm found in the tier
+  std::uint64_t promoted_into = 0;  // shards this warm copied into the tier from a slower one
+  std::uint64_t cached = 0;         // shards whose fastest copy is in this tier once the warm is done
+};
+
+struct WarmShardFailure {
+  std::uint64_t shard_index = 0;
+  Error error;
+};
+
+struct WarmReport {
+  std::string dataset;  // "<dataset>/<split>"
+  std::uint64_t revision = 0;
+  std::vector<std::string> keys;  // normalized
+  std::uint64_t shards = 0;
+  std::uint64_t failed = 0;
+  Bytes size;                       // of the shards warmed
+  std::uint64_t origin_shards = 0;  // fetched from the origin
+  Bytes origin_size;
+  std::vector<WarmTierReport> tiers;  // fastest first
+  std::uint64_t not_cached = 0;       // shards no tier holds once the warm is done
+  std::chrono::duration<double> elapsed{0};
+  std::optional<UploadSummary> uploads;    // nullopt without a remote tier
+  std::vector<WarmShardFailure> failures;  // manifest order
+  // Set when the top tier does not hold every shard: "only 3 of 12 shards are cached in the top tier 'local' after
+  // the warm (max_bytes 1.0 MiB): 9 remain cached in tier 'scratch', 0 are cached nowhere".
+  std::optional<std::string> partial;
+  std::optional<Error> error;  // see Outcome at the top of this file
+};
+
+// See the top of this file. Errors (no report): a bad request (dataset.hpp's errors, jobs 0), the cache or the
+// origin client that cannot be made, a cancellation.
+Result<WarmReport> warm(const WarmRequest& request);
+
+// One shard of a plan: the tier that would serve it (looked up without reading it) and, where that tier knows it
+// without a request, its size.
+struct PlannedShard {
+  std::uint64_t shard_index = 0;
+  ContentHash content_hash;
+  std::size_t samples = 0;
+  std::optional<std::string> tier;  // nullopt: to be fetched from the origin
+  std::optional<Bytes> size;        // known for shards in a folder tier
+};
+
+struct WarmPlan {
+  std::string dataset;
+  std::uint64_t revision = 0;
+  std::vector<std::string> keys;
+  std::vector<PlannedShard> shards;  // manifest order
+  std::uint64_t cached_shards = 0;
+  Bytes cached_size;
+  std::uint64_t shards_to_fetch = 0;  // their sizes are unknown: the manifest carries none
+};
+
+// What warm(request) would do, fetching nothing: the manifest request only. A tier that cannot tell whether it
+// holds a shard is logged (WARNING) and the shard counted as to fetch. `jobs`, `allow_partial` and `observer` are
+// not used.
+Result<WarmPlan> plan_warm(const WarmRequest& request);
+
+}  // namespace datavo

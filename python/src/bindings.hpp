@@ -1,0 +1,85 @@
+// What the translation units of datavo_sdk._datavo share: the objects registered by the Python package, the one
+// mapping of datavo::Error to a Python exception, the GIL released around blocking calls with their log lines
+// forwarded, and one bind_* function per part of the module (module.cpp calls them).
+//
+// No cache logic lives in the extension: every decision (walk, promote, install, shard order, sharding,
+// verification, dataset resolution, the reader thread) is the C++ library's. What it does is translation:
+//   - errors: a datavo::Error becomes the Python exception class registered for its ErrorCode
+//     (datavo_sdk/_errors.py);
+//   - the GIL: released around every call that may block (config resolution, hierarchy walks, fetches, prefetch
+//     waits, stream set-up and teardown), re-acquired only to call back into Python (a fetcher);
+//   - samples: a C++ SampleView becomes a datavo_sdk.Sample (a dict subclass) whose fields are memoryviews sliced
+//     from one read-only buffer per mapped shard. The buffer object owns the shard's mapping (a shared_ptr), so a
+//     view can never outlive the memory it points into: after Sample.release() a view raises ValueError, never
+//     crashes;
+//   - logging: C++ log lines are queued (the sink never touches the GIL, so it cannot deadlock a thread that holds a
+//     datavo lock) and handed to Python's `logging` by the calling thread when a call returns (drain_logs()).
+#pragma once
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <utility>
+
+#include "datavo/result.hpp"
+#include "datavo/units.hpp"
+
+namespace datavo::python {
+
+namespace py = pybind11;
+
+// Objects that live as long as the interpreter. Deliberately leaked: destroying a py::object after Py_Finalize
+// would crash at exit.
+struct Globals {
+  py::dict error_types;  // ErrorCode name -> exception class, set by datavo_sdk._errors
+  py::object error_base;
+  py::object sample_type;  // datavo_sdk._sample.Sample, a dict subclass
+  py::object logger;       // logging.getLogger("datavo"), set with the forwarding switch
+  py::str key_field{"__key__"};
+  py::tuple empty_tuple{0};
+};
+Globals& globals();
+
+// Raises the Python exception of `error`. REQUIRES: the GIL.
+[[noreturn]] void raise(const Error& error);
+
+template <typename T>
+T unwrap(Result<T>&& result) {
+  if (!result) raise(result.error());
+  return std::move(*result);
+}
+
+// A byte count as an int, or None.
+inline py::object optional_bytes(const std::optional<Bytes>& bytes) {
+  if (!bytes) return py::none();
+  return py::int_(bytes->count());
+}
+
+// Hands the queued log lines to logging.getLogger("datavo"). REQUIRES: the GIL. Never raises (a failing handler is
+// logging's business: it reports it on stderr itself).
+void drain_logs();
+
+// Runs `f` without the GIL, then forwards what it logged.
+template <typename F>
+auto blocking(F&& f) {
+  struct Drain {
+    ~Drain() {
+      try {
+        drain_logs();
+      } catch (...) {
+        PyErr_Clear();  // a log line is never worth an exception out of a destructor
+      }
+    }
+  } drain;
+  py::gil_scoped_release release;
+  return f();
+}
+
+void bind_errors(py::module_& m);     // errors.cpp: _init
+void bind_logging(py::module_& m);    // logging.cpp: the forwarding switch and the level
+void bind_tiers(py::module_& m);      // tiers.cpp: Tier, make_tier, tier_stat_names
+void bind_hierarchy(py::module_& m);  // hierarchy.cpp: Hierarchy, get_or_fetch's StagingWriter, the constructors
+void bind_stream(py::module_& m);     // stream.cpp: StreamArgs, NativeStream, ShardBuffer, _stop_pipelines
+
+}  // namespace datavo::python

@@ -1,0 +1,42 @@
+// The one mapping of datavo::Error to the Python exception classes of datavo_sdk/_errors.py.
+#include <cerrno>
+#include <stdexcept>
+
+#include "bindings.hpp"
+
+namespace datavo::python {
+
+Globals& globals() {
+  static Globals* g = new Globals();
+  return *g;
+}
+
+void raise(const Error& error) {
+  auto& g = globals();
+  py::object type = g.error_base;
+  const char* code = to_string(error.code);
+  // A bad argument that names something absent (a dataset, revision or key the origin does not have) is a
+  // FileNotFoundError to Python, whatever its code.
+  if (error.code == ErrorCode::invalid_argument && error.sys_errno == ENOENT) code = "not_found";
+  if (g.error_types && g.error_types.contains(code)) type = g.error_types[code];
+  if (!type) throw std::runtime_error(error.message);  // the package was not initialised; never in practice
+  py::object exception = type(error.message);
+  exception.attr("code") = code;
+  exception.attr("sys_errno") = error.sys_errno;
+  PyErr_SetObject(type.ptr(), exception.ptr());
+  throw py::error_already_set();
+}
+
+void bind_errors(py::module_& m) {
+  m.def(
+      "_init",
+      [](py::dict error_types, py::object error_base, py::object sample_type) {
+        auto& g = globals();
+        g.error_types = std::move(error_types);
+        g.error_base = std::move(error_base);
+        g.sample_type = std::move(sample_type);
+      },
+      "Registers the exception classes and the Sample type (datavo_sdk does it at import).");
+}
+
+}  // namespace datavo::python

@@ -1,0 +1,347 @@
+// The samples: one pass over a C++ SampleStream as a Python iterator (NativeStream), read ahead by the library's
+// SamplePipeline, each sample a datavo_sdk.Sample of memoryviews into its shard's mapping.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "datavo/sample_pipeline.hpp"
+#include "datavo/sample_stream.hpp"
+
+namespace datavo::python {
+namespace {
+
+// The read-only buffer of one mapped shard. Field memoryviews are slices of one memoryview over it, so they all
+// keep it (and through it the mapping) alive.
+struct ShardBuffer {
+  std::shared_ptr<const ShardMapping> mapping;
+};
+
+struct StreamArgs {
+  std::string dataset;
+  std::vector<std::string> keys;
+  std::optional<std::uint64_t> revision;
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  std::optional<std::string> cache_config_path;
+  std::optional<std::string> server;
+  std::optional<std::string> token;
+  std::optional<std::string> instance;
+  std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
+  bool shuffle = false;
+  std::uint64_t seed = 0, epoch = 0;
+  std::size_t prefetch = 2;
+  bool copy = false;
+};
+
+SampleStreamOptions stream_options(const StreamArgs& args) {
+  SampleStreamOptions options;
+  if (args.server) options.origin.server = *args.server;
+  options.origin.token = args.token;
+  options.origin.instance = args.instance;
+  options.keys = args.keys;
+  options.revision = args.revision;
+  options.cache = args.cache;
+  options.cache_config_path = args.cache_config_path;
+  options.rank = args.rank;
+  options.world_size = args.world_size;
+  options.worker = args.worker;
+  options.num_workers = args.num_workers;
+  options.order = args.shuffle ? ShardOrder::shuffled : ShardOrder::manifest;
+  options.shuffle_seed = args.seed;
+  options.epoch = args.epoch;
+  options.prefetch_shards = args.prefetch;
+  return options;
+}
+
+// NativeStream: the iterator a SampleStream pass returns (`iter(stream)`): Python's side of one C++ SampleStream.
+//
+// Contract: every member is guarded by the GIL, and used by one Python thread at a time: next() refuses a second
+// thread (busy_) while the first waits for a batch without the GIL. It owns the C++ stream and, from the first
+// next() on, the SamplePipeline whose producer thread reads that stream (sample_pipeline.hpp); the pipeline is
+// destroyed (stopped, joined) before the stream. close() from another thread while one is inside next() only stops the
+// pipeline; the iterating thread then ends the pass and finishes the close itself. In a forked child (where the
+// producer and the stream's prefetcher threads do not exist) next() raises and close() / the destructor leak both
+// rather than join threads that are not there.
+class NativeStream {
+ public:
+  explicit NativeStream(const StreamArgs& args) : copy_(args.copy), prefetch_(args.prefetch) {
+    SampleStreamOptions options = stream_options(args);
+    stream_ = std::make_unique<SampleStream>(
+        unwrap(blocking([&] { return SampleStream::from_dataset(args.dataset, std::move(options)); })));
+    for (const auto& key : stream_->keys())
+      key_objects_.push_back(py::reinterpret_steal<py::str>(PyUnicode_InternFromString(key.c_str())));
+  }
+
+  // With the GIL held: the producer and the stream's threads never need it. The pipeline goes first (stopped and
+  // joined: it reads the stream), then the stream (its prefetcher cancelled and joined).
+  ~NativeStream() {
+    if (inherited()) {
+      leak();
+      return;
+    }
+    pipeline_.reset();
+    stream_.reset();
+  }
+
+  // The next Sample, or a null object at the end (no StopIteration object is made: tp_iternext's fast path).
+  py::object next() {
+    if (busy_) throw py::value_error("SampleStream iterator used by two threads at once (use one per thread)");
+    struct Busy {
+      bool& flag;
+      ~Busy() { flag = false; }
+    } busy{busy_};
+    busy_ = true;
+    // The threads that read this stream (the producer, the prefetcher's) exist in the process that made them only.
+    // Refused from the first next() in a child, even with samples left in the batch: none of it is to be relied on.
+    if (inherited())
+      throw std::runtime_error(
+          "this SampleStream iterator was made (or started) in another process and inherited by fork: its reader "
+          "threads are not here; call iter() on the SampleStream in this process");
+    for (;;) {
+      if (closing_) {  // close() was called by another thread meanwhile
+        close_now();
+        return py::object();
+      }
+      if (position_ < batch_.size()) {
+        return to_python(batch_[position_++]);  // the view stays in batch_: the producer destroys it (give_back())
+      }
+      if (pipeline_) pipeline_->give_back(std::move(batch_));
+      batch_.clear();
+      position_ = 0;
+      if (error_) {
+        Error error = *error_;  // sticky, like the C++ stream's; raised after the samples that came before it
+        raise(error);
+      }
+      if (done_ || !stream_) return py::object();
+      if (!pipeline_) pipeline_ = std::make_unique<SamplePipeline>(*stream_);  // the producer starts here
+      std::optional<SampleBatch> batch = pipeline_->try_take();
+      if (batch) {
+        drain_logs();  // what the producer logged, as blocking() does below
+      } else {
+        batch = blocking([&] { return pipeline_->take(); });
+      }
+      batch_ = std::move(batch->samples);
+      if (batch->error) error_ = std::move(batch->error);
+      if (batch->end) done_ = true;
+    }
+  }
+
+  void close() {
+    if (busy_ && !inherited()) {
+      // Another thread is inside next(), waiting for a batch without the GIL (or converting one): the pipeline and
+      // the stream are in use. Stop the producer so that the wait ends; that thread finishes the close.
+      closing_ = true;
+      if (pipeline_) pipeline_->stop();
+      return;
+    }
+    close_now();
+  }
+
+  const SampleStream& stream() const {
+    if (!stream_) throw py::value_error("the SampleStream is closed");
+    return *stream_;
+  }
+
+  py::dict stats() const {
+    SampleStreamStats stats = stream().stats();
+    py::dict out;
+    out["samples"] = stats.samples;
+    out["shards"] = stats.shards;
+    out["field_bytes"] = stats.field_bytes.count();
+    out["origin_fetches"] = stats.origin_fetches;
+    out["origin_bytes"] = stats.origin_bytes.count();
+    out["max_prefetched"] = stats.max_prefetched;
+    py::list tiers;
+    for (const auto& tier : stats.tiers) {
+      py::dict row;
+      row["tier"] = tier.tier;
+      row["hits"] = tier.hits;
+      row["misses"] = tier.misses;
+      row["promotions"] = tier.promotions;
+      tiers.append(row);
+    }
+    out["tiers"] = tiers;
+    return out;
+  }
+
+ private:
+  py::object base_view(const std::shared_ptr<const ShardMapping>& mapping) {
+    if (mapping.get() != current_mapping_) {
+      py::object buffer = py::cast(ShardBuffer{mapping});
+      PyObject* view = PyMemoryView_FromObject(buffer.ptr());
+      if (view == nullptr) throw py::error_already_set();
+      const Py_buffer* b = PyMemoryView_GET_BUFFER(view);
+      if (b->ndim != 1 || b->itemsize != 1 || b->strides == nullptr || b->strides[0] != 1 || b->shape == nullptr) {
+        Py_DECREF(view);
+        throw std::logic_error("ShardBuffer: expected a 1-D contiguous byte buffer");
+      }
+      current_view_ = py::reinterpret_steal<py::object>(view);
+      current_mapping_ = mapping.get();
+    }
+    return current_view_;
+  }
+
+  // A memoryview of `data` (inside the shard `shard_view` covers) that shares shard_view's managed buffer, and so
+  // keeps the mapping alive. Equivalent to shard_view[begin:end], without building two ints and a slice per field:
+  // a new view of the whole buffer is registered on the same managed buffer, then narrowed before anyone sees it
+  // (a 1-D read-only view of unsigned bytes, contiguous, so buf, len and shape[0] are all there is to set).
+  static py::object field_view(const py::object& shard_view, std::span<const std::byte> data) {
+    auto view = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(shard_view.ptr()));
+    if (!view) throw py::error_already_set();
+    Py_buffer* buffer = PyMemoryView_GET_BUFFER(view.ptr());
+    buffer->buf = const_cast<std::byte*>(data.data());
+    buffer->len = Py_ssize_t(data.size());
+    buffer->shape[0] = Py_ssize_t(data.size());
+    return view;
+  }
+
+  py::object to_python(const SampleView& view) {
+    auto& g = globals();
+    auto* type = reinterpret_cast<PyTypeObject*>(g.sample_type.ptr());
+    // The Sample type adds no __init__: tp_new alone makes the (empty) dict.
+    PyObject* raw = type->tp_new(type, g.empty_tuple.ptr(), nullptr);
+    if (raw == nullptr) throw py::error_already_set();
+    auto sample = py::reinterpret_steal<py::object>(raw);
+    auto id =
+        py::reinterpret_steal<py::object>(PyUnicode_FromStringAndSize(view.id.data(), Py_ssize_t(view.id.size())));
+    if (!id || PyDict_SetItem(raw, g.key_field.ptr(), id.ptr()) != 0) throw py::error_already_set();
+    py::object shard_view;
+    if (!copy_ && view.mapping) shard_view = base_view(view.mapping);
+    for (std::size_t i = 0; i < view.fields.size(); ++i) {
+      const auto& field = view.fields[i];
+      py::object key =
+          i < key_objects_.size() && Py_ssize_t(field.key.size()) == PyUnicode_GET_LENGTH(key_objects_[i].ptr())
+              ? py::object(key_objects_[i])
+              : py::object(py::str(field.key));
+      py::object value;
+      if (copy_ || !shard_view) {
+        value = py::reinterpret_steal<py::object>(
+            PyBytes_FromStringAndSize(reinterpret_cast<const char*>(field.data.data()), Py_ssize_t(field.data.size())));
+      } else {
+        value = field_view(shard_view, field.data);
+      }
+      if (!value || PyDict_SetItem(raw, key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+    }
+    return sample;
+  }
+
+  // Whether this process is a fork of one that started threads reading this stream: the pipeline's producer, or
+  // the C++ stream's prefetcher threads (made with the stream, when prefetch_ > 0). Those threads do not exist here.
+  bool inherited() const { return (pipeline_ && pipeline_->forked()) || (prefetch_ > 0 && made_in_.forked()); }
+
+  // Leaks the stream and the pipeline: in a forked child their threads do not exist, so destroying them would join
+  // threads that are not there (and maybe wait on a lock one of them held at the fork).
+  void leak() {
+    (void)pipeline_.release();
+    (void)stream_.release();
+  }
+
+  // REQUIRES: no other thread inside next().
+  void close_now() {
+    batch_.clear();
+    position_ = 0;
+    done_ = true;
+    closing_ = false;
+    if (!stream_) return;
+    if (inherited()) {
+      leak();
+      return;
+    }
+    // Taken out with the GIL held, so that another thread calling next() or stats() meanwhile sees a closed stream,
+    // then stopped and joined without it: the pipeline (its producer cancelled in any wait), then the stream (its
+    // prefetcher cancels a download in progress at its next chunk).
+    std::unique_ptr<SamplePipeline> pipeline = std::move(pipeline_);
+    std::unique_ptr<SampleStream> stream = std::move(stream_);
+    blocking([&] {
+      pipeline.reset();
+      stream.reset();
+    });
+  }
+
+  bool copy_;
+  std::size_t prefetch_;
+  ForkDetector made_in_;  // the process that made the stream (and its prefetcher threads)
+  bool busy_ = false;     // set while next() runs (it releases the GIL to wait for a batch)
+  bool closing_ = false;  // close() was called while another thread was inside next()
+  std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<SamplePipeline> pipeline_;  // after stream_: destroyed first. Made by the first next()
+  std::vector<py::str> key_objects_;
+  std::vector<SampleView> batch_;
+  std::size_t position_ = 0;
+  bool done_ = false;
+  std::optional<Error> error_;
+  const ShardMapping* current_mapping_ = nullptr;
+  py::object current_view_;
+};
+
+// tp_iternext of NativeStream, so that `for sample in stream` costs no pybind11 dispatch per sample.
+PyObject* native_stream_iternext(PyObject* self) {
+  try {
+    return py::cast<NativeStream&>(py::handle(self)).next().release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (py::builtin_exception& e) {
+    e.set_error();
+  } catch (std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void bind_stream(py::module_& m) {
+  m.def(
+      "_stop_pipelines", [] { blocking(stop_sample_pipelines); },
+      "Stops and joins the SampleStream reader threads still running (datavo_sdk registers it with atexit).");
+
+  py::class_<ShardBuffer>(m, "ShardBuffer", py::buffer_protocol(), "The read-only bytes of one mapped shard.")
+      .def_buffer([](ShardBuffer& b) {
+        auto bytes = b.mapping->bytes();
+        return py::buffer_info(const_cast<std::byte*>(bytes.data()), 1, "B", 1, {py::ssize_t(bytes.size())}, {1},
+                               /*readonly=*/true);
+      });
+
+  py::class_<StreamArgs>(m, "StreamArgs")
+      .def(py::init<>())
+      .def_readwrite("dataset", &StreamArgs::dataset)
+      .def_readwrite("keys", &StreamArgs::keys)
+      .def_readwrite("revision", &StreamArgs::revision)
+      .def_readwrite("cache", &StreamArgs::cache)
+      .def_readwrite("cache_config_path", &StreamArgs::cache_config_path)
+      .def_readwrite("server", &StreamArgs::server)
+      .def_readwrite("token", &StreamArgs::token)
+      .def_readwrite("instance", &StreamArgs::instance)
+      .def_readwrite("rank", &StreamArgs::rank)
+      .def_readwrite("world_size", &StreamArgs::world_size)
+      .def_readwrite("worker", &StreamArgs::worker)
+      .def_readwrite("num_workers", &StreamArgs::num_workers)
+      .def_readwrite("shuffle", &StreamArgs::shuffle)
+      .def_readwrite("seed", &StreamArgs::seed)
+      .def_readwrite("epoch", &StreamArgs::epoch)
+      .def_readwrite("prefetch", &StreamArgs::prefetch)
+      .def_readwrite("copy", &StreamArgs::copy);
+
+  py::class_<NativeStream>(m, "NativeStream", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+                             heap_type->ht_type.tp_iter = PyObject_SelfIter;
+                             heap_type->ht_type.tp_iternext = native_stream_iternext;
+                           }))
+      .def(py::init<const StreamArgs&>())
+      .def("close", &NativeStream::close)
+      .def("stats", &NativeStream::stats)
+      .def_property_readonly("keys", [](const NativeStream& s) { return s.stream().keys(); })
+      .def_property_readonly("shard_indices", [](const NativeStream& s) { return s.stream().shard_indices(); })
+      .def_property_readonly("revision", [](const NativeStream& s) { return s.stream().manifest().revision; })
+      .def_property_readonly("shard_count", [](const NativeStream& s) { return s.stream().manifest().shards.size(); })
+      .def_property_readonly("sample_count", [](const NativeStream& s) {
+        std::size_t n = 0;
+        for (const auto& shard : s.stream().manifest().shards) n += shard.samples.size();
+        return n;
+      });
+}
+
+}  // namespace datavo::python

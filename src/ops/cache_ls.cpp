@@ -1,0 +1,27 @@
+#include "datavo/operations.hpp"
+#include "ops/shard_index.hpp"
+
+namespace datavo {
+
+CacheLsReport cache_ls(ShardCacheHierarchy& cache, const CacheLsRequest& request) {
+  CacheLsReport report;
+  if (request.instance) report.instance = request.instance->name();
+  ops::ShardIndex index(request.manifest_cache_dir);
+  for (const auto& tier : cache.tiers()) {
+    auto entries = tier->list();
+    if (!entries) {
+      if (!report.error) report.error = Error{entries.error().code, "cannot list tier '" + tier->name() + "'"};
+      report.failures.push_back(TierError{tier->name(), std::move(entries).error()});
+      continue;
+    }
+    for (auto& entry : *entries) {
+      if (report.instance && entry.instance != *report.instance) continue;
+      report.size += entry.size;
+      std::optional<RecordedShard> shard = index.find(entry.instance, entry.hash);
+      report.entries.push_back(CacheEntry{tier->name(), std::move(entry), std::move(shard)});
+    }
+  }
+  return report;
+}
+
+}  // namespace datavo

@@ -1,0 +1,27 @@
+#include "datavo/operations.hpp"
+
+namespace datavo {
+
+CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair) {
+  CacheVerifyReport report;
+  report.repair = repair;
+  for (const auto& tier : cache.tiers()) {
+    FolderTier* folder = tier->as_folder();
+    if (folder == nullptr) continue;
+    auto verified = folder->verify(repair);
+    if (!verified) {
+      report.error = std::move(verified).error();
+      return report;
+    }
+    report.unrepaired += verified->bad - verified->quarantined;
+    report.tiers.push_back(TierVerifyReport{tier->name(), std::move(*verified)});
+  }
+  if (report.unrepaired > 0) {
+    report.error = Error{ErrorCode::integrity, std::to_string(report.unrepaired) +
+                                                   " entries do not match their digest; run `datavo cache verify "
+                                                   "--repair` to quarantine them"};
+  }
+  return report;
+}
+
+}  // namespace datavo

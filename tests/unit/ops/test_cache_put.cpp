@@ -1,0 +1,68 @@
+// Tests of cache_put() and append_file() (src/ops/cache_put.cpp).
+#include <gtest/gtest.h>
+
+#include "datavo/operations.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/ops/ops_fixtures.hpp"
+#include "util/fs.hpp"
+
+namespace datavo {
+namespace {
+
+using shardtest::TempDir;
+
+class StringSink final : public ByteSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override {
+    bytes.append(static_cast<const char*>(data), size);
+    return ok();
+  }
+  Bytes written() const override { return Bytes{bytes.size()}; }
+  Result<void> restart() override {
+    bytes.clear();
+    return ok();
+  }
+  std::string bytes;
+};
+
+TEST(CachePutTest, InstallsTheFileAndFindsItAgain) {
+  TempDir dir;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a")});
+  const std::string file = dir.sub("shard.tar");
+  const std::string content(3 << 20, 'x');  // more than one chunk of the read loop
+  ASSERT_TRUE(util::write_file_atomic(file, content, 0644));
+  auto put = cache_put(*cache, opstest::key_of('1'), file);
+  ASSERT_TRUE(put) << put.error().message;
+  EXPECT_EQ(put->result.source, ServedFrom::fetched);
+  EXPECT_EQ(put->result.handle.size(), Bytes{content.size()});
+  auto again = cache_put(*cache, opstest::key_of('1'), file);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->result.source, ServedFrom::hit);
+}
+
+TEST(CachePutTest, AFileThatCannotBeOpenedIsAnErrorEvenForACachedHash) {
+  TempDir dir;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a")});
+  opstest::install(*cache, opstest::key_of('1'), "cached");
+  auto put = cache_put(*cache, opstest::key_of('1'), dir.sub("missing.tar"));
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error().code, ErrorCode::not_found);
+  EXPECT_NE(put.error().message.find(dir.sub("missing.tar")), std::string::npos);
+}
+
+TEST(AppendFileTest, AppendsEveryByteAfterWhatTheSinkHolds) {
+  TempDir dir;
+  ASSERT_TRUE(util::write_file_atomic(dir.sub("f"), "world", 0644));
+  StringSink sink;
+  sink.bytes = "hello ";
+  auto appended = append_file(sink, dir.sub("f"));
+  ASSERT_TRUE(appended) << appended.error().message;
+  EXPECT_EQ(*appended, Bytes{5});
+  EXPECT_EQ(sink.bytes, "hello world");
+  auto missing = append_file(sink, dir.sub("nope"));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::not_found);
+}
+
+}  // namespace
+}  // namespace datavo

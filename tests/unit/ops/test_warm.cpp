@@ -1,0 +1,107 @@
+// Tests of datavo::warm (src/ops/warm.cpp) against the fake origin: a cold warm fetches every shard once and tells
+// the observer, a second one hits, failed shards and a top tier too small are the report's error.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "datavo/warm.hpp"
+#include "unit/ops/ops_fixtures.hpp"
+#include "unit/ops/warm_fixture.hpp"
+
+namespace datavo {
+namespace {
+
+class WarmTest : public opstest::WarmFixture {};
+
+class RecordingObserver final : public WarmObserver {
+ public:
+  void started(std::size_t shards) override { started_with = shards; }
+  void origin_bytes(std::int64_t delta) override { bytes += delta; }
+  void shard_done(const WarmShardOutcome& outcome) override {
+    std::lock_guard lock(mu);
+    done.insert(outcome.shard_index);
+  }
+  void finished() override { ++finished_calls; }
+
+  std::size_t started_with = 0;
+  std::atomic<std::int64_t> bytes{0};
+  std::mutex mu;
+  std::set<std::uint64_t> done;  // guarded by mu
+  int finished_calls = 0;
+};
+
+TEST_F(WarmTest, AColdWarmFetchesEveryShardOnceAndASecondOneHits) {
+  RecordingObserver observer;
+  WarmRequest r = request();
+  r.observer = &observer;
+  auto cold = warm(r);
+  ASSERT_TRUE(cold) << cold.error().message;
+  EXPECT_FALSE(cold->error);
+  EXPECT_EQ(cold->dataset, "fake/train");
+  EXPECT_EQ(cold->revision, 7u);
+  EXPECT_EQ(cold->keys, (std::vector<std::string>{"audio.wav", "transcript.txt"}));
+  EXPECT_EQ(cold->shards, 6u);
+  EXPECT_EQ(cold->failed, 0u);
+  EXPECT_EQ(cold->origin_shards, 6u);
+  EXPECT_EQ(cold->origin_size, cold->size);
+  ASSERT_EQ(cold->tiers.size(), 1u);
+  EXPECT_EQ(cold->tiers[0].cached, 6u);
+  EXPECT_EQ(cold->not_cached, 0u);
+  EXPECT_FALSE(cold->uploads) << "no remote tier";
+  EXPECT_EQ(origin.ticket_requests.load(), 6);
+  EXPECT_EQ(observer.started_with, 6u);
+  EXPECT_EQ(observer.done.size(), 6u);
+  EXPECT_EQ(observer.bytes.load(), std::int64_t(cold->size.count()));
+  EXPECT_EQ(observer.finished_calls, 1);
+
+  auto again = warm(request());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->origin_shards, 0u);
+  EXPECT_EQ(again->tiers[0].hits, 6u);
+  EXPECT_EQ(again->size, cold->size);
+  EXPECT_EQ(origin.ticket_requests.load(), 6) << "a hit makes no request";
+}
+
+TEST_F(WarmTest, ShardsThatFailAreCountedAndMakeTheWarmFail) {
+  origin.corrupt_bytes = true;
+  WarmRequest r = request();
+  r.jobs = 2;
+  auto report = warm(r);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->failed, 6u);
+  ASSERT_EQ(report->failures.size(), 6u);
+  EXPECT_EQ(report->failures[0].shard_index, 0u) << "manifest order";
+  EXPECT_EQ(report->failures[0].error.code, ErrorCode::integrity);
+  EXPECT_EQ(report->not_cached, 6u);
+  ASSERT_TRUE(report->error);
+  EXPECT_EQ(report->error->code, ErrorCode::remote);
+  EXPECT_EQ(report->error->message, "6 of 6 shards could not be warmed");
+}
+
+TEST_F(WarmTest, ATopTierThatCannotHoldEveryShardFailsUnlessAllowed) {
+  auto probe = warm(request());  // the size of one shard
+  ASSERT_TRUE(probe) << probe.error().message;
+  const Bytes shard{probe->size.count() / 6};
+  cache = opstest::hierarchy(
+      {opstest::folder(dir.sub("small"), "small", Bytes{shard.count() * 2}), opstest::folder(dir.sub("big"), "big")});
+  auto partial = warm(request());
+  ASSERT_TRUE(partial) << partial.error().message;
+  ASSERT_TRUE(partial->partial);
+  EXPECT_EQ(partial->partial->rfind("only ", 0), 0u) << *partial->partial;
+  EXPECT_NE(partial->partial->find("'small'"), std::string::npos) << *partial->partial;
+  ASSERT_TRUE(partial->error);
+  EXPECT_EQ(partial->error->code, ErrorCode::capacity);
+  EXPECT_LT(partial->tiers[0].cached, 6u);
+
+  WarmRequest allowed = request();
+  allowed.allow_partial = AllowPartial::yes;
+  auto accepted = warm(allowed);
+  ASSERT_TRUE(accepted) << accepted.error().message;
+  EXPECT_FALSE(accepted->error);
+  EXPECT_TRUE(accepted->partial);
+}
+
+}  // namespace
+}  // namespace datavo
