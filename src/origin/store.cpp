@@ -297,7 +297,7 @@ Result<util::UniqueFd> Store::lock_dataset(std::string_view dataset, std::string
 }
 
 Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) const {
-  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(objects_dir() + "/object"), 0644);
+  auto file = util::AtomicFile::create(util::temp_name_beside(objects_dir() + "/object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
   DATAVO_TRY(writer.write(data.data(), data.size()));
@@ -307,7 +307,7 @@ Result<Store::PutResult> Store::put_object(std::span<const std::byte> data) cons
 Result<Store::PutResult> Store::put_object_file(const std::string& path) const {
   util::UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return Error::from_errno(errno, "cannot open " + path);
-  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(objects_dir() + "/object"), 0644);
+  auto file = util::AtomicFile::create(util::temp_name_beside(objects_dir() + "/object"), 0644);
   if (!file) return file.error();
   ObjectWriter writer{std::move(file).value(), Sha256Hasher{}, 0};
   DATAVO_TRY(util::read_chunks(in.get(), 0, std::nullopt, path,
@@ -342,7 +342,7 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
     columns.push_back(static_cast<std::size_t>(it - revision.keys.begin()));
   }
 
-  auto file = util::AtomicFile::create(util::AtomicFile::temp_name_beside(tar_path(hash)), 0644);
+  auto file = util::AtomicFile::create(util::temp_name_beside(tar_path(hash)), 0644);
   if (!file) return file.error();
   Sha256Hasher hasher;
   const int out = file->fd();
