@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that every layer of Datavo only looks down (ARCHITECTURE.md, "Layers").
 
-Usage: scripts/check_layers.py [--list]
+Usage: scripts/check_layers.py [--list] [--root DIR]
+  --root  the tree to check (default: this checkout); the tests check a small tree with a deliberate violation
 
 Each source file of the product (src/, include/datavo/, cli/, python/src/) belongs to one component, and each
 component to one layer (the table below). A file may include a header of its own component, or of any component
@@ -70,7 +71,15 @@ def product_files():
 
 
 def main():
-    if "--list" in sys.argv[1:]:
+    global ROOT
+    args = sys.argv[1:]
+    if "--root" in args:
+        at = args.index("--root")
+        if at + 1 >= len(args):
+            print("check_layers: --root needs a directory", file=sys.stderr)
+            return 2
+        ROOT = os.path.abspath(args[at + 1])
+    if "--list" in args:
         for layer, name, dirs, headers in LAYERS:
             public = ", ".join(f"datavo/{h}.hpp" for h in headers) or "-"
             print(f"{layer}  {name:9s} {' '.join(dirs):14s} public: {public}")

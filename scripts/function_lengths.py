@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lists the length of every C++ function of the product code and fails when one is over the limit.
 
-Usage: scripts/function_lengths.py [--limit N] [--top K] [PATH...]
+Usage: scripts/function_lengths.py [--limit N] [--top K] [--root DIR] [PATH...]
+  --root DIR  the tree PATHs are relative to (default: this checkout)
   PATH   files or directories to measure (default: src cli python/src include)
   --top  print the K longest functions (default: only those over the limit)
 
@@ -21,11 +22,11 @@ DEFAULT_PATHS = ["src", "cli", "python/src", "include"]
 EXCUSE = "// Long:"
 
 
-def functions(paths):
+def functions(root, paths):
     """Yields (path, name, first line, last line) for every function definition under `paths`."""
     cmd = ["ctags", "-R", "--languages=C++", "--langmap=C++:+.hpp", "--kinds-C++=f", "--fields=+ne",
            "--extras=-F", "-f", "-"] + paths
-    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, cwd=root, check=True, capture_output=True, text=True).stdout
     for row in out.splitlines():
         cols = row.split("\t")
         fields = dict(c.split(":", 1) for c in cols[3:] if ":" in c)
@@ -36,8 +37,8 @@ def functions(paths):
         yield cols[1], name, int(fields["line"]), int(fields["end"])
 
 
-def excused(path, first):
-    with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as f:
+def excused(root, path, first):
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     before = lines[first - 2].strip() if first >= 2 else ""
     return before.startswith(EXCUSE)
@@ -47,12 +48,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=80)
     parser.add_argument("--top", type=int, default=0)
+    parser.add_argument("--root", default=ROOT)
     parser.add_argument("paths", nargs="*", default=DEFAULT_PATHS)
     args = parser.parse_args()
+    root = os.path.abspath(args.root)
     if shutil.which("ctags") is None:
         print("function_lengths: ctags (Debian's universal-ctags) is required", file=sys.stderr)
         return 2
-    measured = sorted(((last - first + 1, path, name, first) for path, name, first, last in functions(args.paths)),
+    measured = sorted(((last - first + 1, path, name, first) for path, name, first, last in functions(root, args.paths)),
                       reverse=True)
     failures = 0
     for rank, (length, path, name, first) in enumerate(measured):
@@ -60,7 +63,7 @@ def main():
         if not over and rank >= args.top:
             break
         note = ""
-        if over and excused(path, first):
+        if over and excused(root, path, first):
             note = "  (over the limit; says why)"
         elif over:
             note = "  OVER THE LIMIT"

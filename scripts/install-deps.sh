@@ -14,6 +14,7 @@ packages=(
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
   faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
   strace                              # test_cloud_spec_yaml.sh: cache info opens no socket
+  universal-ctags                     # scripts/function_lengths.py: where each function starts and ends
   dpkg-dev                            # dpkg-shlibdeps: the .deb's Depends (cmake/Package.cmake, tests/install/)
   debootstrap                         # scripts/deb-fresh-machine.sh: the .deb on a fresh Debian 12
 )
