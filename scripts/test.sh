@@ -40,9 +40,10 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_
 "$root/scripts/install-deps.sh"
 
 # The structure of the tree, before anything is built: every include looks down the layer table
-# (ARCHITECTURE.md, "Layers").
-echo "== structure: layers"
+# (ARCHITECTURE.md, "Layers"), and no function is over 80 lines without saying why (universal-ctags).
+echo "== structure: layers and function lengths"
 python3 "$root/scripts/check_layers.py"
+python3 "$root/scripts/function_lengths.py" | tail -n 1
 
 echo "== build (-Werror)"
 "$root/scripts/build.sh" "$root/build" -DDATAVO_WERROR=ON -DDATAVO_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3

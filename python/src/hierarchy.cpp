@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/operations.hpp"
+#include "datavo/origin_client.hpp"
 
 namespace datavo::python {
 namespace {
