@@ -113,17 +113,23 @@ TEST(OriginBuilderPool, OneBuildPerContentHashWhoeverAsks) {
   GatedBuild gate;
   origin::BuilderPool pool(2, [&](const origin::TicketFields& f) { return gate(f); });
   EXPECT_TRUE(std::holds_alternative<origin::BuilderPool::Pending>(pool.request(fields_of("d", 'a'), Milliseconds{0})));
-  std::vector<std::thread> waiters;
-  std::vector<origin::BuilderPool::Outcome> outcomes(4, origin::BuilderPool::Pending{});
+  while (gate.calls.load() == 0) std::this_thread::yield();
+  // While the build is held in the gate, every request for that hash joins it: four askers at once, on a pool with
+  // a second idle thread, are each answered "preparing" after their wait, and there is still one build.
+  std::vector<std::thread> askers;
+  std::vector<origin::BuilderPool::Outcome> outcomes(4, KeyGroupTar{});
   for (int i = 0; i < 4; ++i)
-    waiters.emplace_back([&, i] { outcomes[i] = pool.request(fields_of("d", 'a'), Milliseconds{60'000}); });
-  gate.release();
-  for (auto& waiter : waiters) waiter.join();
-  for (const auto& outcome : outcomes) {
-    ASSERT_TRUE(std::holds_alternative<KeyGroupTar>(outcome));
-    EXPECT_EQ(std::get<KeyGroupTar>(outcome).path, "/tars/" + std::string(64, 'a') + ".tar");
-  }
+    askers.emplace_back([&, i] { outcomes[i] = pool.request(fields_of("d", 'a'), Milliseconds{50}); });
+  for (auto& asker : askers) asker.join();
+  for (const auto& outcome : outcomes) EXPECT_TRUE(std::holds_alternative<origin::BuilderPool::Pending>(outcome));
   EXPECT_EQ(gate.calls.load(), 1);
+  // Once the build is let go, a waiter gets its tar (whether it joined that build or came after it).
+  origin::BuilderPool::Outcome waited = origin::BuilderPool::Pending{};
+  std::thread waiter([&] { waited = pool.request(fields_of("d", 'a'), Milliseconds{60'000}); });
+  gate.release();
+  waiter.join();
+  ASSERT_TRUE(std::holds_alternative<KeyGroupTar>(waited));
+  EXPECT_EQ(std::get<KeyGroupTar>(waited).path, "/tars/" + std::string(64, 'a') + ".tar");
 }
 
 TEST(OriginBuilderPool, RefusalsAndExceptionsReachTheirWaiters) {
