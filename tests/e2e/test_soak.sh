@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# F14 in CI: the soak run (bench/soak.py) for 2 minutes: 4 readers (bench/soak_reader.cpp, built with the tests)
+# The soak run in CI (bench/soak.py) for 2 minutes: 4 readers (bench/soak_reader.cpp, built with the tests)
 # read Zipf-distributed shards over 3x the tier's capacity from a loopback origin, with random SIGKILLs. Fails when
 # a bound is broken: wrong bytes, a reader crash, quota overshoot above 1 shard, the tier ending over budget, fd or
 # staging-file growth, failed reads, or a hit ratio far below an LRU simulation of the same trace.
