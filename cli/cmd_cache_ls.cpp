@@ -1,21 +1,12 @@
 // `datavo cache ls`: the cached entries of this instance (or of every one), with what warm or read recorded each to
 // be (datavo::cache_ls), like `hf cache ls`.
-#include <ctime>
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo::cli {
 namespace {
-
-std::string format_time(std::chrono::system_clock::time_point t) {
-  std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::gmtime_r(&tt, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 // "12 s ago", "5 min ago", "3 h ago", "2 d ago": how long ago an entry was last read (its mtime).
 std::string age_text(std::int64_t seconds) {
@@ -36,7 +27,7 @@ nlohmann::json entry_json(const CacheEntry& e, std::int64_t age) {
           {"instance", e.entry.instance},
           {"content_hash", e.entry.hash.hex()},
           {"size_bytes", e.entry.size.count()},
-          {"last_access", format_time(e.entry.last_access)},
+          {"last_access", util::format_rfc3339(e.entry.last_access)},
           {"age_seconds", age},
           {"dataset", known(shard ? shard->dataset : "")},
           {"split", known(shard ? shard->split : "")},
