@@ -10,25 +10,16 @@
 #include "datavo/config.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/s3_tier.hpp"
+#include "support/config_fixtures.hpp"
 
 namespace datavo {
 namespace {
 
+using shardtest::env_with;
 using ::testing::HasSubstr;
 
-ConfigEnvironment fake_env(std::map<std::string, std::string> vars) {
-  ConfigEnvironment env;
-  env.getenv = [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-  env.system_path = "/nonexistent/shards.yaml";
-  return env;
-}
-
 TEST(TierArguments, FolderTierLikeTheYamlMapping) {
-  auto env = fake_env({{"HOME", "/home/u"}});
+  auto env = env_with({{"HOME", "/home/u"}});
   auto tier = parse_tier_arguments("folder",
                                    {{"path", "~/cache", true},
                                     {"max_bytes", "10GB", true},
@@ -53,7 +44,7 @@ TEST(TierArguments, FolderTierLikeTheYamlMapping) {
 
 TEST(TierArguments, NameDefaultsToTheLocationAndZeroIsUnbounded) {
   auto tier = parse_tier_arguments("folder", {{"path", "/tmp/x", true}, {"max_bytes", "0", false}}, "ShardCacheTier",
-                                   fake_env({}));
+                                   env_with({}));
   ASSERT_TRUE(tier) << tier.error().message;
   EXPECT_EQ(tier->name, "/tmp/x");
   EXPECT_FALSE(tier->max_bytes);
@@ -61,30 +52,30 @@ TEST(TierArguments, NameDefaultsToTheLocationAndZeroIsUnbounded) {
 
 TEST(TierArguments, ErrorsNameTheOriginAndTheKey) {
   auto bad_size = parse_tier_arguments("folder", {{"path", "/tmp/x", true}, {"max_bytes", "ten", true}},
-                                       "ShardCacheTier", fake_env({}));
+                                       "ShardCacheTier", env_with({}));
   ASSERT_FALSE(bad_size);
   EXPECT_EQ(bad_size.error().code, ErrorCode::config);
   EXPECT_THAT(bad_size.error().message, ::testing::StartsWith("ShardCacheTier.max_bytes: "));
 
-  auto missing = parse_tier_arguments("s3", {{"region", "us-east-1", true}}, "S3ShardCacheTier", fake_env({}));
+  auto missing = parse_tier_arguments("s3", {{"region", "us-east-1", true}}, "S3ShardCacheTier", env_with({}));
   ASSERT_FALSE(missing);
   EXPECT_THAT(missing.error().message, HasSubstr("S3ShardCacheTier.bucket: missing"));
 
   auto unknown =
-      parse_tier_arguments("gcs", {{"bucket", "b-1", true}, {"path", "/x", true}}, "GcsShardCacheTier", fake_env({}));
+      parse_tier_arguments("gcs", {{"bucket", "b-1", true}, {"path", "/x", true}}, "GcsShardCacheTier", env_with({}));
   ASSERT_FALSE(unknown);
   EXPECT_THAT(unknown.error().message, HasSubstr("GcsShardCacheTier.path: unknown key for a gcs tier"));
 
-  auto twice = parse_tier_arguments("folder", {{"path", "/a", true}, {"path", "/b", true}}, "T", fake_env({}));
+  auto twice = parse_tier_arguments("folder", {{"path", "/a", true}, {"path", "/b", true}}, "T", env_with({}));
   ASSERT_FALSE(twice);
   EXPECT_THAT(twice.error().message, HasSubstr("T.path: given twice"));
 
-  auto type = parse_tier_arguments("ftp", {}, "T", fake_env({}));
+  auto type = parse_tier_arguments("ftp", {}, "T", env_with({}));
   ASSERT_FALSE(type);
   EXPECT_THAT(type.error().message, HasSubstr("unknown tier type \"ftp\""));
 
   // A quoted "true" is a string, as in YAML.
-  auto quoted = parse_tier_arguments("folder", {{"path", "/a", true}, {"read_only", "true", true}}, "T", fake_env({}));
+  auto quoted = parse_tier_arguments("folder", {{"path", "/a", true}, {"read_only", "true", true}}, "T", env_with({}));
   ASSERT_FALSE(quoted);
   EXPECT_THAT(quoted.error().message, HasSubstr("T.read_only: expected true or false"));
 }
@@ -94,7 +85,7 @@ TEST(TierArguments, CloudTierAloneAndNormalised) {
                                    {{"bucket", "datavo-cache", true},
                                     {"prefix", "/team-a/", true},
                                     {"endpoint_url", "http://127.0.0.1:9000/", true}},
-                                   "S3ShardCacheTier", fake_env({}));
+                                   "S3ShardCacheTier", env_with({}));
   ASSERT_TRUE(tier) << tier.error().message;
   EXPECT_EQ(tier->name, "datavo-cache");
   const auto& options = std::any_cast<const S3TierOptions&>(tier->backend);

@@ -3,22 +3,14 @@
 #include "datavo/folder_tier.hpp"
 #include "datavo/s3_tier.hpp"
 #include "datavo/tier_registry.hpp"
+#include "support/config_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
 namespace datavo {
 namespace {
 
+using datavo::shardtest::folder_config;
 using datavo::shardtest::TempDir;
-
-TierConfig folder_config(const std::string& name, const std::string& path) {
-  TierConfig c;
-  c.name = name;
-  c.type = "folder";
-  FolderTierOptions options;
-  options.path = path;
-  c.backend = options;
-  return c;
-}
 
 TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
   TempDir dir;

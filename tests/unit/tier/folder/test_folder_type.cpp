@@ -10,22 +10,13 @@
 #include "datavo/config.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/tier_registry.hpp"
+#include "support/config_fixtures.hpp"
 
 namespace datavo {
 namespace {
 
+using shardtest::env_with;
 using ::testing::HasSubstr;
-
-ConfigEnvironment env_with(std::map<std::string, std::string> vars) {
-  ConfigEnvironment env;
-  env.getenv = [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-  env.system_path = "/nonexistent/shards.yaml";
-  return env;
-}
 
 Result<TierConfig> folder_tier(const std::vector<TierArgument>& arguments,
                                const ConfigEnvironment& env = env_with({})) {
