@@ -26,7 +26,7 @@
 # and defines the flavour's adapter:
 #   cf_tier_yaml URL BUCKET PART [FIELD...]   the YAML of the cloud tier (named $CF_TIER) through the proxy at URL
 #   cf_doomed_up       a dedicated server to be killed, behind a proxy of its own: DOOMED_URL (the proxy),
-#                      DOOMED_SERVER_PID (the server's; start_proxy sets DOOMED_PID, the proxy's), DOOMED_BUCKET
+#                      DOOMED_BUCKET, and cf_doomed_server RUN_DIR EMULATOR for the server's process
 #   cf_put BUCKET NAME FILE SHA SIZE          store FILE with Datavo's metadata claiming SHA and SIZE
 #   cf_get BUCKET NAME FILE                   read an object back into FILE
 #   cf_version BUCKET NAME                    what a pinned range names: the ETag, or "generation=N"
@@ -48,6 +48,21 @@ cf_prestart() {
   mkdir -p "$2"
   on_exit_first "DATAVO_EMULATOR_RUN_DIR='$2' emulators_down >/dev/null 2>&1"
   (DATAVO_EMULATOR_RUN_DIR="$2" emu_up_print "$1" >"$2/up.lines" 2>"$2/up.err"; echo $? >"$2/up.rc") &
+}
+# cf_doomed_server RUN_DIR EMULATOR: the dedicated server that cf_kill_doomed kills is EMULATOR of RUN_DIR (its PID,
+# start time and log, recorded by tests/support/emulators.sh).
+cf_doomed_server() {
+  DOOMED_SERVER_PID=$(cat "$1/$2.pid") DOOMED_SERVER_START=$(cat "$1/$2.start") DOOMED_SERVER_LOG="$1/$2.log"
+}
+cf_doomed_alive() { [ -n "${DOOMED_SERVER_PID:-}" ] && same_process "$DOOMED_SERVER_PID" "$DOOMED_SERVER_START"; }
+# cf_kill_doomed WHAT: SIGKILLs the dedicated server; a failure of WHAT, with the end of its log, if it had died.
+cf_kill_doomed() {
+  if cf_doomed_alive; then
+    kill -KILL "$DOOMED_SERVER_PID"
+  else
+    fail "$1: the dedicated server runs until it is killed" "pid $DOOMED_SERVER_PID is gone; its log ends:
+$(tail -n 20 "$DOOMED_SERVER_LOG" 2>&1)"
+  fi
 }
 cf_started() {
   wait_until 300 test -s "$1/up.rc" || die "start a dedicated server in $1" "not up after 300 s"
@@ -137,7 +152,7 @@ cf_kill_mid_upload() {
   background_fetch "$KILLED_NAME" "$sha"
   wait_until 30 mid_transfer "$DOOMED_URL" "$op" ||
     fail "kill mid-upload" "no upload under way: $(proxy_json "$DOOMED_URL" "[(r['op'], r['done'], r['bytes_in']) for r in j['log']]")"
-  kill -KILL "$DOOMED_SERVER_PID"
+  cf_kill_doomed "kill mid-upload"
   proxy_mode "$DOOMED_URL" ok  # releases the held requests
   collect_fetch
   served_ok "kill mid-upload" "$sha" fetched
@@ -154,13 +169,17 @@ cf_kill_mid_upload() {
 cf_kill_mid_download() {
   local size=$1 sha origin_before
   section "the server killed mid-download"
-  if [ -z "${DOOMED_SERVER_PID:-}" ] || ! kill -0 "$DOOMED_SERVER_PID" 2>/dev/null; then cf_doomed_up; fi
+  cf_doomed_alive || cf_doomed_up
   sha=$(make_shard "$E2E_TMP/files/kill-download.bin" "$size")
   cf_vm seed "$DOOMED_URL" "$DOOMED_BUCKET" "$CF_PART"
   proxy_reset "$DOOMED_URL"
   fetch kill-download.bin "$sha"
   SEED_COUNTS=$(proxy_json "$DOOMED_URL" "j['ops']")
   expect_eq "kill mid-download: the shard is in the $FLAVOUR server" 1 "$(json "j['uploads']['uploaded']" <<<"$OUT")"
+  if [ "$(json "j['uploads']['uploaded']" <<<"$OUT")" != 1 ]; then
+    echo "# the seeding's stderr:"; sed 's/^/#   /' <<<"$ERR"
+    echo "# its requests: $(proxy_json "$DOOMED_URL" "[(r['op'], r['status']) for r in j['log']]")"
+  fi
   cf_vm vm-download "$DOOMED_URL" "$DOOMED_BUCKET" 5MiB
   printf 'tiers:\n  - name: slow\n    path: %s\n' "$E2E_TMP/vm-download-slow" >"$E2E_TMP/slow-only.yaml"
   timeout 30 "$DATAVO_BIN" --config "$E2E_TMP/slow-only.yaml" cache put "$(hash_for kill-download.bin)" \
@@ -170,7 +189,7 @@ cf_kill_mid_download() {
   origin_before=$(server_requests /kill-download.bin)
   background_fetch kill-download.bin "$sha"
   wait_until 30 pinned_arrived "$DOOMED_URL" 1 || fail "kill mid-download" "no download under way"
-  kill -KILL "$DOOMED_SERVER_PID"
+  cf_kill_doomed "kill mid-download"
   proxy_mode "$DOOMED_URL" ok  # releases the held ranges
   collect_fetch
   served_ok "kill mid-download" "$sha" promoted

@@ -27,6 +27,8 @@ E2E_NAME=$(basename "$0" .sh)
 E2E_PASSED=0
 E2E_FAILED=0
 E2E_PIDS=()           # processes to stop on exit
+declare -gA E2E_PID_STARTS=() # their start times (see track_pid)
+. "$(dirname "${BASH_SOURCE[0]}")/../support/pids.sh"
 E2E_HOOKS=()          # commands to run on exit, before $E2E_TMP is removed (e.g. umount)
 E2E_FIRST_HOOKS=()    # commands to run on exit before the processes are stopped (e.g. release a debugger)
 E2E_FINISHED=0
@@ -141,15 +143,25 @@ refused_privilege() {
 
 # --- processes and cleanup --------------------------------------------------------------------------------------
 
-track_pid() { E2E_PIDS+=("$1"); }
+# A tracked PID is only signalled while it still names the process that was tracked (tests/support/pids.sh): a
+# later kill of a PID that had died and been handed to another suite's emulator killed that emulator.
+track_pid() {
+  E2E_PIDS+=("$1")
+  E2E_PID_STARTS[$1]=$(pid_start_time "$1")
+}
 # on_exit CMD: run CMD on exit after every tracked process is stopped; on_exit_first CMD: before that.
 on_exit() { E2E_HOOKS+=("$1"); }
 on_exit_first() { E2E_FIRST_HOOKS+=("$1"); }
 
-# stop_pid PID [SIGNAL]: signals PID (default TERM), waits for it up to 5 s, then KILLs it; always reaps it.
+# stop_pid PID [SIGNAL]: signals PID (default TERM), waits for it up to 5 s, then KILLs it; always reaps it. A
+# tracked PID that now names another process (or none) is only reaped, never signalled.
 stop_pid() {
   local pid=$1 sig=${2:-TERM} deadline
   [ -n "$pid" ] || return 0
+  if [ -n "${E2E_PID_STARTS[$pid]+set}" ] && ! same_process "$pid" "${E2E_PID_STARTS[$pid]}"; then
+    wait "$pid" 2>/dev/null
+    return 0
+  fi
   if kill -0 "$pid" 2>/dev/null; then
     kill "-$sig" "$pid" 2>/dev/null
     deadline=$(($(date +%s) + 5))

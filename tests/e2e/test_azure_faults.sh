@@ -40,7 +40,7 @@ cf_tier_yaml() {
 # connection string, for the reference client.
 doomed_azurite() {
   DOOMED_CS=$(sed -n "s/^export AZURITE_CONNECTION_STRING='\(.*\)'$/\1/p" <<<"$CF_LINES")
-  DOOMED_SERVER_PID=$(cat "$DOOMED_RUN/azurite.pid")
+  cf_doomed_server "$DOOMED_RUN" azurite
   DOOMED_BUCKET=doomed
   start_cloud_proxy DOOMED "$(sed -n 's/^export AZURITE_BLOB_ENDPOINT=\(.*\)\/[^/]*$/\1/p' <<<"$CF_LINES")"
 }

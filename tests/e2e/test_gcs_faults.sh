@@ -47,7 +47,7 @@ cf_tier_yaml() {
 # The next dedicated emulator, to be killed, behind a proxy of its own.
 cf_doomed_up() {
   cf_started "${DOOMED_RUNS[0]}"
-  DOOMED_SERVER_PID=$(cat "${DOOMED_RUNS[0]}/gcs.pid")
+  cf_doomed_server "${DOOMED_RUNS[0]}" gcs
   DOOMED_RUNS=("${DOOMED_RUNS[@]:1}")
   DOOMED_BUCKET=doomed
   start_cloud_proxy DOOMED "$(sed -n 's/^export GCS_EMULATOR_ENDPOINT=//p' <<<"$CF_LINES")"

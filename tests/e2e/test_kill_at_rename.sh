@@ -57,8 +57,9 @@ timeout -k 5 120 gdb -q -batch -nx --readnever \
 gdb_pid=$!
 track_pid "$gdb_pid"
 # If the suite ends early, release gdb first (it then kills the inferior it started) and SIGKILL the inferior.
-inferior=
-on_exit_first "touch '$gdb_dir/go'; [ -z \"\$inferior\" ] || kill -KILL \"\$inferior\" 2>/dev/null; true"
+# Only while $inferior still is that process (tests/support/pids.sh): once dead, its PID may be another suite's.
+inferior= inferior_start=
+on_exit_first "touch '$gdb_dir/go'; ! same_process \"\$inferior\" \"\$inferior_start\" || kill -KILL \"\$inferior\"; true"
 
 if ! wait_until 60 test -e "$gdb_dir/at_break"; then
   fail "B: gdb stopped the fetch at renameat2" "no breakpoint within 60 s; gdb log: $(e2e_abbrev "$(cat "$gdb_dir/log")")"
@@ -78,6 +79,7 @@ fi
 staged=$(find "$t1/.staging" -name '*.tmp' -type f)
 expect_eq "B: one staging file" 1 "$(grep -c . <<<"$staged")"
 inferior=$(pid_of_staging "$staged")
+inferior_start=$(pid_start_time "$inferior")
 expect_eq "B: the fetch is alive and stopped by the debugger" t "$(awk '{print $3}' "/proc/$inferior/stat" 2>&1)"
 expect_eq "B: the staging file is complete at the rename" "$mid_size" "$(file_size "$staged")"
 expect_eq "B: the staging file holds the right bytes" "$sha_mid" "$(sha256_of "$staged")"
@@ -98,7 +100,7 @@ touch "$gdb_dir/go"
 rc=0
 wait "$gdb_pid" || rc=$?
 expect_eq "B: gdb finished" 0 "$rc"
-if kill -0 "$inferior" 2>/dev/null; then
+if same_process "$inferior" "$inferior_start"; then
   fail "B: the fetch is dead" "pid $inferior is still there: $(cat "/proc/$inferior/stat" 2>&1)"
 else
   pass "B: the fetch is dead"

@@ -39,7 +39,7 @@ cf_tier_yaml() {
 cf_doomed_up() {
   local endpoint
   cf_started "${DOOMED_RUNS[0]}"
-  DOOMED_SERVER_PID=$(cat "${DOOMED_RUNS[0]}/moto.pid")
+  cf_doomed_server "${DOOMED_RUNS[0]}" moto
   DOOMED_RUNS=("${DOOMED_RUNS[@]:1}")
   endpoint=$(sed -n 's/^export MOTO_S3_ENDPOINT=//p' <<<"$CF_LINES")
   DOOMED_BUCKET=doomed

@@ -54,6 +54,7 @@ EMU_ALL_NAMES=(azurite s3rver moto gcs)
 EMU_AZURE_BLOB_VERSION=12.32.0
 EMU_GCS_CLIENT_VERSION=7.22.0
 EMU_HOST=127.0.0.1
+. "$(dirname "${BASH_SOURCE[0]}")/pids.sh"
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 EMU_AZURITE_ACCOUNT=devstoreaccount1
 EMU_AZURITE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
@@ -274,15 +275,6 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-# emu_start_time PID: the process's start time (field 22 of /proc/PID/stat), to tell it from a reused PID.
-emu_start_time() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }           # drop "pid (comm) ", comm may hold spaces
-  set -- $stat                # the remaining fields start at field 3
-  echo "${20}"
-}
-
 emu_alive() { # PID: running (a zombie counts as gone)
   local state
   state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
@@ -364,7 +356,7 @@ emu_start_one() {
     emu_launch "$name" "$port" || return 1
     pid=$EMU_PID
     echo "$pid" >"$run/$name.pid"
-    emu_start_time "$pid" >"$run/$name.start" 2>/dev/null
+    pid_start_time "$pid" >"$run/$name.start" 2>/dev/null
     url=$(emu_ready_url "$name" "$port")
     deadline=$(($(date +%s) + ${DATAVO_EMULATOR_TIMEOUT:-60}))
     while :; do
@@ -495,7 +487,7 @@ emulators_down() {
     [ -f "$run/$name.pid" ] || continue
     pid=$(cat "$run/$name.pid")
     recorded_start=$(cat "$run/$name.start" 2>/dev/null)
-    if emu_alive "$pid" && [ -n "$recorded_start" ] && [ "$(emu_start_time "$pid")" != "$recorded_start" ]; then
+    if emu_alive "$pid" && [ -n "$recorded_start" ] && [ "$(pid_start_time "$pid")" != "$recorded_start" ]; then
       emu_log "$name: pid $pid now belongs to another process; not signalling it"
     else
       emu_stop_pid "$name" "$pid"
