@@ -146,8 +146,10 @@ refused_privilege() {
 # A tracked PID is only signalled while it still names the process that was tracked (tests/support/pids.sh): a
 # later kill of a PID that had died and been handed to another suite's emulator killed that emulator.
 track_pid() {
+  local start=
+  pid_start_time "$1" start || true
   E2E_PIDS+=("$1")
-  E2E_PID_STARTS[$1]=$(pid_start_time "$1")
+  E2E_PID_STARTS[$1]=$start
 }
 # on_exit CMD: run CMD on exit after every tracked process is stopped; on_exit_first CMD: before that.
 on_exit() { E2E_HOOKS+=("$1"); }

@@ -13,7 +13,9 @@
 www="$E2E_TMP/www"
 mkdir -p "$www"
 sha=$(make_shard "$www/shard.bin" $((1024 * 1024)))
-start_server "$www" --delay-ms 300
+# Every process must look the hash up while the first download is in flight: a 2 s delay leaves room for 8 spawns on
+# CI's loaded 2 cores (with 300 ms, a late one once found the entry installed and needed no lock).
+start_server "$www" --delay-ms 2000
 tier="$E2E_TMP/t1"
 write_config <<EOF
 tiers:

@@ -79,7 +79,7 @@ fi
 staged=$(find "$t1/.staging" -name '*.tmp' -type f)
 expect_eq "B: one staging file" 1 "$(grep -c . <<<"$staged")"
 inferior=$(pid_of_staging "$staged")
-inferior_start=$(pid_start_time "$inferior")
+pid_start_time "$inferior" inferior_start
 expect_eq "B: the fetch is alive and stopped by the debugger" t "$(awk '{print $3}' "/proc/$inferior/stat" 2>&1)"
 expect_eq "B: the staging file is complete at the rename" "$mid_size" "$(file_size "$staged")"
 expect_eq "B: the staging file holds the right bytes" "$sha_mid" "$(sha256_of "$staged")"

@@ -4,15 +4,21 @@
 # processes a minute, so the PID of a process that died is soon handed to another, perhaps another suite's emulator.
 # Record a process's start time when it is started, and signal its PID later only while the start time still matches.
 #
-#   pid_start_time PID      prints the start time of PID (field 22 of /proc/PID/stat); fails when PID is gone
-#   same_process PID START  PID is still the process whose start time was START (false when START is empty)
+#   pid_start_time PID [VAR]  the start time of PID (field 22 of /proc/PID/stat), printed, or put in VAR; fails when
+#                             PID is gone. With VAR it forks nothing, so that recording it at every spawn does not
+#                             slow down suites that start processes all at once (the stampedes).
+#   same_process PID START    PID is still the process whose start time was START (false when START is empty)
 
 pid_start_time() {
   local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
   stat=${stat##*) } # drop "pid (comm) ", comm may hold spaces
-  set -- $stat      # the remaining fields start at field 3
-  echo "${20}"
+  local var=${2:-}
+  set -- $stat # the remaining fields start at field 3
+  if [ -n "$var" ]; then printf -v "$var" '%s' "${20}"; else echo "${20}"; fi
 }
 
-same_process() { [ -n "$2" ] && [ "$(pid_start_time "$1")" = "$2" ]; }
+same_process() {
+  local now
+  [ -n "$2" ] && pid_start_time "$1" now && [ "$now" = "$2" ]
+}
