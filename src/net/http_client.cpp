@@ -842,21 +842,41 @@ namespace {
 
 class BearerAuth final : public RequestAuth {
  public:
-  explicit BearerAuth(std::string token) : header_value_("Bearer " + std::move(token)) {}
+  explicit BearerAuth(BearerSource source) : source_(std::move(source)) {}
+
   Result<void> prepare(PreparedRequest& request, int) override {
-    if (!valid_header_text(header_value_))
+    auto token = source_.token();
+    if (!token) return std::move(token).error();
+    // A header value must not be able to end the header.
+    if (!valid_header_text(*token)) {
+      if (source_.issuer)
+        return Error{ErrorCode::remote, source_.issuer() + ": the access token contains a line break"};
       return Error{ErrorCode::invalid_argument, "the bearer token contains a line break"};
-    request.headers.push_back({"Authorization", header_value_});
+    }
+    if (source_.decorate) source_.decorate(request);
+    request.headers.push_back({"Authorization", "Bearer " + *token});
     return datavo::ok();
   }
 
+  bool refresh_after_refusal(long status, const HttpHeaders& headers, std::string_view body) override {
+    return source_.drop_if_stale && source_.drop_if_stale(status, headers, body);
+  }
+
  private:
-  const std::string header_value_;
+  const BearerSource source_;
 };
 
 }  // namespace
 
-std::shared_ptr<RequestAuth> bearer_auth(std::string token) { return std::make_shared<BearerAuth>(std::move(token)); }
+std::shared_ptr<RequestAuth> bearer_auth(BearerSource source) {
+  return std::make_shared<BearerAuth>(std::move(source));
+}
+
+std::shared_ptr<RequestAuth> bearer_auth(std::string token) {
+  BearerSource source;
+  source.token = [token = std::move(token)]() -> Result<std::string> { return token; };
+  return bearer_auth(std::move(source));
+}
 
 HttpClient::HttpClient(TransportOptions options, std::shared_ptr<Clock> clock) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,7 +140,25 @@ class RequestAuth {
   }
 };
 
-// "Authorization: Bearer <token>". Never logged.
+// Bearer authorization, the one RequestAuth of its kind: "Authorization: Bearer <token>" on every attempt, the
+// token never logged. The token comes from a BearerSource: a fixed token (the origin's, a URL's), or a cache of
+// tokens that expire (cloud::make_bearer_auth over a cloud::TokenProvider, for GCS and Azure AD).
+struct BearerSource {
+  // The token of this attempt. An Error ends the request with it. REQUIRED.
+  std::function<Result<std::string>()> token;
+  // Who issues the tokens, for the error of one holding a line break (refused as `remote`, never sent). nullptr: the
+  // token is the caller's own, and that error is an `invalid_argument`.
+  std::function<std::string()> issuer;
+  // After a refusal (status >= 400, its headers and at most 64 KiB of body): returns true when it says the token is
+  // stale and the source has dropped it, so that the transport repeats the request once with a fresh one. nullptr:
+  // never (a fixed token has nothing fresher).
+  std::function<bool(long status, const HttpHeaders& headers, std::string_view body)> drop_if_stale;
+  // What every attempt needs besides the token (Azure: x-ms-date and x-ms-version). nullptr: nothing.
+  std::function<void(PreparedRequest& request)> decorate;
+};
+// REQUIRES: source.token. Thread-safe if the source's functions are.
+std::shared_ptr<RequestAuth> bearer_auth(BearerSource source);
+// A fixed token.
 std::shared_ptr<RequestAuth> bearer_auth(std::string token);
 
 struct HttpRequest {

@@ -1,6 +1,6 @@
-// The one bearer RequestAuth of the cloud tiers (GCS, and Azure Blob when it authorizes with Azure AD tokens):
-// "Authorization: Bearer <token>" from a TokenProvider on every attempt, and one repeat with a fresh token after a
-// refusal that says the token is stale.
+// The bearer authorization of the cloud tiers (GCS, and Azure Blob when it authorizes with Azure AD tokens):
+// net::bearer_auth over a TokenProvider, "Authorization: Bearer <token>" on every attempt, and one repeat with a
+// fresh token after a refusal that says the token is stale.
 //
 // Thread safety: the RequestAuth is thread-safe; one serves every request of a tier.
 #pragma once

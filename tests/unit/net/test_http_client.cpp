@@ -515,6 +515,19 @@ TEST_F(HttpClientTest, BearerAuthSendsTheToken) {
   EXPECT_EQ(response->header("X-Echo-Authorization"), "");
 }
 
+// A fixed token is the caller's own: one holding a line break is its mistake (invalid_argument), and a refusal has
+// no fresher token to repeat with. (A token from a provider: tests/unit/tier/cloud/test_bearer_auth.cpp.)
+TEST(FixedBearerAuth, RefusesALineBreakAndNeverRepeatsARefusal) {
+  auto auth = bearer_auth(std::string("tok\r\nX-Injected: 1"));
+  PreparedRequest prepared;
+  prepared.url = "http://127.0.0.1:1/o";
+  auto result = auth->prepare(prepared, 1);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, ErrorCode::invalid_argument);
+  EXPECT_FALSE(find_header(prepared.headers, "Authorization"));
+  EXPECT_FALSE(bearer_auth("tok-123")->refresh_after_refusal(401, {}, ""));
+}
+
 // Records what it saw of every attempt and signs it with the attempt number.
 class RecordingAuth final : public RequestAuth {
  public:

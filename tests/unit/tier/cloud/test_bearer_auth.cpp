@@ -65,7 +65,8 @@ TEST(BearerAuth, AProviderErrorOrALineBreakEndsTheRequest) {
   provider->token = "tok\r\nX-Injected: 1";
   result = auth->prepare(prepared, 1);
   ASSERT_FALSE(result);
-  EXPECT_THAT(result.error().message, HasSubstr("line break"));
+  EXPECT_THAT(result.error().message, HasSubstr("the fixed provider: the access token contains a line break"));
+  EXPECT_EQ(result.error().code, ErrorCode::remote);  // the issuer's text, not the caller's
   EXPECT_FALSE(net::find_header(prepared.headers, "Authorization"));
 }
 
