@@ -628,7 +628,7 @@ class Bench:
             rs = runs[name]
             if name == "fetch":
                 sps = [first["samples"] / w for w, _, _ in rs]
-                mbs = [first["bytes"] / 1e6 / w for w, _, _ in rs]
+                mbs = [first["field_bytes"] / 1e6 / w for w, _, _ in rs]
             elif name == "warm-sum":
                 sps = [j["samples"] / j["seconds"] for _, j, _ in rs]
                 mbs = [j["bytes"] / 1e6 / j["seconds"] for _, j, _ in rs]
@@ -640,7 +640,7 @@ class Bench:
             rows.append([label, spread(sps, f0), spread(mbs, f0), spread(walls, f3), f0(samples / med(walls)),
                          f1(med([m for _, _, m in rs]) / 1024)])
         self.emit(f"## 5. `datavo read` end to end: {first['samples']} samples in {first['shards']} shards "
-                  f"({first['bytes'] / MiB:.1f} MiB of fields)\n")
+                  f"({first['field_bytes'] / MiB:.1f} MiB of fields)\n")
         self.emit(f"{self.reps} repetitions, each with a fresh cache and manifest cache: a cold pass, then the warm "
                   "pass. samples/s and MB/s (decimal, field bytes) are what `datavo --json read` reports (timed from "
                   "its start to its last sample: config, manifest request, shards); \"wall\" is the whole process. "
