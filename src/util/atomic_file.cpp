@@ -7,6 +7,11 @@
 #include <unistd.h>
 
 namespace datavo::util {
+namespace {
+
+enum class Unlink { no, yes };  // whether a name of the temp file is left to remove
+
+}  // namespace
 
 Result<AtomicFile> AtomicFile::create(std::string temp_path, mode_t mode) {
   UniqueFd fd(::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
@@ -51,39 +56,26 @@ Result<bool> AtomicFile::commit(const std::string& target, Replace replace) {
     path_.clear();
     return true;
   }
-  if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0) {
+  // Once the target is ours, or was already there: the temp file goes (if a name of it is left) and is done with.
+  const auto settle = [this](bool installed, Unlink unlink) {
+    if (unlink == Unlink::yes) ::unlink(path_.c_str());
     path_.clear();
-    return true;
-  }
-  if (errno == EEXIST) {
-    ::unlink(path_.c_str());
-    path_.clear();
-    return false;
-  }
+    return installed;
+  };
+  if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0)
+    return settle(true, Unlink::no);
+  if (errno == EEXIST) return settle(false, Unlink::yes);
   if (errno != EINVAL && errno != ENOSYS) return Error::from_errno(errno, "cannot install " + target);
   // NFS and a few others lack RENAME_NOREPLACE; link(2) refuses an existing target just as well.
-  if (::link(path_.c_str(), target.c_str()) == 0) {
-    ::unlink(path_.c_str());
-    path_.clear();
-    return true;
-  }
-  if (errno == EEXIST) {
-    ::unlink(path_.c_str());
-    path_.clear();
-    return false;
-  }
+  if (::link(path_.c_str(), target.c_str()) == 0) return settle(true, Unlink::yes);
+  if (errno == EEXIST) return settle(false, Unlink::yes);
   if (errno != EPERM && errno != EOPNOTSUPP) return Error::from_errno(errno, "cannot install " + target);
   // No hard links either (some FUSE and object-store mounts): a plain rename, which may replace a target that
   // appeared since the check above. Equally correct for content-addressed files, whose bytes are the same.
   struct stat st {};
-  if (::stat(target.c_str(), &st) == 0) {
-    ::unlink(path_.c_str());
-    path_.clear();
-    return false;
-  }
+  if (::stat(target.c_str(), &st) == 0) return settle(false, Unlink::yes);
   if (::rename(path_.c_str(), target.c_str()) != 0) return Error::from_errno(errno, "cannot install " + target);
-  path_.clear();
-  return true;
+  return settle(true, Unlink::no);
 }
 
 void AtomicFile::release() { path_.clear(); }

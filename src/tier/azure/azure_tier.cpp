@@ -83,13 +83,7 @@ class AzureBackend final : public cloud::HeaderBackend {
         request.headers.push_back({"Content-MD5", util::base64_encode(*md5)});
       }
     }
-    request.idempotent = true;
-    request.accepted_statuses = {409, 412};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 412) return InstallOutcome::already_present;
-    if (response->status == 409) return already_exists(*response, name);
-    return InstallOutcome::installed;
+    return install(request, name);
   }
 
   Result<std::string> start_upload(const std::string&, const EntryMetadata&) override {
@@ -125,13 +119,7 @@ class AzureBackend final : public cloud::HeaderBackend {
     request.headers.push_back({"If-None-Match", "*"});
     add_metadata(request.headers, metadata);
     request.body = std::move(body);
-    request.idempotent = true;
-    request.accepted_statuses = {409, 412};
-    auto response = perform(request);
-    if (!response) return std::move(response).error();
-    if (response->status == 412) return InstallOutcome::already_present;
-    if (response->status == 409) return already_exists(*response, name);
-    return InstallOutcome::installed;
+    return install(request, name);
   }
 
   Result<void> abort_upload(const std::string&, const std::string&) override {
@@ -218,6 +206,18 @@ class AzureBackend final : public cloud::HeaderBackend {
       return Error{ErrorCode::not_found, "the container " + container_ + " does not exist"};
     }
     return {};
+  }
+
+  // The one write that makes a blob (Put Blob, or Put Block List), conditional on If-None-Match: a 412 or a 409
+  // BlobAlreadyExists means the blob was there already.
+  Result<InstallOutcome> install(net::HttpRequest& request, const std::string& name) {
+    request.idempotent = true;
+    request.accepted_statuses = {409, 412};
+    auto response = perform(request);
+    if (!response) return std::move(response).error();
+    if (response->status == 412) return InstallOutcome::already_present;
+    if (response->status == 409) return already_exists(*response, name);
+    return InstallOutcome::installed;
   }
 
   static Result<InstallOutcome> already_exists(const net::HttpResponse& response, const std::string& name) {
