@@ -71,7 +71,8 @@ FakeCloud::FakeCloud(Dialect dialect) : ObjectStore(dialect), server_(std::make_
   http.Post(".*", route);
   http.Delete(".*", route);
   http.Patch(".*", route);
-  server_->thread = std::thread([this] { server_->http.listen_after_bind(); });
+  // The thread gets the Server itself: reading server_ from it raced with ~FakeCloud's reset() under TSan.
+  server_->thread = std::thread([server = server_.get()] { server->http.listen_after_bind(); });
   while (!server_->http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 

@@ -144,6 +144,11 @@ TEST(UtilFs, ProcessAliveIsTrueForAStoppedProcess) {
 }
 
 TEST(UtilFs, ProcessAliveIsTrueWhileAThreadLivesAfterTheMainThreadExited) {
+#if defined(__SANITIZE_THREAD__)
+  // TSan's runtime does not survive a forked child whose main thread exits alone (the run hung); the plain and ASan
+  // builds run this test.
+  GTEST_SKIP() << "not under TSan: a forked child whose main thread exits alone hangs TSan's runtime";
+#endif
   int release[2];
   ASSERT_EQ(::pipe(release), 0);
   pid_t child = ::fork();
