@@ -167,7 +167,7 @@ cf_kill_mid_upload() {
 # tier: after the first range, while the ranges pinned to its version are held in the proxy (then forwarded to
 # the dead server). Leaves SEED_COUNTS, the proxy's operation counts of the seeding (JSON).
 cf_kill_mid_download() {
-  local size=$1 sha origin_before
+  local size=$1 sha origin_before uploaded
   section "the server killed mid-download"
   cf_doomed_alive || cf_doomed_up
   sha=$(make_shard "$E2E_TMP/files/kill-download.bin" "$size")
@@ -175,8 +175,9 @@ cf_kill_mid_download() {
   proxy_reset "$DOOMED_URL"
   fetch kill-download.bin "$sha"
   SEED_COUNTS=$(proxy_json "$DOOMED_URL" "j['ops']")
-  expect_eq "kill mid-download: the shard is in the $FLAVOUR server" 1 "$(json "j['uploads']['uploaded']" <<<"$OUT")"
-  if [ "$(json "j['uploads']['uploaded']" <<<"$OUT")" != 1 ]; then
+  uploaded=$(json "j['uploads']['uploaded']" <<<"$OUT")
+  expect_eq "kill mid-download: the shard is in the $FLAVOUR server" 1 "$uploaded"
+  if [ "$uploaded" != 1 ]; then
     echo "# the seeding's stderr:"; sed 's/^/#   /' <<<"$ERR"
     echo "# its requests: $(proxy_json "$DOOMED_URL" "[(r['op'], r['status']) for r in j['log']]")"
   fi

@@ -487,7 +487,7 @@ emulators_down() {
     [ -f "$run/$name.pid" ] || continue
     pid=$(cat "$run/$name.pid")
     recorded_start=$(cat "$run/$name.start" 2>/dev/null)
-    if emu_alive "$pid" && [ -n "$recorded_start" ] && [ "$(pid_start_time "$pid")" != "$recorded_start" ]; then
+    if emu_alive "$pid" && [ -n "$recorded_start" ] && ! same_process "$pid" "$recorded_start"; then
       emu_log "$name: pid $pid now belongs to another process; not signalling it"
     else
       emu_stop_pid "$name" "$pid"
