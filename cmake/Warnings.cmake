@@ -18,3 +18,18 @@ if(DATAVO_TSAN)
   target_compile_options(datavo_sanitizers INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
   target_link_options(datavo_sanitizers INTERFACE -fsanitize=thread)
 endif()
+# A sanitizer build exists to run the unit tests, so it is built for build time: -O1 (what the ASan and TSan
+# manuals recommend) and line tables only (-g1: a report still names file and line). Measured on 2 cores with g++ 12,
+# this halves the compile time of a source file against -O2 -g. These options come after the build type's flags, so
+# they win; a Debug build keeps -O0 -g. At -O1, g++ 12 reports std::optional<std::string> as "may be used
+# uninitialized" where it is not (GCC bug 80635); the -O2 build keeps that warning, as an error under DATAVO_WERROR.
+set(datavo_quick_build_flags "$<$<NOT:$<CONFIG:Debug>>:-O1;-g1;-Wno-maybe-uninitialized>")
+if(DATAVO_SANITIZE OR DATAVO_TSAN)
+  target_compile_options(datavo_sanitizers INTERFACE "${datavo_quick_build_flags}")
+endif()
+
+# The test programs' own sources: GoogleTest macros expand into large functions whose speed never matters, so they
+# are compiled like a sanitizer build (above) whatever the build type; the library they test keeps the build type's
+# flags. Linked by the test targets only (tests/CMakeLists.txt).
+add_library(datavo_test_code INTERFACE)
+target_compile_options(datavo_test_code INTERFACE "${datavo_quick_build_flags}")
