@@ -23,6 +23,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 filter=${1:-}
+# Each stage's heading says when it starts, in seconds since the run began: CI keeps only the log, and the whole
+# run must stay well inside CI's 90 minutes.
+run_started=$(date +%s)
+stage() { echo "== $* [at $(($(date +%s) - run_started)) s]"; }
 
 # No test may reach a cloud metadata server (169.254.169.254, metadata.google.internal): the SDKs' overrides
 # point them at a closed loopback port, or turn them off. Tests that exercise a credential chain start their own
@@ -41,11 +45,11 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE AWS_
 
 # The structure of the tree, before anything is built: every include looks down the layer table
 # (ARCHITECTURE.md, "Layers"), and no function is over 80 lines without saying why (universal-ctags).
-echo "== structure: layers and function lengths"
+stage "structure: layers and function lengths"
 python3 "$root/scripts/check_layers.py"
 python3 "$root/scripts/function_lengths.py" | tail -n 1
 
-echo "== build (-Werror)"
+stage "build (-Werror)"
 "$root/scripts/build.sh" "$root/build" -DDATAVO_WERROR=ON -DDATAVO_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3
 jobs=${DATAVO_TEST_JOBS:-2}
 
@@ -56,7 +60,7 @@ jobs=${DATAVO_TEST_JOBS:-2}
 # runs after this stage would find endpoints that are down.
 python_stage() (
   local py=/usr/bin/python3 site=$root/build/python-site dist=$root/build/python-dist started
-  echo "== Python SDK: wheel, install, pytest"
+  stage "Python SDK: wheel, install, pytest"
   started=$(date +%s)
   rm -rf "$site" "$dist"
   (cd "$root" && DATAVO_CMAKE_BUILD_DIR="$root/build" "$py" -m pip wheel --quiet --no-build-isolation --no-deps \
@@ -87,7 +91,7 @@ case "$filter" in
     exit 0
     ;;
   "")
-    echo "== ctest: unit, end-to-end and install"
+    stage "ctest: unit, end-to-end and install"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 -j "$jobs")
     python_stage
     ;;
@@ -109,22 +113,22 @@ if [ "${DATAVO_SKIP_SANITIZERS:-0}" != 1 ]; then
   # The sanitizer builds make only what the unit tests run. They keep the main build's flags (-O2 -g): at -O1,
   # g++ 12's -Wmaybe-uninitialized reports std::optional<std::string> false positives that -Werror turns into errors.
   unit_targets="datavo_unit_tests datavo_conformance_tests"
-  echo "== build with ASan + UBSan"
+  stage "build with ASan + UBSan"
   DATAVO_TARGET=$unit_targets "$root/scripts/build.sh" "$root/build-asan" -DDATAVO_WERROR=ON -DDATAVO_SANITIZE=ON \
     -DDATAVO_BUILD_BENCH=OFF
-  echo "== ctest under ASan + UBSan: unit tests"
+  stage "ctest under ASan + UBSan: unit tests"
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --output-on-failure --timeout 900 --no-tests=error -L unit -j 2)
-  echo "== build with TSan"
+  stage "build with TSan"
   DATAVO_TARGET=$unit_targets "$root/scripts/build.sh" "$root/build-tsan" -DDATAVO_WERROR=ON -DDATAVO_TSAN=ON \
     -DDATAVO_BUILD_BENCH=OFF
-  echo "== ctest under TSan: unit tests"
+  stage "ctest under TSan: unit tests"
   (cd "$root/build-tsan" && TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
     ctest --output-on-failure --timeout 900 --no-tests=error -L unit -j 2)
 fi
 
 if [ -x "$root/fuzz/build.sh" ] && [ "${DATAVO_SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== fuzz the tar reader (bounded)"
+  stage "fuzz the tar reader (bounded)"
   DATAVO_FUZZ_SECONDS=${DATAVO_FUZZ_SECONDS:-60} "$root/fuzz/build.sh"
 fi
-echo "== all tests passed"
+stage "all tests passed"

@@ -35,7 +35,7 @@ void write_source(const std::string& path, std::size_t first, std::size_t last) 
     return ok();
   });
   for (std::size_t i = first; i < last; ++i) {
-    char id[16];
+    char id[32];
     std::snprintf(id, sizeof id, "utt_%03zu", i);
     for (const std::string key : {"audio.wav", "transcript.txt"}) {
       const std::string data = payload(i, key);

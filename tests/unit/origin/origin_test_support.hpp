@@ -52,7 +52,7 @@ inline void make_sample_dir(const std::string& dir, const std::vector<std::strin
 inline std::vector<std::string> sample_ids(int first, int count) {
   std::vector<std::string> ids;
   for (int i = first; i < first + count; ++i) {
-    char buffer[16];
+    char buffer[32];
     std::snprintf(buffer, sizeof buffer, "utt_%04d", i);
     ids.emplace_back(buffer);
   }
