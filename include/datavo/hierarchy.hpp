@@ -84,7 +84,8 @@ struct TierInfo {
 
 class ShardCacheHierarchy {
  public:
-  // Returns config (with the reason) when `tiers` is empty or holds no folder tier.
+  // Returns config (with the reason) when `tiers` is empty, holds no folder tier or holds two tiers of one name
+  // (as the shards.yaml loader refuses them), and invalid_argument when one tier object appears twice.
   static Result<std::shared_ptr<ShardCacheHierarchy>> create(std::vector<std::shared_ptr<Tier>> tiers);
   ~ShardCacheHierarchy();  // waits (bounded) for background uploads, flushes folder-tier stats
 

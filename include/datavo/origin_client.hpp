@@ -13,7 +13,7 @@
 //   - offline (DATAVO_OFFLINE=1):       0 requests, from the cache only (a pinned revision, else `latest`);
 //                                       nothing cached is ErrorCode::not_found, naming the directory looked in;
 //   - no pin, `latest` cached:          1 conditional GET (If-None-Match); a 304 reuses the cached revision;
-//                                       an origin that cannot be reached (net::is_unreachable: connection refused,
+//                                       an origin that cannot be reached (is_unreachable(): connection refused,
 //                                       host unreachable, a name that does not resolve) is not an error: the cached
 //                                       revision is used (ManifestSource::fallback) with one WARNING per process,
 //                                       as huggingface_hub falls back to its cache; later requests fail at once

@@ -43,6 +43,11 @@ struct Error {
   static Error from_errno(int err, std::string context);
 };
 
+// Whether `error` says that a server could not be reached at all: ErrorCode::remote with sys_errno ECONNREFUSED,
+// EHOSTUNREACH (also a host name that does not resolve) or ENETUNREACH, as the HTTP client reports them. Such a
+// request never reached the server, so repeating it changes nothing there.
+bool is_unreachable(const Error& error);
+
 // Either a T or an Error. Deliberately small: has_value(), value(), error(), operator bool/*/->.
 template <typename T>
 class [[nodiscard]] Result {

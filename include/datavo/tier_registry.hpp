@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "datavo/tier.hpp"
@@ -17,6 +18,11 @@ namespace datavo {
 
 // The registered tier types, in the order shown to users: "folder", "s3", "gcs", "azure_blob".
 std::vector<std::string> tier_type_names();
+
+// Every key a tier of type `type` takes in shards.yaml, but `type` itself: the common ones (name, max_bytes,
+// read_only), then the type's own in the order of docs/config.md. Empty for a type this build does not know. The
+// Python SDK's tier classes take exactly these as arguments (python/tests/test_api.py checks it).
+std::vector<std::string> tier_fields(std::string_view type);
 
 // Builds one tier from its config. A type this build does not provide yields `unsupported`; an unknown type
 // `config`. Does no I/O.

@@ -45,4 +45,9 @@ Error Error::from_errno(int err, std::string context) {
   return Error{code, std::move(context), err};
 }
 
+bool is_unreachable(const Error& error) {
+  return error.code == ErrorCode::remote &&
+         (error.sys_errno == ECONNREFUSED || error.sys_errno == EHOSTUNREACH || error.sys_errno == ENETUNREACH);
+}
+
 }  // namespace datavo

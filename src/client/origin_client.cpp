@@ -108,7 +108,7 @@ struct OriginClient::Impl {
       }
     }
     auto response = http->perform(request);
-    if (!response && to_server && net::is_unreachable(response.error())) {
+    if (!response && to_server && is_unreachable(response.error())) {
       std::lock_guard lock(unreachable_mu);
       if (!unreachable) unreachable = response.error();
     }
@@ -168,7 +168,7 @@ Result<void> OriginClient::Impl::settle_instance() {
   auto response = perform(request);
   if (!response) {
     // Unreachable: the URL's instance for now (the manifest falls back to its cache); asked again next time.
-    if (net::is_unreachable(response.error())) return ok();
+    if (is_unreachable(response.error())) return ok();
     return in_context(std::move(response).error(), "the identity of the origin");
   }
   instance_settled = true;
@@ -215,7 +215,7 @@ Result<ResolvedManifest> OriginClient::Impl::manifest(const DatasetName& name, s
   if (!response) {
     // huggingface_hub's automatic offline fallback: an origin that cannot be reached at all (not one that answers
     // with an error) does not stop a read whose manifest is cached. One WARNING per process and server.
-    if (latest_manifest && net::is_unreachable(response.error())) {
+    if (latest_manifest && is_unreachable(response.error())) {
       log::warn_once("offline-fallback:" + server,
                      "the origin " + log::redact_url(server) + " cannot be reached (" +
                          std::strerror(response.error().sys_errno) + "); reading " + name.full() + " revision " +

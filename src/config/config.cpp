@@ -35,7 +35,7 @@ constexpr const char* k_user_config_under_home = "/.config/datavo/shards.yaml";
 constexpr std::size_t k_max_config_bytes = std::size_t{1} << 20;
 
 constexpr const char* k_folder = "folder";
-constexpr std::string_view k_common_fields[] = {"type", "name", "max_bytes", "read_only"};
+constexpr auto& k_common_fields = k_common_tier_fields;
 
 bool is_common_field(std::string_view key) {
   return std::find(std::begin(k_common_fields), std::end(k_common_fields), key) != std::end(k_common_fields);

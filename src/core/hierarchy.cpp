@@ -163,6 +163,11 @@ Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::ve
   for (std::size_t i = 0; i < tiers.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (tiers[i] == tiers[j]) return Error{ErrorCode::invalid_argument, "a tier appears twice in a hierarchy"};
+      // Names key the stats, the breakers' log lines and every cache command's --tier, as in shards.yaml.
+      if (tiers[i]->name() == tiers[j]->name()) {
+        return Error{ErrorCode::config, "duplicate tier name \"" + tiers[i]->name() + "\" (tiers " + std::to_string(j) +
+                                            " and " + std::to_string(i) + "): give each tier its own name"};
+      }
     }
   }
   return std::shared_ptr<ShardCacheHierarchy>(new ShardCacheHierarchy(std::move(tiers)));

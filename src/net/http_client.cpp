@@ -337,11 +337,6 @@ bool is_transient_status(long status) {
   return status == 408 || status == 429 || (status >= 500 && status <= 599 && status != 501 && status != 505);
 }
 
-bool is_unreachable(const Error& error) {
-  return error.code == ErrorCode::remote &&
-         (error.sys_errno == ECONNREFUSED || error.sys_errno == EHOSTUNREACH || error.sys_errno == ENETUNREACH);
-}
-
 Error error_for_status(long status, std::string_view context) {
   ErrorCode code = ErrorCode::remote;
   switch (status) {

@@ -222,11 +222,6 @@ class HttpClient {
 
 // --- Building blocks, public for the backends and for tests ---------------------------------------------------
 
-// Whether `error` (from perform()) says the server could not be reached at all: the connection was refused, the
-// host or network is unreachable, or the host name does not resolve (perform() gives these ErrorCode::remote with
-// sys_errno ECONNREFUSED, EHOSTUNREACH or ENETUNREACH; a name that does not resolve is EHOSTUNREACH).
-bool is_unreachable(const Error& error);
-
 // Whether an HTTP status is worth retrying: 408, 429 and 5xx except 501 and 505.
 bool is_transient_status(long status);
 // The Error for an HTTP status >= 400: 400 invalid_argument, 401/403 permission_denied, 404 not_found,

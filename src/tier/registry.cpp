@@ -32,6 +32,17 @@ std::vector<std::string> tier_type_names() {
   return names;
 }
 
+std::vector<std::string> tier_fields(std::string_view type_name) {
+  const TierType* type = find_tier_type(type_name);
+  if (type == nullptr) return {};
+  std::vector<std::string> fields;
+  for (std::string_view field : k_common_tier_fields) {
+    if (field != "type") fields.emplace_back(field);
+  }
+  fields.insert(fields.end(), type->fields.begin(), type->fields.end());
+  return fields;
+}
+
 Result<std::shared_ptr<Tier>> make_tier(const TierConfig& config) {
   const TierType* type = find_tier_type(config.type);
   if (type == nullptr) return Error{ErrorCode::config, "unknown tier type '" + config.type + "'"};

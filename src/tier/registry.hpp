@@ -16,6 +16,9 @@
 
 namespace datavo {
 
+// The keys every tier type takes in shards.yaml, before its own (TierType::fields).
+inline constexpr std::string_view k_common_tier_fields[] = {"type", "name", "max_bytes", "read_only"};
+
 struct TierType {
   std::string_view name;     // the `type` in shards.yaml
   std::string_view article;  // "a" or "an", for messages ("an s3 tier")

@@ -51,6 +51,15 @@ TEST(Hierarchy, CreateRefusesAListWithNoFolderTier) {
   EXPECT_FALSE(made.error().message.empty());
 }
 
+TEST(Hierarchy, CreateRefusesTwoTiersOfOneNameAsTheYamlLoaderDoes) {
+  TempDir dir;
+  auto made = ShardCacheHierarchy::create({folder(dir, "x"), memory_tier("x")});
+  ASSERT_FALSE(made);
+  EXPECT_EQ(made.error().code, ErrorCode::config);
+  EXPECT_NE(made.error().message.find("duplicate tier name \"x\" (tiers 0 and 1)"), std::string::npos)
+      << made.error().message;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Before a fetch: can any tier take the shard?
 

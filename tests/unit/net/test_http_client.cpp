@@ -370,7 +370,7 @@ TEST_F(HttpClientTest, ConnectionRefusedIsRetriedThenRemote) {
   ASSERT_FALSE(response);
   EXPECT_EQ(response.error().code, ErrorCode::remote);
   EXPECT_THAT(response.error().message, HasSubstr("gave up after 2 attempts"));
-  // The cause is kept for callers that go offline or fail fast (net::is_unreachable).
+  // The cause is kept for callers that go offline or fail fast (is_unreachable, result.hpp).
   EXPECT_EQ(response.error().sys_errno, ECONNREFUSED);
   EXPECT_THAT(response.error().message, HasSubstr("Connection refused"));
   EXPECT_TRUE(is_unreachable(response.error()));

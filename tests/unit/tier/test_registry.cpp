@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "datavo/config.hpp"
 #include "datavo/folder_tier.hpp"
 #include "datavo/s3_tier.hpp"
 #include "datavo/tier_registry.hpp"
@@ -11,6 +16,25 @@ namespace {
 
 using datavo::shardtest::folder_config;
 using datavo::shardtest::TempDir;
+
+TEST(TierRegistry, EveryKeyOfATypeIsOneThatItsShardsYamlTierAccepts) {
+  for (const std::string& type : tier_type_names()) {
+    const std::vector<std::string> fields = tier_fields(type);
+    ASSERT_GE(fields.size(), 4u) << type;
+    EXPECT_EQ(std::vector<std::string>(fields.begin(), fields.begin() + 3),
+              (std::vector<std::string>{"name", "max_bytes", "read_only"}));
+    // Each key given with a wrong value fails on its value, never as an unknown key.
+    for (const std::string& field : fields) {
+      auto parsed = parse_tier_arguments(type, {TierArgument{field, "\x01", true}}, "T");
+      if (!parsed) {
+        EXPECT_EQ(parsed.error().message.find("unknown key"), std::string::npos) << parsed.error().message;
+      }
+    }
+  }
+  EXPECT_TRUE(tier_fields("floppy").empty());
+  const auto s3 = tier_fields("s3");
+  EXPECT_NE(std::find(s3.begin(), s3.end(), "lease_duration"), s3.end());
+}
 
 TEST(TierRegistry, BuildsAFolderTierWithEveryOption) {
   TempDir dir;
