@@ -11,8 +11,8 @@ of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and
 """
 
 from . import _datavo
-from . import _errors as errors
-from ._errors import DatavoError
+from . import errors
+from .errors import DatavoError
 from ._sample import Sample
 
 _datavo._init(errors.BY_CODE, DatavoError, Sample)
@@ -32,18 +32,9 @@ from ._tiers import (  # noqa: E402
     get_default_shard_cache,
 )
 
+from ._stream import SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
+
 __version__ = _datavo.__version__
-
-
-def __getattr__(name):
-    # SampleStream is a torch IterableDataset when torch is importable, and importing torch takes a second or more:
-    # it is imported on first use of SampleStream, not by `import datavo_sdk` (PEP 562).
-    if name == "SampleStream":
-        from ._stream import SampleStream
-
-        globals()["SampleStream"] = SampleStream
-        return SampleStream
-    raise AttributeError("module 'datavo_sdk' has no attribute %r" % name)
 
 
 __all__ = [

@@ -16,7 +16,7 @@ logger = logging.getLogger("datavo")
 _LEVELS = ((logging.DEBUG, 3), (logging.INFO, 2), (logging.WARNING, 1))
 
 
-def sync_level():
+def sync_level() -> None:
     """Sets the C++ library's level from the logger's effective level (DATAVO_LOG_LEVEL, when set, wins)."""
     if os.environ.get("DATAVO_LOG_LEVEL"):
         return
@@ -28,7 +28,7 @@ def sync_level():
     _datavo.set_log_level(0)
 
 
-def install():
+def install() -> None:
     _datavo.set_log_forwarding(logger)
     atexit.register(_datavo.drain_logs)
     sync_level()

@@ -1,7 +1,13 @@
 """Sample: what iterating a SampleStream yields."""
 
+import typing
 
-class Sample(dict):
+#: A field of a sample: a zero-copy view into the mapped shard, or bytes (copy=True, pickled samples). "__key__"
+#: holds the sample id, a str.
+Field = typing.Union[memoryview, bytes]
+
+
+class Sample(typing.Dict[str, typing.Any]):
     """One sample: a dict keyed by member key (``sample["audio.wav"]``) plus ``"__key__"``, the sample id
     (WebDataset's convention), also available as ``sample.id``.
 
@@ -18,15 +24,15 @@ class Sample(dict):
     __slots__ = ()
 
     @property
-    def id(self):
+    def id(self) -> str:
         """The sample id, e.g. ``"train/utt_0001"``."""
-        return self["__key__"]
+        return str(self["__key__"])
 
-    def to_bytes(self):
+    def to_bytes(self) -> typing.Dict[str, typing.Any]:
         """A plain dict of the same keys with every field copied into ``bytes``."""
         return {k: (v.tobytes() if isinstance(v, memoryview) else v) for k, v in self.items()}
 
-    def release(self):
+    def release(self) -> None:
         """Releases the field views now (see the class docstring). Idempotent."""
         for value in self.values():
             if isinstance(value, memoryview):
@@ -35,18 +41,17 @@ class Sample(dict):
                 except BufferError:
                     pass  # still exported (numpy, ...): it stays valid and keeps the shard mapped
 
-    def __enter__(self):
+    def __enter__(self) -> "Sample":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
-        return False
 
-    def __reduce__(self):
+    def __reduce__(self) -> typing.Tuple[typing.Any, ...]:
         return (Sample, (self.to_bytes(),))
 
-    def __repr__(self):
-        def describe(value):
+    def __repr__(self) -> str:
+        def describe(value: typing.Any) -> str:
             try:
                 return "%d bytes" % len(value)
             except (TypeError, ValueError):  # not sized, or a released view

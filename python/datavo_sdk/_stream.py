@@ -1,26 +1,22 @@
 """SampleStream: the samples of one key group of a dataset, through the cache hierarchy (C++ datavo::SampleStream).
 
-When torch is importable, SampleStream is a torch.utils.data.IterableDataset, so that
-``DataLoader(SampleStream.from_dataset(...), num_workers=N)`` works as is: each DataLoader worker, and each rank of
-a torch.distributed job, reads a disjoint set of shards (the C++ stream's split,
+Once the job imports torch, SampleStream is a torch.utils.data.IterableDataset (datavo_sdk itself never imports
+torch: see _torch.py), so that ``DataLoader(SampleStream.from_dataset(...), num_workers=N)`` works as is: each
+DataLoader worker, and each rank of a torch.distributed job, reads a disjoint set of shards (the C++ stream's split,
 ``position % (world_size * num_workers) == rank * num_workers + worker``), and together they read every sample
-exactly once per epoch. ``set_epoch(n)`` reshuffles deterministically (with ``shuffle=True``).
+exactly once per epoch. ``set_epoch(n)`` reshuffles deterministically (with ``shuffle=True``), and reaches
+persistent workers too: the epoch lives in a shared-memory tensor once torch is loaded.
 """
 
 import atexit
 import os
 import sys
+import typing
+import weakref
 
-from . import _datavo, _logging
+from . import _datavo, _logging, _torch
 from ._sample import Sample
 from ._tiers import ShardCacheHierarchy
-
-try:  # torch is optional: without it SampleStream is a plain iterable
-    import torch.utils.data as _torch_data
-except ImportError:  # pragma: no cover - exercised by the no-torch test in a subprocess
-    _torch_data = None
-
-_Base = _torch_data.IterableDataset if _torch_data is not None else object
 
 # A pass reads its C++ stream on a thread of its own (started by the first next()); those still running at exit are
 # stopped and joined before the interpreter shuts down.
@@ -28,33 +24,39 @@ atexit.register(_datavo._stop_pipelines)
 
 __all__ = ["SampleStream"]
 
+_T = typing.TypeVar("_T")
 
-def _distributed_rank():
+
+class _StreamBase(typing.Generic[_T]):
+    """SampleStream's base before torch is loaded. Generic, as torch's Dataset is, so that the two have one object
+    layout and SampleStream's bases can become (IterableDataset, _StreamBase) in place (_become_iterable_dataset)."""
+
+
+def _distributed_rank() -> typing.Tuple[int, int]:
     """(rank, world_size): an initialised torch.distributed process group, else $RANK / $WORLD_SIZE, else (0, 1)."""
-    if _torch_data is not None:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
     rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
     if rank is not None and world is not None:
         return int(rank), int(world)
     return 0, 1
 
 
-def _worker():
+def _worker() -> typing.Tuple[int, int]:
     """(worker, num_workers) of the DataLoader worker this runs in, else (0, 1)."""
-    if _torch_data is not None:
-        info = _torch_data.get_worker_info()
+    data = _torch.loaded()
+    if data is not None:
+        info = data.get_worker_info()
         if info is not None:
-            return info.id, info.num_workers
+            return int(info.id), int(info.num_workers)
     return 0, 1
 
 
-def _driven_by_dataloader():
+def _driven_by_dataloader() -> bool:
     """Whether the caller of SampleStream.__iter__ is a torch DataLoader's fetcher (in the main process or in a
     worker): torch.utils.data._utils.fetch._IterableDatasetFetcher calls iter(dataset) itself."""
-    if _torch_data is None:
+    if _torch.loaded() is None:
         return False
     frame = sys._getframe(2)  # 0: this function, 1: __iter__, 2: whoever called iter() on the stream
     return frame is not None and frame.f_code.co_filename.replace(os.sep, "/").endswith(
@@ -62,7 +64,7 @@ def _driven_by_dataloader():
     )
 
 
-class SampleStream(_Base):
+class SampleStream(_StreamBase[Sample]):
     """Iterate the samples of ``dataset`` ("<dataset>/<split>") for the key group ``keys``.
 
     Use :meth:`from_dataset`. Each ``iter()`` starts a pass over this consumer's shards (a new C++ stream with its
@@ -72,23 +74,23 @@ class SampleStream(_Base):
 
     def __init__(
         self,
-        dataset,
-        keys,
-        cache=None,
-        cache_config_path=None,
+        dataset: str,
+        keys: typing.Union[str, typing.Sequence[str]],
+        cache: typing.Optional[ShardCacheHierarchy] = None,
+        cache_config_path: "typing.Union[str, os.PathLike[str], None]" = None,
         *,
-        revision=None,
-        shuffle=False,
-        seed=0,
-        epoch=0,
-        prefetch=2,
-        copy=None,
-        server=None,
-        token=None,
-        instance=None,
-        rank=None,
-        world_size=None,
-    ):
+        revision: typing.Optional[str] = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        epoch: int = 0,
+        prefetch: int = 2,
+        copy: typing.Optional[bool] = None,
+        server: typing.Optional[str] = None,
+        token: typing.Optional[str] = None,
+        instance: typing.Optional[str] = None,
+        rank: typing.Optional[int] = None,
+        world_size: typing.Optional[int] = None,
+    ) -> None:
         if isinstance(keys, str):
             keys = [keys]
         if cache is not None and not isinstance(cache, ShardCacheHierarchy):
@@ -101,7 +103,11 @@ class SampleStream(_Base):
         self.cache_config_path = os.fspath(cache_config_path) if cache_config_path is not None else None
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
-        self.epoch = int(epoch)
+        self._epoch = int(epoch)
+        self._epoch_cell: typing.Any = None  # a shared-memory torch tensor holding the epoch, once torch is loaded
+        _live_streams.add(self)
+        if _torch.loaded() is not None:
+            self._share_epoch()
         self.prefetch = int(prefetch)
         self.copy = None if copy is None else bool(copy)
         self.server = server
@@ -119,27 +125,56 @@ class SampleStream(_Base):
         probe.close()
 
     @classmethod
-    def from_dataset(cls, name, keys=None, cache=None, cache_config_path=None, **options):
+    def from_dataset(
+        cls,
+        name: str,
+        keys: "typing.Union[str, typing.Sequence[str], None]" = None,
+        cache: typing.Optional[ShardCacheHierarchy] = None,
+        cache_config_path: "typing.Union[str, os.PathLike[str], None]" = None,
+        *,
+        revision: typing.Optional[str] = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        epoch: int = 0,
+        prefetch: int = 2,
+        copy: typing.Optional[bool] = None,
+        server: typing.Optional[str] = None,
+        token: typing.Optional[str] = None,
+        instance: typing.Optional[str] = None,
+        rank: typing.Optional[int] = None,
+        world_size: typing.Optional[int] = None,
+    ) -> "SampleStream":
         """A stream over dataset ``name`` ("<dataset>/<split>"), reading the key group ``keys``.
 
         ``cache`` is a ShardCacheHierarchy; without one the hierarchy comes from ``cache_config_path``, else the
-        resolution order of get_default_shard_cache. The server is ``server=`` or $DATAVO_SERVER (token:
-        ``token=`` or $DATAVO_TOKEN). Options: ``revision`` (default: the latest, resolved now), ``shuffle`` and
-        ``seed`` (a deterministic per-epoch shard order; see set_epoch), ``prefetch`` (shards fetched ahead,
-        default 2; 0: none), ``copy`` (True: fields are bytes; False: zero-copy memoryviews; default: memoryviews,
-        except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
-        into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are; a dataset of your
-        own that wraps the stream and feeds a DataLoader passes copy=True), ``rank`` and
-        ``world_size`` (default: torch.distributed, else $RANK / $WORLD_SIZE), ``instance``.
+        resolution order of get_default_shard_cache. The options:
+
+        - ``revision``: the manifest revision to read (default: the latest, resolved now, once).
+        - ``shuffle`` and ``seed``: a deterministic per-epoch shard order, the same on every machine (see set_epoch).
+        - ``epoch``: the epoch of the first pass (default 0).
+        - ``prefetch``: shards fetched ahead of the reader (default 2; 0: none).
+        - ``copy``: True: fields are bytes; False: zero-copy memoryviews into the cached shard. Default: memoryviews,
+          except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
+          into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are (a dataset of your
+          own that wraps the stream and feeds a DataLoader passes copy=True).
+        - ``server`` and ``token``: the origin (default: $DATAVO_SERVER and $DATAVO_TOKEN).
+        - ``instance``: the cache namespace of the server (default: the one the server announces).
+        - ``rank`` and ``world_size``: this consumer's share (default: torch.distributed when initialised, else
+          $RANK / $WORLD_SIZE, else 0 of 1). Give both or neither.
 
         Raises FileNotFoundError for a missing dataset or key, ValueError for bad arguments or configuration,
-        PermissionError, TimeoutError, and DatavoError for the rest.
+        PermissionError, TimeoutError, ConnectionError for a server that cannot be reached, and DatavoError for the
+        rest (datavo_sdk.errors).
         """
         if keys is None:
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
-        return cls(name, keys, cache, cache_config_path, **options)
+        return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
+                   prefetch=prefetch, copy=copy, server=server, token=token, instance=instance, rank=rank,
+                   world_size=world_size)
 
-    def _args(self, rank, world_size, worker, num_workers, prefetch=None):
+    def _args(
+        self, rank: int, world_size: int, worker: int, num_workers: int, prefetch: typing.Optional[int] = None
+    ) -> _datavo.StreamArgs:
         _logging.sync_level()
         args = _datavo.StreamArgs()
         args.dataset = self.dataset
@@ -159,18 +194,43 @@ class SampleStream(_Base):
         args.copy = bool(self.copy)
         return args
 
-    def set_epoch(self, epoch):
-        """Sets the epoch of the next passes: with shuffle=True each epoch has its own shard order, the same on every
-        machine for one (seed, epoch). Call it before iterating (in every rank), as with DistributedSampler."""
-        self.epoch = int(epoch)
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next passes (see set_epoch)."""
+        return int(self._epoch_cell.item()) if self._epoch_cell is not None else self._epoch
 
-    def consumer(self):
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch of the next passes: with shuffle=True each epoch has its own shard order, the same on every
+        machine for one (seed, epoch). Call it before iterating (in every rank), as with DistributedSampler. It
+        reaches DataLoader workers that persist across epochs (``persistent_workers=True``) too: once torch is
+        loaded, the epoch is kept in shared memory, which the workers read when their next pass starts."""
+        self._epoch = int(epoch)
+        if self._epoch_cell is not None:
+            self._epoch_cell.fill_(self._epoch)
+
+    def _share_epoch(self) -> None:
+        """Moves the epoch into a shared-memory tensor: forked workers map the same memory, and spawned ones get it
+        through torch's pickler (DataLoader uses torch.multiprocessing)."""
+        if self._epoch_cell is None:
+            torch = sys.modules["torch"]
+            cell = torch.tensor([self._epoch], dtype=torch.int64)
+            cell.share_memory_()
+            self._epoch_cell = cell
+
+    def consumer(self) -> typing.Tuple[int, int, int, int]:
         """(rank, world_size, worker, num_workers) that the next iter() reads as."""
-        rank, world = (self._rank, self._world_size) if self._rank is not None else _distributed_rank()
+        if self._rank is not None and self._world_size is not None:
+            rank, world = self._rank, self._world_size
+        else:
+            rank, world = _distributed_rank()
         worker, workers = _worker()
         return rank, world, worker, workers
 
-    def __iter__(self):
+    def __iter__(self) -> _datavo.NativeStream:
         """A pass over this consumer's shards: an iterator of Sample with ``close()`` and ``stats()``.
 
         From its first ``next()`` on, a C++ thread of the iterator reads the stream up to two batches of 64 samples
@@ -183,7 +243,7 @@ class SampleStream(_Base):
             args.copy = _driven_by_dataloader()
         return _datavo.NativeStream(args)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "SampleStream(%r, keys=%r, revision=%r, shards=%r, samples=%r)" % (
             self.dataset,
             self.keys,
@@ -193,5 +253,17 @@ class SampleStream(_Base):
         )
 
 
-# The extension builds Sample objects itself; it is imported here so that datavo_sdk registers it.
-_ = Sample
+# Every stream, weakly: when the job imports torch after making streams, their epochs move into shared memory.
+_live_streams: "weakref.WeakSet[SampleStream]" = weakref.WeakSet()
+
+
+def _become_iterable_dataset(data: typing.Any) -> None:
+    """Makes SampleStream a torch IterableDataset (in place: streams made before are ones too), and shares the epoch
+    of every live stream. Runs once, when torch is loaded (_torch.when_loaded)."""
+    if not issubclass(SampleStream, data.IterableDataset):
+        SampleStream.__bases__ = (data.IterableDataset,) + SampleStream.__bases__
+    for stream in list(_live_streams):
+        stream._share_epoch()
+
+
+_torch.when_loaded(_become_iterable_dataset)

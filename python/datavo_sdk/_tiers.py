@@ -12,6 +12,15 @@ import typing
 
 from . import _datavo, _logging
 
+#: A size: bytes as an int, or a string such as "200GB" or "16MiB" (docs/config.md, Sizes).
+Size = typing.Union[int, str]
+#: A duration: a string such as "30d" or "60s" (docs/config.md, Durations), seconds, or a timedelta.
+Duration = typing.Union[str, int, float, datetime.timedelta]
+#: A path: a str or an os.PathLike.
+PathArg = typing.Union[str, "os.PathLike[str]"]
+#: What a fetcher may return: None, or a dict with "size" (an int) and/or "sha256" (64 hex digits).
+FetcherAnswer = typing.Optional[typing.Mapping[str, typing.Union[int, str]]]
+
 __all__ = [
     "ShardCacheTier",
     "S3ShardCacheTier",
@@ -24,7 +33,7 @@ __all__ = [
 ]
 
 
-def _text(key, value):
+def _text(key: str, value: typing.Any) -> typing.Tuple[str, bool]:
     """(shards.yaml text, quoted) for one argument value, as a YAML scalar would give it to the C++ parser."""
     if isinstance(value, bool):
         return ("true" if value else "false"), False
@@ -45,58 +54,65 @@ class _Tier:
     """What every tier has: name, max_bytes (None: unbounded), supports_direct_read; also type, location and
     read_only."""
 
-    _type = ""
+    _type: typing.ClassVar[str] = ""
     __slots__ = ("_native", "_arguments")
 
-    def _build(self, arguments):
+    _native: typing.Any
+    _arguments: typing.Optional[typing.Dict[str, typing.Any]]
+
+    def _build(self, arguments: typing.Dict[str, typing.Any]) -> None:
         # Durations may also be given as seconds (an int) or a timedelta.
-        if isinstance(arguments.get("max_age"), (int, float)) and not isinstance(arguments.get("max_age"), bool):
-            arguments["max_age"] = "%ds" % int(arguments["max_age"])
+        for key in ("max_age", "lease_duration"):
+            value = arguments.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                arguments[key] = "%ds" % int(value)
         settings = [(key,) + _text(key, value) for key, value in arguments.items() if value is not None]
         self._arguments = dict(arguments)
         self._native = _datavo.make_tier(self._type, settings, type(self).__name__)
 
     @classmethod
-    def _wrap(cls, native):
+    def _wrap(cls, native: typing.Any) -> "_Tier":
         """A Python object for a tier the C++ library built (from shards.yaml)."""
-        kind = {t._type: t for t in (ShardCacheTier, S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier)}
-        tier = object.__new__(kind.get(native.type, _Tier))
+        classes: typing.Tuple[typing.Type[_Tier], ...] = (
+            ShardCacheTier, S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier)
+        kind = {t._type: t for t in classes}
+        tier: _Tier = object.__new__(kind.get(native.type, _Tier))
         tier._native = native
         tier._arguments = None
         return tier
 
     @property
     def name(self) -> str:
-        return self._native.name
+        return str(self._native.name)
 
     @property
     def max_bytes(self) -> typing.Optional[int]:
-        return self._native.max_bytes
+        return typing.cast(typing.Optional[int], self._native.max_bytes)
 
     @property
     def supports_direct_read(self) -> bool:
-        return self._native.supports_direct_read
+        return bool(self._native.supports_direct_read)
 
     @property
     def read_only(self) -> bool:
-        return self._native.read_only
+        return bool(self._native.read_only)
 
     @property
     def type(self) -> str:
         """folder, s3, gcs or azure_blob."""
-        return self._native.type
+        return str(self._native.type)
 
     @property
     def location(self) -> str:
         """A directory, or the bucket's URL."""
-        return self._native.location
+        return str(self._native.location)
 
-    def __reduce__(self):
+    def __reduce__(self) -> typing.Tuple[typing.Any, ...]:
         if self._arguments is None:
             raise TypeError("a tier read from shards.yaml pickles through its hierarchy (get_default_shard_cache)")
         return (_rebuild_tier, (type(self), self._arguments))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if getattr(self, "_native", None) is None:
             return "<%s (not constructed)>" % type(self).__name__
         return "%s(name=%r, location=%r, max_bytes=%r, supports_direct_read=%r)" % (
@@ -108,12 +124,12 @@ class _Tier:
         )
 
 
-def _arguments_of(frame_locals):
+def _arguments_of(frame_locals: typing.Dict[str, typing.Any]) -> typing.Dict[str, typing.Any]:
     """A constructor's arguments, by name, from its locals() (taken first thing, so that they hold nothing else)."""
     return {k: v for k, v in frame_locals.items() if k not in ("self", "__class__")}
 
 
-def _rebuild_tier(cls, arguments):
+def _rebuild_tier(cls: typing.Type["_Tier"], arguments: typing.Dict[str, typing.Any]) -> "_Tier":
     tier = object.__new__(cls)
     tier._build(dict(arguments))
     return tier
@@ -133,16 +149,16 @@ class ShardCacheTier(_Tier):
 
     def __init__(
         self,
-        path,
-        max_bytes=None,
-        name=None,
+        path: PathArg,
+        max_bytes: typing.Optional[Size] = None,
+        name: typing.Optional[str] = None,
         *,
-        max_age=None,
-        read_only=None,
-        durability=None,
-        verify=None,
-        verify_sample_every=None,
-    ):
+        max_age: typing.Optional[Duration] = None,
+        read_only: typing.Optional[bool] = None,
+        durability: typing.Optional[str] = None,
+        verify: typing.Optional[str] = None,
+        verify_sample_every: typing.Optional[int] = None,
+    ) -> None:
         self._build(_arguments_of(locals()))
 
 
@@ -155,101 +171,112 @@ class S3ShardCacheTier(_CloudTier):
     materialized into a folder tier. Credentials follow the AWS SDKs' default chain, resolved at first use; nothing
     here does I/O. Extra fields as in shards.yaml: ``endpoint_url``, ``addressing_style`` ("auto" | "path" |
     "virtual"), ``profile``, ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``
-    ("background" | "sync"), ``single_flight``."""
+    ("background" | "sync"), ``single_flight`` and ``lease_duration`` ("60s", seconds, or a timedelta)."""
 
     _type = "s3"
     __slots__ = ()
 
     def __init__(
         self,
-        bucket,
-        region=None,
-        name=None,
-        prefix=None,
+        bucket: str,
+        region: typing.Optional[str] = None,
+        name: typing.Optional[str] = None,
+        prefix: typing.Optional[str] = None,
         *,
-        endpoint_url=None,
-        addressing_style=None,
-        profile=None,
-        max_bytes=None,
-        read_only=None,
-        part_size=None,
-        concurrency=None,
-        upload=None,
-        single_flight=None,
-    ):
+        endpoint_url: typing.Optional[str] = None,
+        addressing_style: typing.Optional[str] = None,
+        profile: typing.Optional[str] = None,
+        max_bytes: typing.Optional[Size] = None,
+        read_only: typing.Optional[bool] = None,
+        part_size: typing.Optional[Size] = None,
+        concurrency: typing.Optional[int] = None,
+        upload: typing.Optional[str] = None,
+        single_flight: typing.Optional[bool] = None,
+        lease_duration: typing.Optional[Duration] = None,
+    ) -> None:
         self._build(_arguments_of(locals()))
 
 
 class GcsShardCacheTier(_CloudTier):
     """A Google Cloud Storage bucket, over the JSON API; Application Default Credentials, resolved at first use.
     Extra fields as in shards.yaml: ``endpoint_url``, ``max_bytes``, ``read_only``, ``part_size``,
-    ``concurrency``, ``upload``, ``single_flight``."""
+    ``concurrency``, ``upload``, ``single_flight``, ``lease_duration``."""
 
     _type = "gcs"
     __slots__ = ()
 
     def __init__(
         self,
-        bucket,
-        project=None,
-        name=None,
-        prefix=None,
+        bucket: str,
+        project: typing.Optional[str] = None,
+        name: typing.Optional[str] = None,
+        prefix: typing.Optional[str] = None,
         *,
-        endpoint_url=None,
-        max_bytes=None,
-        read_only=None,
-        part_size=None,
-        concurrency=None,
-        upload=None,
-        single_flight=None,
-    ):
+        endpoint_url: typing.Optional[str] = None,
+        max_bytes: typing.Optional[Size] = None,
+        read_only: typing.Optional[bool] = None,
+        part_size: typing.Optional[Size] = None,
+        concurrency: typing.Optional[int] = None,
+        upload: typing.Optional[str] = None,
+        single_flight: typing.Optional[bool] = None,
+        lease_duration: typing.Optional[Duration] = None,
+    ) -> None:
         self._build(_arguments_of(locals()))
 
 
 class AzureBlobShardCacheTier(_CloudTier):
     """An Azure Blob container. ``sas_token`` (a secret, never logged) or else the DefaultAzureCredential chain
     (``managed_identity_client_id`` pins a user-assigned identity), resolved at first use. Extra fields as in
-    shards.yaml: ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``, ``single_flight``."""
+    shards.yaml: ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``, ``single_flight``,
+    ``lease_duration``."""
 
     _type = "azure_blob"
     __slots__ = ()
 
     def __init__(
         self,
-        container_url,
-        name=None,
-        sas_token=None,
-        managed_identity_client_id=None,
-        prefix=None,
+        container_url: str,
+        name: typing.Optional[str] = None,
+        sas_token: typing.Optional[str] = None,
+        managed_identity_client_id: typing.Optional[str] = None,
+        prefix: typing.Optional[str] = None,
         *,
-        max_bytes=None,
-        read_only=None,
-        part_size=None,
-        concurrency=None,
-        upload=None,
-        single_flight=None,
-    ):
+        max_bytes: typing.Optional[Size] = None,
+        read_only: typing.Optional[bool] = None,
+        part_size: typing.Optional[Size] = None,
+        concurrency: typing.Optional[int] = None,
+        upload: typing.Optional[str] = None,
+        single_flight: typing.Optional[bool] = None,
+        lease_duration: typing.Optional[Duration] = None,
+    ) -> None:
         self._build(_arguments_of(locals()))
 
-    def __repr__(self):  # the SAS token is a secret; the base repr shows none of the arguments anyway
+    def __repr__(self) -> str:  # the SAS token is a secret; the base repr shows none of the arguments anyway
         return _Tier.__repr__(self)
 
 
-def _stats_type():
-    names = _datavo.tier_stat_names()
-    namespace = {
-        "hit_rate": property(
-            lambda self: 0.0 if self.hits + self.misses == 0 else self.hits / (self.hits + self.misses),
-            doc="hits / (hits + misses), 0.0 before any lookup",
-        ),
-        "__module__": __name__,
-        "__doc__": "A tier's counters (cumulative for folder tiers, this process for others): " + ", ".join(names),
-    }
-    return dataclasses.make_dataclass(
-        "TierStats", [(n, int) for n in names], frozen=True, namespace=namespace)
+@dataclasses.dataclass(frozen=True)
+class TierStats:
+    """A tier's counters: cumulative for folder tiers (persisted in the tier), this process for others. The fields
+    are the C++ TierStats (include/datavo/tier.hpp), in its order; a test checks them against the extension's."""
 
+    hits: int  # lookups this tier served
+    misses: int  # lookups this tier could not serve
+    promotions: int  # entries copied into this tier from a slower tier
+    installs: int  # entries installed into this tier after an origin fetch
+    capacity_skips: int  # installs skipped because the shard is larger than max_bytes
+    evictions: int  # entries removed by LRU, max_age or rm
+    quarantined: int  # damaged entries moved aside on a hit or by verify
+    errors: int  # failures that were degraded to a miss or a skip
+    uploads: int  # background uploads that completed (remote tiers)
+    upload_failures: int  # background uploads that failed (remote tiers)
+    bytes_served: int  # bytes handed to readers from this tier
+    bytes_installed: int  # bytes of promotions and installs
 
-TierStats = _stats_type()
+    @property
+    def hit_rate(self) -> float:
+        """hits / (hits + misses), 0.0 before any lookup."""
+        return 0.0 if self.hits + self.misses == 0 else self.hits / (self.hits + self.misses)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,7 +299,11 @@ class ShardCacheHierarchy:
 
     __slots__ = ("_tiers", "_native", "_config_path")
 
-    def __init__(self, tiers):
+    _tiers: typing.List[_Tier]
+    _native: typing.Any
+    _config_path: typing.Optional[typing.Tuple[typing.Optional[str]]]
+
+    def __init__(self, tiers: typing.Iterable[_Tier]) -> None:
         tiers = list(tiers)
         for tier in tiers:
             if not isinstance(tier, _Tier):
@@ -284,7 +315,7 @@ class ShardCacheHierarchy:
         self._config_path = None
 
     @classmethod
-    def _from_native(cls, native, config_path):
+    def _from_native(cls, native: typing.Any, config_path: typing.Optional[str]) -> "ShardCacheHierarchy":
         hierarchy = object.__new__(cls)
         hierarchy._native = native
         hierarchy._tiers = [_Tier._wrap(t) for t in native.tiers]
@@ -292,11 +323,17 @@ class ShardCacheHierarchy:
         return hierarchy
 
     @property
-    def tiers(self):
+    def tiers(self) -> typing.List[_Tier]:
         """The tiers, fastest first."""
         return list(self._tiers)
 
-    def get_or_fetch(self, content_hash, fetcher, *, instance=None) -> str:
+    def get_or_fetch(
+        self,
+        content_hash: str,
+        fetcher: typing.Callable[[_datavo.StagingWriter], typing.Any],
+        *,
+        instance: typing.Optional[str] = None,
+    ) -> str:
         """The local path of the topmost installed copy of the shard ``content_hash`` (64 lowercase hex).
 
         Walks the tiers fastest first; a hit on a slower tier is promoted into the faster ones; on a complete miss
@@ -310,9 +347,9 @@ class ShardCacheHierarchy:
         The file at the path may be evicted later; open it right away (``tarfile.open(path)``): an open file stays
         readable."""
         _logging.sync_level()
-        return self._native.get_or_fetch(content_hash, fetcher, instance)
+        return str(self._native.get_or_fetch(content_hash, fetcher, instance))
 
-    def cache_info(self):
+    def cache_info(self) -> typing.List[CacheInfo]:
         """A CacheInfo per tier, fastest first."""
         rows = []
         for row in self._native.cache_info():
@@ -320,16 +357,16 @@ class ShardCacheHierarchy:
             rows.append(CacheInfo(stats=TierStats(**stats), **row))
         return rows
 
-    def __reduce__(self):
+    def __reduce__(self) -> typing.Tuple[typing.Any, ...]:
         if self._config_path is not None:
             return (get_default_shard_cache, self._config_path)
         return (ShardCacheHierarchy, (self._tiers,))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ShardCacheHierarchy([%s])" % ", ".join(repr(t) for t in self._tiers)
 
 
-def get_default_shard_cache(cache_config_path=None) -> ShardCacheHierarchy:
+def get_default_shard_cache(cache_config_path: typing.Optional[PathArg] = None) -> ShardCacheHierarchy:
     """The hierarchy a read would use: ``cache_config_path`` (or $DATAVO_SHARD_CACHE_CONFIG), else
     /etc/datavo/shards.yaml, else ~/.config/datavo/shards.yaml, else one 50 GiB folder tier at
     $DATAVO_SHARD_CACHE_DIR or ~/.cache/altavo/datavo/shards (the resolution order of the CLI)."""

@@ -5,7 +5,7 @@
 // No cache logic lives in the extension: every decision (walk, promote, install, shard order, sharding,
 // verification, dataset resolution, the reader thread) is the C++ library's. What it does is translation:
 //   - errors: a datavo::Error becomes the Python exception class registered for its ErrorCode
-//     (datavo_sdk/_errors.py);
+//     (datavo_sdk/errors.py);
 //   - the GIL: released around every call that may block (config resolution, hierarchy walks, fetches, prefetch
 //     waits, stream set-up and teardown), re-acquired only to call back into Python (a fetcher);
 //   - samples: a C++ SampleView becomes a datavo_sdk.Sample (a dict subclass) whose fields are memoryviews sliced
@@ -32,7 +32,7 @@ namespace py = pybind11;
 // Objects that live as long as the interpreter. Deliberately leaked: destroying a py::object after Py_Finalize
 // would crash at exit.
 struct Globals {
-  py::dict error_types;  // ErrorCode name -> exception class, set by datavo_sdk._errors
+  py::dict error_types;  // ErrorCode name -> exception class, set by datavo_sdk.errors
   py::object error_base;
   py::object sample_type;  // datavo_sdk._sample.Sample, a dict subclass
   py::object logger;       // logging.getLogger("datavo"), set with the forwarding switch

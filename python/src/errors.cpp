@@ -1,4 +1,4 @@
-// The one mapping of datavo::Error to the Python exception classes of datavo_sdk/_errors.py.
+// The one mapping of datavo::Error to the Python exception classes of datavo_sdk/errors.py.
 #include <cerrno>
 #include <stdexcept>
 
@@ -18,7 +18,9 @@ void raise(const Error& error) {
   // A bad argument that names something absent (a dataset, revision or key the origin does not have) is a
   // FileNotFoundError to Python, whatever its code.
   if (error.code == ErrorCode::invalid_argument && error.sys_errno == ENOENT) code = "not_found";
-  if (g.error_types && g.error_types.contains(code)) type = g.error_types[code];
+  // A server that could not be reached at all is also a ConnectionError to Python; its code stays "remote".
+  const char* kind = is_unreachable(error) ? "unreachable" : code;
+  if (g.error_types && g.error_types.contains(kind)) type = g.error_types[kind];
   if (!type) throw std::runtime_error(error.message);  // the package was not initialised; never in practice
   py::object exception = type(error.message);
   exception.attr("code") = code;

@@ -139,11 +139,25 @@ Expectation expectation_from(const py::handle& answer) {
   auto dict = py::reinterpret_borrow<py::dict>(answer);
   for (auto [key, value] : dict) {
     const auto name = py::str(key).cast<std::string>();
+    const auto got = [&value] {
+      return py::str(py::type::of(value).attr("__name__")).cast<std::string>() + " " +
+             py::repr(value).cast<std::string>();
+    };
     if (name == "size") {
+      // An int only: a bool is an int to Python, and a float or a str would be cast (or fail) without a word.
+      if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value)) {
+        throw py::type_error("a fetcher's answer: 'size' must be an int (the shard's bytes), not " + got());
+      }
+      if (value.cast<py::int_>() < py::int_(0)) {
+        throw py::value_error("a fetcher's answer: 'size' must be 0 or more, not " + got());
+      }
       out.size = Bytes{value.cast<std::uint64_t>()};
     } else if (name == "sha256") {
+      if (!py::isinstance<py::str>(value)) {
+        throw py::type_error("a fetcher's answer: 'sha256' must be a str of 64 hex digits, not " + got());
+      }
       auto digest = Sha256::parse(value.cast<std::string>());
-      if (!digest) raise(digest.error());
+      if (!digest) throw py::value_error("a fetcher's answer: 'sha256': " + digest.error().message);
       out.sha256 = *digest;
     } else {
       throw py::value_error("a fetcher's answer takes 'size' and 'sha256', not " + py::repr(key).cast<std::string>());

@@ -35,6 +35,8 @@ py::list tier_stat_names() {
 
 void bind_tiers(py::module_& m) {
   m.def("tier_stat_names", &tier_stat_names, "The names of the per-tier counters, in order.");
+  m.def("tier_fields", &tier_fields, py::arg("type"),
+        "The shards.yaml keys a tier of `type` takes (all but `type`): the tier class's arguments.");
   py::class_<Tier, std::shared_ptr<Tier>>(m, "Tier", "A cache tier (C++ datavo::Tier).")
       .def_property_readonly("name", [](const Tier& t) { return t.name(); })
       .def_property_readonly("type", [](const Tier& t) { return std::string(t.type()); })

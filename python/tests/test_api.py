@@ -1,5 +1,7 @@
 """The module's surface: the spec's seven names, tiers and their arguments, the hierarchy's
 get_or_fetch and cache_info, errors, and logging through `logging`."""
+import dataclasses
+import datetime
 import hashlib
 import inspect
 import io
@@ -7,6 +9,9 @@ import logging
 import os
 import pickle
 import shutil
+import socket
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -112,6 +117,30 @@ def test_bad_tier_arguments_raise_value_error_naming_the_argument(kwargs, fragme
     assert fragment in str(raised.value)
     assert isinstance(raised.value, errors.ConfigError) and isinstance(raised.value, DatavoError)
     assert raised.value.code == "config"
+
+
+@pytest.mark.parametrize("cls", [ShardCacheTier, S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier])
+def test_every_shards_yaml_field_is_a_keyword_of_its_tier_class(cls):
+    # The C++ registry's field list of the type (include/datavo/tier_registry.hpp, tier_fields), walked here, so
+    # that a field added to shards.yaml and not to the class fails this test.
+    fields = datavo_sdk._datavo.tier_fields(cls._type)
+    assert "name" in fields and "max_bytes" in fields
+    parameters = list(inspect.signature(cls.__init__).parameters)[1:]
+    assert sorted(parameters) == sorted(fields)
+
+
+def test_cloud_tiers_take_a_lease_duration_like_shards_yaml():
+    for duration in ("10s", 10, datetime.timedelta(seconds=10)):
+        tier = S3ShardCacheTier("bucket", endpoint_url="http://127.0.0.1:9", lease_duration=duration)
+        assert tier.name == "bucket"
+    with pytest.raises(errors.ConfigError, match="S3ShardCacheTier.lease_duration: must be at least 3s"):
+        S3ShardCacheTier("bucket", endpoint_url="http://127.0.0.1:9", lease_duration="2s")
+    GcsShardCacheTier("bucket", endpoint_url="http://127.0.0.1:9", lease_duration="1m")
+    AzureBlobShardCacheTier("http://127.0.0.1:9/account/container", lease_duration=90)
+
+
+def test_tier_stats_has_the_c_plus_plus_counters_in_order():
+    assert [f.name for f in dataclasses.fields(datavo_sdk.TierStats)] == datavo_sdk._datavo.tier_stat_names()
 
 
 def test_unknown_keyword_is_a_type_error():
@@ -250,6 +279,28 @@ def test_fetcher_expectation_is_enforced(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "answer, error, message",
+    [
+        ({"size": "one"}, TypeError, "'size' must be an int .*not str 'one'"),
+        ({"size": 3.0}, TypeError, "'size' must be an int .*not float 3.0"),
+        ({"size": True}, TypeError, "'size' must be an int .*not bool True"),
+        ({"size": -1}, ValueError, "'size' must be 0 or more"),
+        ({"sha256": 5}, TypeError, "'sha256' must be a str .*not int 5"),
+    ],
+)
+def test_a_fetchers_bad_answer_names_the_field(tmp_path, answer, error, message):
+    cache = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "c"))])
+    with pytest.raises(error, match=message):
+        cache.get_or_fetch(a_hash("bad"), lambda f: (f.write(b"abc"), answer)[1])
+    assert cache.cache_info()[0].entries == 0  # nothing installed
+
+
+def test_two_tiers_of_one_name_are_refused_as_in_shards_yaml(tmp_path):
+    with pytest.raises(errors.ConfigError, match='duplicate tier name "x"'):
+        ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "a"), name="x"), ShardCacheTier(str(tmp_path / "b"), name="x")])
+
+
+@pytest.mark.parametrize(
     "bad, char",
     [("G" + "0" * 63, "'G'"), ("0" * 10 + "A" + "0" * 53, "'A'"), ("0" * 63 + " ", "' '"), ("0" * 63 + "é", "'é'")],
 )
@@ -326,11 +377,37 @@ def test_bad_config_is_a_value_error_naming_file_and_line(tmp_path):
 def test_error_classes_cover_every_code_and_the_builtins():
     assert set(errors.BY_CODE) == {
         "invalid_argument", "config", "io", "permission_denied", "no_space", "not_found", "capacity", "integrity",
-        "remote", "timeout", "unsupported", "internal",
+        "remote", "timeout", "conflict", "unsupported", "internal", "cancelled", "unreachable",
     }
+    assert issubclass(errors.BY_CODE["unreachable"], ConnectionError)
+    assert issubclass(errors.BY_CODE["unreachable"], errors.RemoteError)
+    assert not issubclass(errors.RemoteError, ConnectionError)  # a 503 or a reset stream did reach the server
     assert issubclass(errors.BY_CODE["not_found"], FileNotFoundError)
     assert issubclass(errors.BY_CODE["permission_denied"], PermissionError)
     assert issubclass(errors.BY_CODE["timeout"], TimeoutError)
     assert issubclass(errors.BY_CODE["invalid_argument"], ValueError)
     assert issubclass(errors.BY_CODE["config"], ValueError)
     assert all(issubclass(cls, DatavoError) for cls in errors.BY_CODE.values())
+
+
+def test_the_errors_module_is_importable_by_its_documented_name():
+    # python/README.md names datavo_sdk.errors; `from datavo_sdk.errors import X` must work, not only the attribute.
+    code = "from datavo_sdk.errors import IntegrityError, DatavoError; print(issubclass(IntegrityError, DatavoError))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+    assert sorted(errors.__all__) == sorted(
+        name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, DatavoError))
+
+
+def test_an_origin_that_cannot_be_reached_is_a_connection_error(tmp_path):
+    # A port with no listener: connection refused on every attempt. The caller can branch on the builtin.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConnectionError) as raised:
+        SampleStream.from_dataset("voice/train", keys=["audio.wav"], server="http://127.0.0.1:%d" % port,
+                                  cache=ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "c"))]))
+    assert isinstance(raised.value, errors.UnreachableError) and isinstance(raised.value, errors.RemoteError)
+    assert raised.value.code == "remote"
+    assert "127.0.0.1:%d" % port in str(raised.value)

@@ -1,0 +1,125 @@
+"""Types: the package is typed (py.typed, a stub for the extension), a user script touching every public name passes
+Debian's `mypy --strict`, and a deliberate type error is caught."""
+import ast
+import os
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+import datavo_sdk
+from datavo_sdk import _datavo
+
+USER_SCRIPT = """
+import datetime
+import hashlib
+import typing
+
+import datavo_sdk
+from datavo_sdk import (AzureBlobShardCacheTier, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
+                        Sample, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, get_default_shard_cache)
+from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
+
+
+def fetch(f: typing.Any) -> typing.Dict[str, int]:
+    return {"size": f.write(b"abc")}
+
+
+def main() -> int:
+    folder = ShardCacheTier("/tmp/x", "10GB", "fast", max_age=datetime.timedelta(days=3), durability="none")
+    s3 = S3ShardCacheTier("bucket", "us-east-1", endpoint_url="http://127.0.0.1:9", lease_duration="10s")
+    gcs = GcsShardCacheTier("bucket", "project", part_size="16MiB", concurrency=4)
+    azure = AzureBlobShardCacheTier("http://127.0.0.1:9/a/c", sas_token="sv=x", upload="sync")
+    cache = ShardCacheHierarchy([folder, s3, gcs, azure])
+    default: ShardCacheHierarchy = get_default_shard_cache()
+    path: str = cache.get_or_fetch(hashlib.sha256(b"abc").hexdigest(), fetch, instance="local")
+    rows: typing.List[CacheInfo] = cache.cache_info()
+    stats: TierStats = rows[0].stats
+    rate: float = stats.hit_rate + stats.hits
+    names: typing.List[str] = [tier.name for tier in cache.tiers + default.tiers]
+    stream = SampleStream.from_dataset("voice/train", keys=["audio.wav"], cache=cache, shuffle=True, seed=1,
+                                       prefetch=4, copy=False, rank=0, world_size=1)
+    stream.set_epoch(stream.epoch + 1)
+    rank, world, worker, workers = stream.consumer()
+    for sample in stream:
+        assert isinstance(sample, Sample)
+        key: str = sample.id
+        data = sample["audio.wav"]
+        plain: typing.Dict[str, typing.Any] = sample.to_bytes()
+        with sample:
+            pass
+    try:
+        pass
+    except (IntegrityError, NotFoundError, UnreachableError) as error:
+        code: str = error.code
+        errno: int = error.sys_errno
+    except DatavoError:
+        pass
+    version: str = datavo_sdk.__version__
+    return len(path) + len(names) + rank + world + worker + workers + int(rate) + stream.num_samples
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def mypy_binary():
+    path = shutil.which("mypy", path="/usr/bin:/bin")
+    if path is None:
+        pytest.fail("Debian's mypy is needed (scripts/install-deps.sh installs it)")
+    return path
+
+
+def run_mypy(tmp_path, script):
+    source = tmp_path / "user_script.py"
+    source.write_text(textwrap.dedent(script))
+    # The package as installed (build/python-site in scripts/test.sh): mypy finds it through MYPYPATH, and checks its
+    # annotations too (no --follow-imports=silent): the package itself passes --strict.
+    package_root = os.path.dirname(os.path.dirname(datavo_sdk.__file__))
+    env = dict(os.environ, MYPYPATH=package_root)
+    return subprocess.run(
+        [mypy_binary(), "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "mypy-cache"),
+         "--python-executable", "/usr/bin/python3", str(source)],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+
+
+def test_the_package_ships_py_typed_and_a_stub_for_the_extension():
+    package = os.path.dirname(datavo_sdk.__file__)
+    assert os.path.isfile(os.path.join(package, "py.typed"))
+    assert os.path.isfile(os.path.join(package, "_datavo.pyi"))
+
+
+def test_the_stub_declares_every_name_the_extension_exports():
+    stub = ast.parse(open(os.path.join(os.path.dirname(datavo_sdk.__file__), "_datavo.pyi")).read())
+    declared = set()
+    for node in stub.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            declared.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            declared.add(node.target.id)
+    exported = {name for name in dir(_datavo) if not name.startswith("__") or name == "__version__"}
+    assert exported - declared == set(), "missing from python/datavo_sdk/_datavo.pyi"
+    assert declared - exported == set(), "declared in the stub but not exported"
+
+
+def test_a_user_script_touching_every_public_name_passes_mypy_strict(tmp_path):
+    done = run_mypy(tmp_path, USER_SCRIPT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in datavo_sdk.__all__:
+        assert name in USER_SCRIPT, name
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('datavo_sdk.ShardCacheTier("/tmp/x", max_age=["3d"])', 'Argument "max_age" to "ShardCacheTier"'),
+        ('datavo_sdk.SampleStream.from_dataset("d/s", keys=["a"]).set_epoch("one")', 'Argument 1 to "set_epoch"'),
+        ('x: int = datavo_sdk.get_default_shard_cache().tiers[0].name', "Incompatible types in assignment"),
+    ],
+)
+def test_a_deliberate_type_error_is_caught(tmp_path, line, message):
+    done = run_mypy(tmp_path, "import datavo_sdk\n" + line + "\n")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert message in done.stdout, done.stdout
