@@ -230,6 +230,20 @@ class SampleStream(_StreamBase[Sample]):
         worker, workers = _worker()
         return rank, world, worker, workers
 
+    def __len__(self) -> int:
+        """The number of samples the next iter() yields: this consumer's share (rank, and DataLoader worker when
+        called in one; see consumer()) of the resolved revision. Under a DataLoader with workers, the main process
+        sees the whole rank's share, which its workers read together. Asks the server nothing (the revision is
+        resolved)."""
+        probe = _datavo.NativeStream(self._args(*self.consumer(), prefetch=0))
+        try:
+            return probe.consumer_sample_count
+        finally:
+            probe.close()
+
+    def __bool__(self) -> bool:
+        return True  # a stream is a stream, even over an empty share: `if stream:` must not ask len()
+
     def __iter__(self) -> _datavo.NativeStream:
         """A pass over this consumer's shards: an iterator of Sample with ``close()`` and ``stats()``.
 

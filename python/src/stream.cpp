@@ -337,9 +337,17 @@ void bind_stream(py::module_& m) {
       .def_property_readonly("shard_indices", [](const NativeStream& s) { return s.stream().shard_indices(); })
       .def_property_readonly("revision", [](const NativeStream& s) { return s.stream().manifest().revision; })
       .def_property_readonly("shard_count", [](const NativeStream& s) { return s.stream().manifest().shards.size(); })
-      .def_property_readonly("sample_count", [](const NativeStream& s) {
+      .def_property_readonly("sample_count",
+                             [](const NativeStream& s) {
+                               std::size_t n = 0;
+                               for (const auto& shard : s.stream().manifest().shards) n += shard.samples.size();
+                               return n;
+                             })
+      .def_property_readonly("consumer_sample_count", [](const NativeStream& s) {
+        // The stream yields every sample the manifest lists for each of its shards (it fails otherwise).
+        const auto& shards = s.stream().manifest().shards;
         std::size_t n = 0;
-        for (const auto& shard : s.stream().manifest().shards) n += shard.samples.size();
+        for (std::uint64_t index : s.stream().shard_indices()) n += shards.at(index).samples.size();
         return n;
       });
 }

@@ -161,6 +161,26 @@ def test_the_sdk_never_imports_torch_and_becomes_torch_aware_when_the_job_does(e
     ]
 
 
+def test_len_is_this_consumers_share_and_matches_what_it_reads(config):
+    total = 0
+    for rank in range(WORLD):
+        ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], rank=rank, world_size=WORLD, shuffle=True, seed=3,
+                                       cache_config_path=config)
+        assert len(ds) == len(epoch_ids(config, 0, rank))  # no worker: the rank's share
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        assert len(loader) == len(ds)  # the DataLoader asks the dataset; its 2 workers read the rank's share together
+        assert sum(1 for _ in loader) == len(ds)
+        total += len(ds)
+    assert total == SAMPLES
+
+    class PerWorker(IterableDataset):
+        def __iter__(self):
+            yield len(ds), sum(1 for _ in ds)  # inside a worker: that worker's share
+
+    for told, read in DataLoader(PerWorker(), batch_size=None, num_workers=2):
+        assert int(told) == int(read)
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_set_epoch_reaches_persistent_workers(config, context):
     # Workers that persist across epochs read the epoch set in the main process (shared memory), so each epoch has

@@ -36,7 +36,7 @@ def main() -> int:
     path: str = cache.get_or_fetch(hashlib.sha256(b"abc").hexdigest(), fetch, instance="local")
     rows: typing.List[CacheInfo] = cache.cache_info()
     stats: TierStats = rows[0].stats
-    rate: float = stats.hit_rate + stats.hits
+    rate: float = stats.hit_rate + stats.hits + len(SampleStream.from_dataset("voice/train", keys="audio.wav"))
     names: typing.List[str] = [tier.name for tier in cache.tiers + default.tiers]
     stream = SampleStream.from_dataset("voice/train", keys=["audio.wav"], cache=cache, shuffle=True, seed=1,
                                        prefetch=4, copy=False, rank=0, world_size=1)
