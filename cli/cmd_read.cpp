@@ -41,7 +41,11 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& t : stats.tiers)
-    tiers.push_back({{"tier", t.tier}, {"hits", t.hits}, {"misses", t.misses}, {"promotions", t.promotions}});
+    tiers.push_back({{"tier", t.tier},
+                     {"hits", t.hits},
+                     {"misses", t.misses},
+                     {"promotions", t.promotions},
+                     {"served_bytes", t.served_bytes.count()}});
   print_json({{"dataset", stream.manifest().name.full()},
               {"revision", stream.manifest().revision},
               {"keys", stream.keys()},
@@ -53,6 +57,7 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
               {"mb_per_second", seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0},
               {"tiers", tiers},
               {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
+              {"shard_wait_seconds", std::chrono::duration<double>(stats.shard_wait).count()},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},

@@ -40,6 +40,7 @@
 // threads.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -131,6 +132,8 @@ struct TierReadStats {
   std::uint64_t hits = 0;        // shards this tier held when asked
   std::uint64_t misses = 0;      // shards it did not hold (served by a slower tier or the origin)
   std::uint64_t promotions = 0;  // shards copied into it from a slower tier and read from it (the topmost copy)
+  Bytes served_bytes;            // bytes of the shards it held (its hits, promoted ones included; the origin's are
+                                 // SampleStreamStats::origin_bytes)
 };
 
 struct SampleStreamStats {
@@ -141,6 +144,9 @@ struct SampleStreamStats {
   Bytes origin_bytes;
   std::vector<TierReadStats> tiers;  // fastest first
   std::size_t max_prefetched = 0;    // peak count of shards fetched ahead (never above prefetch_shards)
+  // How long next() waited for the next shard to arrive, in total: the stream's input stall. Near zero when the
+  // cache and the prefetcher keep ahead of the reader; most of the run when the origin is the bottleneck.
+  std::chrono::nanoseconds shard_wait{0};
 };
 
 class SampleStream {

@@ -249,7 +249,10 @@ class SampleStream(_StreamBase[Sample]):
 
         From its first ``next()`` on, a C++ thread of the iterator reads the stream up to two batches of 64 samples
         ahead of Python (never holding the GIL), so that the C++ side's work overlaps the Python loop's; ``stats()``
-        counts what that thread has read. Use the iterator from one thread at a time, in the process that called
+        counts what that thread has read: a dict of ``samples``, ``shards``, ``field_bytes``, ``origin_fetches`` and
+        ``origin_bytes``, ``tiers`` (per tier: ``hits``, ``misses``, ``promotions``, ``served_bytes``) and
+        ``shard_wait_seconds``, how long the stream waited for shards to arrive (input-bound when it is most of
+        the pass). Use the iterator from one thread at a time, in the process that called
         ``iter()`` (a DataLoader worker calls it itself); ``close()`` (or dropping the iterator) stops and joins
         the thread, cancelling a shard download in progress."""
         args = self._args(*self.consumer())

@@ -2,6 +2,7 @@
 // SamplePipeline, each sample a datavo_sdk.Sample of memoryviews into its shard's mapping.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -155,6 +156,7 @@ class NativeStream {
     out["origin_fetches"] = stats.origin_fetches;
     out["origin_bytes"] = stats.origin_bytes.count();
     out["max_prefetched"] = stats.max_prefetched;
+    out["shard_wait_seconds"] = std::chrono::duration<double>(stats.shard_wait).count();
     py::list tiers;
     for (const auto& tier : stats.tiers) {
       py::dict row;
@@ -162,6 +164,7 @@ class NativeStream {
       row["hits"] = tier.hits;
       row["misses"] = tier.misses;
       row["promotions"] = tier.promotions;
+      row["served_bytes"] = tier.served_bytes.count();
       tiers.append(row);
     }
     out["tiers"] = tiers;

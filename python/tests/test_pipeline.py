@@ -251,3 +251,22 @@ def test_the_gil_is_free_while_next_waits_for_the_producer(proxy):
     assert first.id == "utt_0000" and sum(1 for _ in it) == PER_SHARD - 1
     assert waited >= 1.0, "the shard was not slow: %.2f s" % waited
     assert ticks[0] > 200 * waited, "the ticker ran %d times in %.2f s" % (ticks[0], waited)
+
+
+def test_stats_give_each_tiers_reads_the_origins_bytes_and_the_wait_for_shards(env, tmp_path):
+    # A cold pass reads every shard from the origin (and waits for each: prefetch=0), a warm pass from the tier.
+    config = tmp_path / "shards.yaml"
+    config.write_text("tiers:\n  - name: local\n    path: %s\n" % (tmp_path / "cache"))
+    cold = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], prefetch=0, cache_config_path=str(config)))
+    assert sum(1 for _ in cold) == SHARDS * PER_SHARD
+    stats = cold.stats()
+    assert stats["origin_fetches"] == SHARDS and stats["origin_bytes"] > 0
+    assert [(t["tier"], t["hits"], t["misses"], t["served_bytes"]) for t in stats["tiers"]] == [("local", 0, SHARDS, 0)]
+    assert stats["shard_wait_seconds"] > 0.0
+    warm = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], cache_config_path=str(config)))
+    assert sum(1 for _ in warm) == SHARDS * PER_SHARD
+    stats_warm = warm.stats()
+    assert stats_warm["origin_fetches"] == 0 and stats_warm["origin_bytes"] == 0
+    assert stats_warm["tiers"][0]["hits"] == SHARDS
+    assert stats_warm["tiers"][0]["served_bytes"] == stats["origin_bytes"]
+    assert isinstance(stats_warm["shard_wait_seconds"], float)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "client/prefetcher.hpp"
@@ -112,7 +113,10 @@ void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) 
   const std::size_t missed_until = hit_tier ? *hit_tier : tiers.size();
   for (std::size_t i = 0; i < tiers.size(); ++i) {
     if (i < missed_until) ++stats.tiers[i].misses;
-    if (hit_tier && i == *hit_tier) ++stats.tiers[i].hits;
+    if (hit_tier && i == *hit_tier) {
+      ++stats.tiers[i].hits;
+      stats.tiers[i].served_bytes += result.handle.size();
+    }
   }
   if (result.source == ServedFrom::promoted) ++stats.tiers[result.tier_index].promotions;
   if (result.source == ServedFrom::fetched) {
@@ -129,7 +133,13 @@ Result<std::optional<SampleView>> SampleStream::Impl::next() {
   if (cancel_requested.load(std::memory_order_relaxed)) return fail(cancelled_error());
   for (;;) {
     if (!current) {
+      const auto wait_started = std::chrono::steady_clock::now();
       auto shard = prefetcher->next();
+      const auto waited = std::chrono::steady_clock::now() - wait_started;
+      {
+        std::lock_guard lock(stats_mu);
+        stats.shard_wait += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
+      }
       if (!shard) {
         Error e = std::move(shard).error();
         // After cancel() a failed load (a download cut short, say) is the cancellation's doing.
@@ -224,7 +234,8 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   if (!positions) return std::move(positions).error();
   impl->positions = std::move(*positions);
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
-  for (const auto& tier : impl->cache->tiers()) impl->stats.tiers.push_back(TierReadStats{tier->name(), 0, 0, 0});
+  for (const auto& tier : impl->cache->tiers())
+    impl->stats.tiers.push_back(TierReadStats{tier->name(), 0, 0, 0, Bytes{0}});
   LOG_INFO("reading " << impl->manifest.name.full() << " revision " << impl->manifest.revision << " (manifest "
                       << to_string(resolved->source) << "): " << impl->positions.size() << " of "
                       << impl->manifest.shards.size() << " shards, prefetching " << options.prefetch_shards);

@@ -155,6 +155,8 @@ expect_eq "read warm: every sample, every shard a hit" "[$SAMPLES, $SHARDS, 0, $
 expect_eq "read warm: 1 manifest request (304), 0 tickets, 0 shard requests" "1 0 0" "$(delta "$before")"
 expect_cmp "read warm: samples/s reported" "$(json "int(j['samples_per_second'])" <<<"$OUT")" -gt 0
 expect_eq "read --json: the field names of docs/cli.md" "" "$(json_vocabulary <<<"$OUT")"
+expect_eq "read warm: the bytes the tier served and the wait for shards are reported" "true true" \
+  "$(json "[j['tiers'][0]['served_bytes'] > 0, 0 <= j['shard_wait_seconds'] <= j['seconds']]" <<<"$OUT" | tr -d '[],')"
 
 run read "$DS" --key audio.wav --key transcript.txt --limit 7
 expect_eq "read --limit: exit 0" 0 "$RC"

@@ -124,6 +124,23 @@ TEST_F(SampleStreamTest, SecondPassIsServedByTheCacheWithoutTickets) {
   EXPECT_EQ(stats.tiers[0].misses, 0u);
 }
 
+TEST_F(SampleStreamTest, TheTimeSpentWaitingForShardsIsCounted) {
+  // Without prefetch every shard is fetched while next() waits: at least the origin's delay per shard.
+  origin.shard_delay_ms = 100;
+  auto cold_options = options();
+  cold_options.prefetch_shards = 0;
+  SampleStream cold = open(cold_options);
+  ASSERT_TRUE(clienttest::read_ids(cold));
+  const SampleStreamStats stats = cold.stats();
+  EXPECT_EQ(stats.origin_fetches, 6u);
+  EXPECT_GE(stats.shard_wait, std::chrono::milliseconds(6 * 100));
+  EXPECT_EQ(stats.tiers[0].served_bytes, Bytes{0}) << "nothing was held by the tier";
+  EXPECT_GT(stats.origin_bytes, Bytes{0});
+  SampleStream warm = open(cold_options);
+  ASSERT_TRUE(clienttest::read_ids(warm));
+  EXPECT_EQ(warm.stats().tiers[0].served_bytes, stats.origin_bytes) << "the same shards, now from the tier";
+}
+
 TEST_F(SampleStreamTest, KeyGroupsAreSeparateCacheEntries) {
   SampleStream audio = open(options({"audio.wav"}));
   ASSERT_TRUE(clienttest::read_ids(audio));
