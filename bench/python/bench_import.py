@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_sdk import DATASET, KEYS, make_source  # noqa: E402  (the same dataset as the other Python benchmarks)
+from bench_sdk import DATASET, KEYS, served_dataset  # noqa: E402  (the same dataset as the other Python benchmarks)
 
 PROBE = r"""
 import time
@@ -49,25 +49,7 @@ def main():
     parser.add_argument("--markdown")
     args = parser.parse_args()
 
-    work = os.path.abspath(args.work)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAVO_")}
-    env.update(HOME=os.path.join(work, "home"), DATAVO_SHARD_CACHE_DIR=os.path.join(work, "cache"),
-               DATAVO_MANIFEST_CACHE_DIR=os.path.join(work, "manifests"), DATAVO_OFFLINE="0")
-    os.makedirs(env["HOME"], exist_ok=True)
-    source, store = os.path.join(work, "src"), os.path.join(work, "store")
-    if not os.path.isdir(store):
-        make_source(source, 2000)
-        subprocess.run([args.datavo, "pack", source, "--root", store, "--dataset", DATASET, "--samples-per-shard",
-                        "500"], check=True, stdout=subprocess.DEVNULL, env=env)
-    port_file = os.path.join(work, "port")
-    if os.path.exists(port_file):
-        os.unlink(port_file)
-    server = subprocess.Popen([args.datavo, "serve", store, "--port", "0", "--port-file", port_file, "--quiet"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
-            time.sleep(0.05)
-        env["DATAVO_SERVER"] = "http://127.0.0.1:%s" % open(port_file).read().strip()
+    with served_dataset(args.datavo, os.path.abspath(args.work), 2000, 500) as env:
         names = ["floor", "sdk", "sdk+torch"]
         results = {name: [] for name in names}
         for rep in range(args.reps + 1):  # the first round warms the page cache and the manifest cache; not kept
@@ -81,9 +63,6 @@ def main():
                 assert result["torch"] == (name == "sdk+torch"), (name, result)
                 if rep > 0:
                     results[name].append(result)
-    finally:
-        server.terminate()
-        server.wait()
 
     def median(name, field):
         return statistics.median(r[field] for r in results[name])

@@ -19,6 +19,7 @@ the last sample), variants interleaved and their order rotated per repetition; t
 with datavo_sdk importable (PYTHONPATH) by /usr/bin/python3 (or --python).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -144,6 +145,35 @@ def make_source(root, count):
             f.write("utterance %d\n" % i)
 
 
+@contextlib.contextmanager
+def served_dataset(datavo, work, samples, per_shard):
+    """Packs `samples` synthetic samples into DATASET under `work` (once: a store already there is reused), serves
+    them with `datavo serve` on loopback, and yields the environment of a client (HOME, the cache and manifest
+    directories under `work`, DATAVO_SERVER); stops the server on the way out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAVO_")}
+    env.update(HOME=os.path.join(work, "home"), DATAVO_SHARD_CACHE_DIR=os.path.join(work, "cache"),
+               DATAVO_MANIFEST_CACHE_DIR=os.path.join(work, "manifests"), DATAVO_OFFLINE="0")
+    os.makedirs(env["HOME"], exist_ok=True)
+    source, store = os.path.join(work, "src"), os.path.join(work, "store")
+    if not os.path.isdir(store):
+        make_source(source, samples)
+        subprocess.run([datavo, "pack", source, "--root", store, "--dataset", DATASET, "--samples-per-shard",
+                        str(per_shard)], check=True, stdout=subprocess.DEVNULL, env=env)
+    port_file = os.path.join(work, "port")
+    if os.path.exists(port_file):
+        os.unlink(port_file)
+    server = subprocess.Popen([datavo, "serve", store, "--port", "0", "--port-file", port_file, "--quiet"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
+            time.sleep(0.05)
+        env["DATAVO_SERVER"] = "http://127.0.0.1:%s" % open(port_file).read().strip()
+        yield env
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def run_json(command, env, timeout=900):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -174,24 +204,8 @@ def main():
     args = parser.parse_args()
 
     work = os.path.abspath(args.work)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAVO_")}
-    env.update(HOME=os.path.join(work, "home"), DATAVO_SHARD_CACHE_DIR=os.path.join(work, "cache"),
-               DATAVO_MANIFEST_CACHE_DIR=os.path.join(work, "manifests"), DATAVO_OFFLINE="0")
-    os.makedirs(env["HOME"], exist_ok=True)
-    source, store = os.path.join(work, "src"), os.path.join(work, "store")
-    if not os.path.isdir(store):
-        make_source(source, args.samples)
-        subprocess.run([args.datavo, "pack", source, "--root", store, "--dataset", DATASET, "--samples-per-shard",
-                        str(args.per_shard)], check=True, stdout=subprocess.DEVNULL, env=env)
-    port_file = os.path.join(work, "port")
-    if os.path.exists(port_file):
-        os.unlink(port_file)
-    server = subprocess.Popen([args.datavo, "serve", store, "--port", "0", "--port-file", port_file, "--quiet"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
-            time.sleep(0.05)
-        env["DATAVO_SERVER"] = "http://127.0.0.1:%s" % open(port_file).read().strip()
+    store = os.path.join(work, "store")
+    with served_dataset(args.datavo, work, args.samples, args.per_shard) as env:
         warm = subprocess.run([args.datavo, "--json", "warm", DATASET] + sum((["--key", k] for k in KEYS), []),
                               env=env, capture_output=True, text=True, check=True)
         revision = json.loads(warm.stdout)["revision"]
@@ -241,9 +255,6 @@ def main():
                                      env)
                         assert r["samples"] == args.samples, r
                         loader.setdefault((decode, workers), []).append((args.samples / r["seconds"], r["steady"]))
-    finally:
-        server.terminate()
-        server.wait(10)
 
     fields = results["python"][0]["fields"]
     size = results["python"][0]["bytes"]

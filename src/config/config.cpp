@@ -35,10 +35,10 @@ constexpr const char* k_user_config_under_home = "/.config/datavo/shards.yaml";
 constexpr std::size_t k_max_config_bytes = std::size_t{1} << 20;
 
 constexpr const char* k_folder = "folder";
-constexpr auto& k_common_fields = k_common_tier_fields;
 
 bool is_common_field(std::string_view key) {
-  return std::find(std::begin(k_common_fields), std::end(k_common_fields), key) != std::end(k_common_fields);
+  return std::find(std::begin(k_common_tier_fields), std::end(k_common_tier_fields), key) !=
+         std::end(k_common_tier_fields);
 }
 
 bool takes(const TierType& type, std::string_view key) {
@@ -73,7 +73,7 @@ bool has_control_char(const std::string& text) {
 
 // "unknown key for an s3 tier (...); an s3 tier takes ..."
 std::string unknown_tier_key(const std::string& key, const TierType& type) {
-  std::vector<std::string> allowed(std::begin(k_common_fields), std::end(k_common_fields));
+  std::vector<std::string> allowed(std::begin(k_common_tier_fields), std::end(k_common_tier_fields));
   allowed.insert(allowed.end(), type.fields.begin(), type.fields.end());
   const std::string a_type = std::string(type.article) + " " + std::string(type.name);
   std::string message = "unknown key for " + a_type + " tier";
