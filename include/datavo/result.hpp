@@ -41,6 +41,8 @@ struct Error {
 
   // Builds an Error from `err` (an errno value), mapping it to an ErrorCode the way LevelDB's PosixError does.
   static Error from_errno(int err, std::string context);
+  // The caller's input is wrong (a name, an option, a member of an archive): ErrorCode::invalid_argument.
+  static Error invalid_argument(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
 };
 
 // Whether `error` says that a server could not be reached at all: ErrorCode::remote with sys_errno ECONNREFUSED,

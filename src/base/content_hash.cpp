@@ -21,7 +21,7 @@ void append_netstring(std::string& out, std::string_view value) {
   out += ',';
 }
 
-int hex_value(char c) {
+int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -75,7 +75,7 @@ Result<Sha256> Sha256::parse(std::string_view hex) {
   if (hex.size() != 64) return Error{ErrorCode::invalid_argument, "SHA-256 must be 64 hex characters"};
   Raw raw{};
   for (std::size_t i = 0; i < 32; ++i) {
-    int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+    int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) {
       return Error{ErrorCode::invalid_argument,
                    "SHA-256 has a non-hex character at byte offset " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1)};

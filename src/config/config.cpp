@@ -22,6 +22,7 @@
 #include "tier/tier_fields.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace datavo {
 namespace {
@@ -66,11 +67,6 @@ std::string kind_of(const YAML::Node& node) {
   return "nothing";
 }
 
-bool has_control_char(const std::string& text) {
-  return std::any_of(text.begin(), text.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
-}
-
 // "unknown key for an s3 tier (...); an s3 tier takes ..."
 std::string unknown_tier_key(const std::string& key, const TierType& type) {
   std::vector<std::string> allowed(std::begin(k_common_tier_fields), std::end(k_common_tier_fields));
@@ -105,7 +101,7 @@ Result<void> parse_tier_fields(const TierType& type, TierFields& tier_fields, Ti
 }
 
 // One key of a mapping, with where it is and the dotted path shown in messages.
-struct Field {
+struct YamlField {
   std::string key;
   std::string path;
   YAML::Mark mark;
@@ -151,8 +147,8 @@ class Parser {
 
   // The keys of a mapping in file order; a non-scalar or repeated key is an error (yaml-cpp keeps both copies
   // of a repeated key, and silently using one of them would hide a mistake).
-  Result<std::vector<Field>> fields(const YAML::Node& map, const std::string& path_prefix) const {
-    std::vector<Field> out;
+  Result<std::vector<YamlField>> fields(const YAML::Node& map, const std::string& path_prefix) const {
+    std::vector<YamlField> out;
     std::map<std::string, int> seen;
     for (const auto& entry : map) {
       // Copies: yaml-cpp's iterator hands out a temporary pair, so references into it would dangle.
@@ -167,16 +163,16 @@ class Parser {
       if (!inserted) {
         return fail(key.Mark(), path, "duplicate key (first given on line " + std::to_string(previous->second) + ")");
       }
-      out.push_back(Field{key.Scalar(), std::move(path), key.Mark(), value});
+      out.push_back(YamlField{key.Scalar(), std::move(path), key.Mark(), value});
     }
     return out;
   }
 
-  Result<std::string> string_value(const Field& field) const {
+  Result<std::string> string_value(const YamlField& field) const {
     if (!field.value.IsScalar()) return fail(field.mark, field.path, "expected a string, got " + kind_of(field.value));
     const std::string& text = field.value.Scalar();
     if (text.empty()) return fail(field.mark, field.path, "must not be empty");
-    if (has_control_char(text)) return fail(field.mark, field.path, "must not contain control characters");
+    if (util::has_control_char(text)) return fail(field.mark, field.path, "must not contain control characters");
     // Usually a stray quote or a pasted line break (yaml-cpp folds an unterminated quote at the end of the file).
     if (std::isspace(static_cast<unsigned char>(text.front())) ||
         std::isspace(static_cast<unsigned char>(text.back()))) {
@@ -190,8 +186,8 @@ class Parser {
     if (!top) return top.error();
     CacheConfig config;
     config.path = file_;
-    const Field* tiers = nullptr;
-    for (const Field& field : *top) {
+    const YamlField* tiers = nullptr;
+    for (const YamlField& field : *top) {
       if (field.key == "tiers") {
         tiers = &field;
       } else if (field.key == "root") {
@@ -246,7 +242,7 @@ class Parser {
     tier.line = node.Mark().line + 1;
     tier.type = k_folder;
     const TierType* type = find_tier_type(k_folder);
-    for (const Field& field : *all) {
+    for (const YamlField& field : *all) {
       if (field.key != "type") continue;
       auto name = string_value(field);
       if (!name) return name.error();
@@ -259,7 +255,7 @@ class Parser {
     }
 
     std::vector<FieldValue> values;
-    for (const Field& field : *all) {
+    for (const YamlField& field : *all) {
       if (!is_common_field(field.key) && !takes(*type, field.key)) {
         for (const auto& [key, why] : type->hints) {
           if (key != field.key) continue;
@@ -282,7 +278,7 @@ class Parser {
 
     YAML::Mark name_mark = node.Mark();
     bool name_is_default = true;
-    for (const Field& field : *all) {
+    for (const YamlField& field : *all) {
       if (field.key != "name") continue;
       auto name = string_value(field);
       if (!name) return name.error();

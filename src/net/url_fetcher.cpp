@@ -12,6 +12,7 @@
 #include "net/http_client.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
+#include "util/percent.hpp"
 
 namespace datavo {
 namespace {
@@ -27,13 +28,6 @@ std::string scheme_of(std::string_view url) {
   return scheme;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // file:///abs/path or file://localhost/abs/path, percent-escapes decoded. Other hosts are refused: they would
 // silently mean "this machine" to open(2).
 Result<std::string> file_url_path(std::string_view url) {
@@ -43,20 +37,11 @@ Result<std::string> file_url_path(std::string_view url) {
     return Error{ErrorCode::invalid_argument,
                  "file URL needs an absolute path (file:///path): " + log::redact_url(url)};
   rest = rest.substr(0, rest.find_first_of("?#"));
-  std::string path;
-  for (std::size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] != '%') {
-      path += rest[i];
-      continue;
-    }
-    const int high = i + 2 < rest.size() ? hex_value(rest[i + 1]) : -1;
-    const int low = i + 2 < rest.size() ? hex_value(rest[i + 2]) : -1;
-    if (high < 0 || low < 0 || (high == 0 && low == 0))
-      return Error{ErrorCode::invalid_argument, "bad percent-escape in file URL: " + log::redact_url(url)};
-    path += static_cast<char>(high * 16 + low);
-    i += 2;
-  }
-  return path;
+  // A NUL would cut the path short at open(2).
+  auto path = util::percent_decode(rest);
+  if (!path || path->find('\0') != std::string::npos)
+    return Error{ErrorCode::invalid_argument, "bad percent-escape in file URL: " + log::redact_url(url)};
+  return std::move(*path);
 }
 
 Result<Expectation> fetch_file(const std::string& path, ByteSink& sink) {

@@ -28,8 +28,6 @@ namespace {
 using origin::Revision;
 using origin::Store;
 
-Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
-
 // A whole file mapped read-only, for the tar reader (which works on an in-memory archive).
 class MappedFile {
  public:
@@ -102,9 +100,9 @@ Error with_name_cut(Error error, std::string_view name) {
 
 Result<void> check_member_name(const std::string& origin, std::string_view id, std::string_view key) {
   auto id_ok = protocol::validate_sample_id(id);
-  if (!id_ok) return invalid(origin + ": " + with_name_cut(id_ok.error(), id).message);
+  if (!id_ok) return Error::invalid_argument(origin + ": " + with_name_cut(id_ok.error(), id).message);
   auto key_ok = protocol::validate_name("key", key);
-  if (!key_ok) return invalid(origin + ": " + with_name_cut(key_ok.error(), key).message);
+  if (!key_ok) return Error::invalid_argument(origin + ": " + with_name_cut(key_ok.error(), key).message);
   return ok();
 }
 
@@ -134,7 +132,7 @@ Result<void> read_sample_files(const std::string& root, const std::vector<std::s
   for (const auto& rel : files) {
     std::string path = root + "/" + rel;
     auto name = split_sample_name(rel);
-    if (!name) return invalid(path + ": not named <sample_id>.<key>");
+    if (!name) return Error::invalid_argument(path + ": not named <sample_id>.<key>");
     DATAVO_TRY(check_member_name(path, name->id, name->key));
     auto& sample = by_id[std::string(name->id)];
     if (sample.id.empty()) {
@@ -196,10 +194,11 @@ Result<MappedFile> map_tar(const std::string& path, const TarSettings& settings,
   const util::Compression compression = util::sniff_compression(mapped->bytes());
   const std::string format(util::compression_name(compression));
   if (!util::can_decompress(compression)) {
-    return invalid(path + ": at byte offset 0: " + format +
-                   "-compressed data; pack reads tars that are uncompressed, gzip- or zstd-compressed: decompress it "
-                   "first (" +
-                   format + " -d)");
+    return Error::invalid_argument(
+        path + ": at byte offset 0: " + format +
+        "-compressed data; pack reads tars that are uncompressed, gzip- or zstd-compressed: decompress it "
+        "first (" +
+        format + " -d)");
   }
   auto scratch = scratch_file(settings.scratch_dir);
   if (!scratch) return scratch.error();
@@ -225,15 +224,15 @@ Result<void> add_tar_member(const std::string& path, const TarMember& member, co
   auto [it, fresh] = index.in_tar.emplace(id, source.samples.size());
   if (fresh) {
     if (auto [other, inserted] = index.tar_of.emplace(id, path); !inserted) {
-      return invalid(path + ": sample \"" + id + "\" appears in two tars (also in " + other->second +
-                     "); a sample's members must all be in one tar");
+      return Error::invalid_argument(path + ": sample \"" + id + "\" appears in two tars (also in " + other->second +
+                                     "); a sample's members must all be in one tar");
     }
     source.samples.push_back(SourceSample{id, path + ": sample \"" + id + "\"", {}});
   }
   SourceSample& sample = source.samples[it->second];
   if (!sample.members.emplace(std::string(name.key), member.data).second) {
-    return invalid(path + ": sample \"" + id + "\" has the key \"" + std::string(name.key) + "\" twice (member \"" +
-                   util::printable(member.name) + "\")");
+    return Error::invalid_argument(path + ": sample \"" + id + "\" has the key \"" + std::string(name.key) +
+                                   "\" twice (member \"" + util::printable(member.name) + "\")");
   }
   return ok();
 }
@@ -273,12 +272,13 @@ Result<Source> read_source(const std::string& src, const TarSettings& settings) 
   if (::stat(src.c_str(), &st) != 0) return Error::from_errno(errno, "cannot read source " + src);
   if (S_ISREG(st.st_mode)) {
     if (!is_tar_name(src)) {
-      return invalid(src + ": a source file must be a tar shard (.tar, .tar.gz, .tgz, .tar.zst or .tzst)");
+      return Error::invalid_argument(src +
+                                     ": a source file must be a tar shard (.tar, .tar.gz, .tgz, .tar.zst or .tzst)");
     }
     DATAVO_TRY(read_tars({src}, settings, source));
     return source;
   }
-  if (!S_ISDIR(st.st_mode)) return invalid(src + ": neither a directory nor a tar shard");
+  if (!S_ISDIR(st.st_mode)) return Error::invalid_argument(src + ": neither a directory nor a tar shard");
   auto files = list_files(src);
   if (!files) return files.error();
   std::vector<std::string> tars;
@@ -290,8 +290,8 @@ Result<Source> read_source(const std::string& src, const TarSettings& settings) 
       other = &rel;
   }
   if (!tars.empty() && other) {
-    return invalid(src + ": holds both tar shards (" + tars.front() + ") and other files (" + src + "/" + *other +
-                   "); give a directory of one kind");
+    return Error::invalid_argument(src + ": holds both tar shards (" + tars.front() + ") and other files (" + src +
+                                   "/" + *other + "); give a directory of one kind");
   }
   if (!tars.empty())
     DATAVO_TRY(read_tars(tars, settings, source));
@@ -340,8 +340,9 @@ Result<void> check_keys(const std::vector<const SourceSample*>& fresh, const std
   for (const SourceSample* sample : fresh) {
     auto sample_keys = keys_of(*sample);
     if (sample_keys != keys) {
-      return invalid(sample->origin + ": has keys " + join(sample_keys) + " but the dataset's keys are " + join(keys) +
-                     "; every sample needs exactly these keys");
+      return Error::invalid_argument(sample->origin + ": has keys " + join(sample_keys) +
+                                     " but the dataset's keys are " + join(keys) +
+                                     "; every sample needs exactly these keys");
     }
   }
   return ok();
@@ -392,7 +393,7 @@ Result<void> add_samples(const Store& store, const std::vector<const SourceSampl
 }  // namespace
 
 Result<PackReport> pack_dataset(const PackOptions& options) {
-  if (options.samples_per_shard == 0) return invalid("--samples-per-shard must be at least 1");
+  if (options.samples_per_shard == 0) return Error::invalid_argument("--samples-per-shard must be at least 1");
   auto names = DatasetName::parse(options.dataset);
   if (!names) return names.error();
   const auto& [dataset, split] = *names;
@@ -408,8 +409,9 @@ Result<PackReport> pack_dataset(const PackOptions& options) {
   if (!source) return source.error();
   if (source->samples.empty()) {
     const std::string skipped = describe_skips(source->skipped);
-    return invalid(options.source + ": holds no samples" +
-                   (skipped.empty() ? "" : " (its tars hold only members that make none: " + skipped + ")"));
+    return Error::invalid_argument(
+        options.source + ": holds no samples" +
+        (skipped.empty() ? "" : " (its tars hold only members that make none: " + skipped + ")"));
   }
 
   PackReport report;

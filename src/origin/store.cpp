@@ -32,7 +32,6 @@ bool is_lower_hex(std::string_view text, std::size_t size) {
   return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
 Error integrity(std::string message) { return Error{ErrorCode::integrity, std::move(message)}; }
 
 // Creates `path` with `content` unless it exists; then returns the file's content (the winner's, after a race).
@@ -196,7 +195,7 @@ std::string revision_json(const Revision& rev) {
 // --- Store ------------------------------------------------------------------------------------------------------
 
 Result<Store> Store::open(const std::string& root, Create create) {
-  if (root.empty()) return invalid("the store path is empty");
+  if (root.empty()) return Error::invalid_argument("the store path is empty");
   if (create == Create::yes) {
     DATAVO_TRY(util::make_dirs(root, 0755));
   } else {
@@ -334,11 +333,11 @@ Result<std::optional<KeyGroupTar>> Store::find_key_group(const ContentHash& hash
 
 Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::uint64_t shard_index,
                                                  std::span<const std::string> keys, const ContentHash& hash) const {
-  if (shard_index >= revision.shards.size()) return invalid("shard index out of range");
+  if (shard_index >= revision.shards.size()) return Error::invalid_argument("shard index out of range");
   std::vector<std::size_t> columns;
   for (const auto& key : keys) {
     auto it = std::lower_bound(revision.keys.begin(), revision.keys.end(), key);
-    if (it == revision.keys.end() || *it != key) return invalid("unknown key " + protocol::quote(key));
+    if (it == revision.keys.end() || *it != key) return Error::invalid_argument("unknown key " + protocol::quote(key));
     columns.push_back(static_cast<std::size_t>(it - revision.keys.begin()));
   }
 

@@ -14,8 +14,6 @@ namespace datavo::origin {
 
 namespace {
 
-Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
-
 std::string to_hex(const unsigned char* data, std::size_t size) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -80,17 +78,17 @@ Result<ParsedTicket> parse_ticket(std::string_view content_hash,
   ParsedTicket ticket;
   auto require = [&](std::string_view name) -> Result<std::string> {
     auto value = param(name);
-    if (!value) return invalid("ticket parameter \"" + std::string(name) + "\" is missing");
+    if (!value) return Error::invalid_argument("ticket parameter \"" + std::string(name) + "\" is missing");
     return std::move(*value);
   };
   auto number = [&](std::string_view name, std::uint64_t min) -> Result<std::uint64_t> {
     auto text = require(name);
     if (!text) return text.error();
     auto value = protocol::parse_number(*text, min);
-    if (!value) return invalid("ticket parameter \"" + std::string(name) + "\" is not a valid number");
+    if (!value) return Error::invalid_argument("ticket parameter \"" + std::string(name) + "\" is not a valid number");
     return *value;
   };
-  if (!ContentHash::parse(content_hash)) return invalid("the shard name is not a content hash");
+  if (!ContentHash::parse(content_hash)) return Error::invalid_argument("the shard name is not a content hash");
   ticket.fields.content_hash = std::string(content_hash);
   auto dataset = require("dataset");
   if (!dataset) return dataset.error();
@@ -119,7 +117,7 @@ Result<ParsedTicket> parse_ticket(std::string_view content_hash,
   }
   if (!std::is_sorted(ticket.fields.keys.begin(), ticket.fields.keys.end()) ||
       std::adjacent_find(ticket.fields.keys.begin(), ticket.fields.keys.end()) != ticket.fields.keys.end()) {
-    return invalid("ticket parameter \"keys\" is not sorted and unique");
+    return Error::invalid_argument("ticket parameter \"keys\" is not sorted and unique");
   }
   auto exp = number("exp", 0);
   if (!exp) return exp.error();

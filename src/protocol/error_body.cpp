@@ -5,7 +5,7 @@
 namespace datavo {
 namespace {
 
-constexpr std::string_view k_context = "malformed error body: ";
+constexpr std::string_view k_error_body_context = "malformed error body: ";
 
 }  // namespace
 
@@ -25,9 +25,9 @@ const char* protocol::error_code_for_status(int status) {
 }
 
 Result<ErrorBody> ErrorBody::parse(std::string_view json_text) {
-  auto json = protocol::parse_object(json_text, ErrorCode::remote, k_context);
+  auto json = protocol::parse_object(json_text, ErrorCode::remote, k_error_body_context);
   if (!json) return std::move(json).error();
-  const protocol::JsonFields top(*json, ErrorCode::remote, std::string(k_context));
+  const protocol::JsonFields top(*json, ErrorCode::remote, std::string(k_error_body_context));
   auto error = top.object("error");
   if (!error) return std::move(error).error();
   const protocol::JsonFields fields = top.nested(**error, "error.");

@@ -5,14 +5,14 @@
 namespace datavo {
 namespace {
 
-constexpr std::string_view k_context = "malformed instance answer: ";
+constexpr std::string_view k_instance_context = "malformed instance answer: ";
 
 }  // namespace
 
 Result<InstanceInfo> InstanceInfo::parse(std::string_view json_text) {
-  auto json = protocol::parse_object(json_text, ErrorCode::remote, k_context);
+  auto json = protocol::parse_object(json_text, ErrorCode::remote, k_instance_context);
   if (!json) return std::move(json).error();
-  const protocol::JsonFields fields(*json, ErrorCode::remote, std::string(k_context));
+  const protocol::JsonFields fields(*json, ErrorCode::remote, std::string(k_instance_context));
   InstanceInfo info;
   auto id = fields.non_empty_string("instance_id");
   if (!id) return std::move(id).error();

@@ -9,7 +9,7 @@
 namespace datavo {
 namespace {
 
-constexpr std::string_view k_context = "malformed manifest: ";
+constexpr std::string_view k_manifest_context = "malformed manifest: ";
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;
@@ -82,9 +82,9 @@ Result<void> read_shards(const protocol::JsonFields& fields, Manifest& manifest)
 }  // namespace
 
 Result<Manifest> Manifest::parse(std::string_view json_text) {
-  auto json = protocol::parse_object(json_text, ErrorCode::integrity, k_context);
+  auto json = protocol::parse_object(json_text, ErrorCode::integrity, k_manifest_context);
   if (!json) return std::move(json).error();
-  const protocol::JsonFields fields(*json, ErrorCode::integrity, std::string(k_context));
+  const protocol::JsonFields fields(*json, ErrorCode::integrity, std::string(k_manifest_context));
   Manifest manifest;
   DATAVO_TRY(read_name(fields, manifest));
   auto ref = fields.non_empty_string("manifest_ref");

@@ -10,7 +10,7 @@ namespace {
 constexpr std::string_view k_requests = "datavo_requests_total";
 constexpr std::string_view k_bytes = "datavo_response_bytes_total";
 
-struct Sample {
+struct MetricSample {
   std::string route;
   std::string status;
   std::uint64_t value = 0;
@@ -21,7 +21,7 @@ Error bad_line(std::size_t line_number, const std::string& what) {
 }
 
 // The route and status labels of `labels` (the text between the braces); other labels are ignored.
-void read_labels(std::string_view labels, Sample& sample) {
+void read_labels(std::string_view labels, MetricSample& sample) {
   while (!labels.empty()) {
     const auto eq = labels.find("=\"");
     if (eq == std::string_view::npos) break;
@@ -37,10 +37,10 @@ void read_labels(std::string_view labels, Sample& sample) {
 }
 
 // One sample line of either metric, after its name: {labels} value [timestamp]. REQUIRES: `rest` starts with '{'.
-Result<Sample> read_sample(std::string_view rest, std::size_t line_number) {
+Result<MetricSample> read_sample(std::string_view rest, std::size_t line_number) {
   const auto close = rest.find('}');
   if (close == std::string_view::npos) return bad_line(line_number, "no closing brace");
-  Sample sample;
+  MetricSample sample;
   read_labels(rest.substr(1, close - 1), sample);
   std::string_view number = util::trim_left(rest.substr(close + 1));
   number = number.substr(0, number.find(' '));

@@ -16,8 +16,6 @@ constexpr std::size_t k_max_number_digits = 18;
 bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 bool is_name_char(char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; }
 
-Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
-
 // Why `part` is not a sample id component, or nullptr when it is one.
 const char* sample_component_problem(std::string_view part) {
   if (part.empty()) return "empty path component (a leading, trailing or double '/')";
@@ -49,7 +47,7 @@ std::string quote(std::string_view text) {
 
 Result<void> validate_name(std::string_view what, std::string_view name) {
   auto refuse = [&](const char* why) {
-    return invalid("invalid " + std::string(what) + " name " + quote(name) + ": " + why);
+    return Error::invalid_argument("invalid " + std::string(what) + " name " + quote(name) + ": " + why);
   };
   if (name.empty()) return refuse("empty");
   if (name.size() > k_max_name) return refuse("longer than 128 bytes");
@@ -60,7 +58,7 @@ Result<void> validate_name(std::string_view what, std::string_view name) {
 }
 
 Result<void> validate_sample_id(std::string_view id) {
-  auto refuse = [&](const char* why) { return invalid("invalid sample id " + quote(id) + ": " + why); };
+  auto refuse = [&](const char* why) { return Error::invalid_argument("invalid sample id " + quote(id) + ": " + why); };
   if (id.empty()) return refuse("empty");
   if (id.size() > k_max_sample_id) return refuse("longer than 512 bytes");
   for (std::size_t begin = 0;;) {
@@ -87,10 +85,12 @@ std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t m
 Result<DatasetName> DatasetName::parse(std::string_view text) {
   const std::string context = "dataset " + protocol::quote(text) + ": ";
   const auto slash = text.find('/');
-  if (slash == std::string_view::npos) return invalid(context + "expected <dataset>/<split>, e.g. voice_demo_v1/train");
+  if (slash == std::string_view::npos)
+    return Error::invalid_argument(context + "expected <dataset>/<split>, e.g. voice_demo_v1/train");
   DatasetName name{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
   for (auto [what, part] : {std::pair{"dataset", &name.dataset}, std::pair{"split", &name.split}}) {
-    if (auto valid = protocol::validate_name(what, *part); !valid) return invalid(context + valid.error().message);
+    if (auto valid = protocol::validate_name(what, *part); !valid)
+      return Error::invalid_argument(context + valid.error().message);
   }
   return name;
 }

@@ -18,8 +18,6 @@ constexpr std::array<std::byte, 2 * k_block> k_zeros{};
 constexpr std::string_view k_pax_header_name = "././@PaxHeader";  // Python tarfile's and star's fixed name
 constexpr std::uint64_t k_member_mode = 0644;
 
-Error invalid(std::string message) { return Error{ErrorCode::invalid_argument, std::move(message)}; }
-
 // Writes `value` as zero-padded octal filling the field but its last byte, which stays NUL.
 void put_octal(Block& block, Field field, std::uint64_t value) {
   char text[32];
@@ -63,12 +61,12 @@ void append_pax_record(std::string& records, std::string_view keyword, std::stri
 
 Result<void> check_name(std::string_view name) {
   if (const char* reason = unsafe_name_reason(name)) {
-    return invalid("tar member \"" + escape_name(name) + "\": " + reason);
+    return Error::invalid_argument("tar member \"" + escape_name(name) + "\": " + reason);
   }
   if (name.starts_with("./") || name.ends_with('/')) {
-    return invalid("tar member \"" + escape_name(name) +
-                   "\": a leading \"./\" or a trailing '/' would not read back "
-                   "verbatim");
+    return Error::invalid_argument("tar member \"" + escape_name(name) +
+                                   "\": a leading \"./\" or a trailing '/' would not read back "
+                                   "verbatim");
   }
   return ok();
 }
@@ -140,10 +138,11 @@ Result<void> TarWriter::emit(std::span<const std::byte> bytes) {
 
 Result<void> TarWriter::begin_member(std::string_view name, Bytes size) {
   if (error_) return *error_;
-  if (finished_) return fail(invalid("tar member \"" + escape_name(name) + "\": the archive is finished"));
+  if (finished_)
+    return fail(Error::invalid_argument("tar member \"" + escape_name(name) + "\": the archive is finished"));
   if (remaining_ != 0) {
-    return fail(invalid("tar member \"" + escape_name(name) + "\": the previous member still owes " +
-                        std::to_string(remaining_) + " payload bytes"));
+    return fail(Error::invalid_argument("tar member \"" + escape_name(name) + "\": the previous member still owes " +
+                                        std::to_string(remaining_) + " payload bytes"));
   }
   if (auto checked = check_name(name); !checked) return fail(std::move(checked).error());
 
@@ -164,8 +163,9 @@ Result<void> TarWriter::begin_member(std::string_view name, Bytes size) {
 Result<void> TarWriter::write(std::span<const std::byte> data) {
   if (error_) return *error_;
   if (data.size() > remaining_) {
-    return fail(invalid("tar writer: " + std::to_string(data.size()) + " payload bytes written where the member " +
-                        "has " + std::to_string(remaining_) + " left"));
+    return fail(Error::invalid_argument("tar writer: " + std::to_string(data.size()) +
+                                        " payload bytes written where the member " + "has " +
+                                        std::to_string(remaining_) + " left"));
   }
   DATAVO_TRY(emit(data));
   remaining_ -= data.size();
@@ -183,10 +183,10 @@ Result<void> TarWriter::add_member(std::string_view name, std::span<const std::b
 
 Result<void> TarWriter::finish() {
   if (error_) return *error_;
-  if (finished_) return fail(invalid("tar writer: finish() called twice"));
+  if (finished_) return fail(Error::invalid_argument("tar writer: finish() called twice"));
   if (remaining_ != 0) {
-    return fail(invalid("tar writer: finish() while the last member still owes " + std::to_string(remaining_) +
-                        " payload bytes"));
+    return fail(Error::invalid_argument("tar writer: finish() while the last member still owes " +
+                                        std::to_string(remaining_) + " payload bytes"));
   }
   DATAVO_TRY(emit(k_zeros));
   finished_ = true;
@@ -204,13 +204,13 @@ Result<Bytes> tar_archive_size(std::span<const TarEntryInfo> entries) {
     DATAVO_TRY(check_name(entry.name));
     const std::uint64_t size = entry.size.count();
     if (size > std::numeric_limits<std::uint64_t>::max() - k_block) {
-      return invalid("tar member \"" + escape_name(entry.name) + "\": size too large");
+      return Error::invalid_argument("tar member \"" + escape_name(entry.name) + "\": size too large");
     }
     const std::string records = pax_records(entry.name, size);
     bool fits = true;
     if (!records.empty()) fits = add(k_block) && add(padded_size(records.size()));
     fits = fits && add(k_block) && add(padded_size(size));
-    if (!fits) return invalid("tar archive size overflows 64 bits");
+    if (!fits) return Error::invalid_argument("tar archive size overflows 64 bits");
   }
   return Bytes{total};
 }

@@ -18,14 +18,14 @@ constexpr const char* k_size_expectation =
 constexpr const char* k_duration_expectation = "expected <n><unit> with s, m, h, d or w, e.g. 30d or 12h";
 
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_variable_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-enum class Number { ok, empty, overflow };
+enum class DigitRun { ok, empty, overflow };
 
 // Reads the leading run of digits of `text` into `out` and removes it from `text`.
-Number take_digits(std::string_view& text, std::uint64_t& out) {
+DigitRun take_digits(std::string_view& text, std::uint64_t& out) {
   out = 0;
   std::size_t i = 0;
   bool overflow = false;
@@ -34,9 +34,9 @@ Number take_digits(std::string_view& text, std::uint64_t& out) {
     if (out > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) overflow = true;
     if (!overflow) out = out * 10 + digit;
   }
-  if (i == 0) return Number::empty;
+  if (i == 0) return DigitRun::empty;
   text.remove_prefix(i);
-  return overflow ? Number::overflow : Number::ok;
+  return overflow ? DigitRun::overflow : DigitRun::ok;
 }
 
 Error invalid_size(std::string_view text, std::string_view why) {
@@ -55,9 +55,9 @@ Result<Bytes> parse_byte_size(std::string_view text) {
   if (!rest.empty() && rest.front() == '-') return invalid_size(text, "must not be negative");
   std::uint64_t count = 0;
   switch (take_digits(rest, count)) {
-    case Number::empty: return invalid_size(text, k_size_expectation);
-    case Number::overflow: return invalid_size(text, "too large");
-    case Number::ok: break;
+    case DigitRun::empty: return invalid_size(text, k_size_expectation);
+    case DigitRun::overflow: return invalid_size(text, "too large");
+    case DigitRun::ok: break;
   }
   if (!rest.empty() && rest.front() == '.') {
     // Whole bytes only: a fraction would be rounded somewhere, and "1.5TB" is better written "1536GB".
@@ -89,9 +89,9 @@ Result<Seconds> parse_duration(std::string_view text) {
   if (!rest.empty() && rest.front() == '-') return invalid_duration(text, "must not be negative");
   std::uint64_t count = 0;
   switch (take_digits(rest, count)) {
-    case Number::empty: return invalid_duration(text, k_duration_expectation);
-    case Number::overflow: return invalid_duration(text, "too large");
-    case Number::ok: break;
+    case DigitRun::empty: return invalid_duration(text, k_duration_expectation);
+    case DigitRun::overflow: return invalid_duration(text, "too large");
+    case DigitRun::ok: break;
   }
   if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
   // Lower case only: "M" could be read as months.
@@ -181,7 +181,7 @@ Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& 
       }
       name = std::string(text.substr(i + 2, close - i - 2));
       bool valid = !name.empty() && is_name_start(name.front());
-      for (char n : name) valid = valid && is_name_char(n);
+      for (char n : name) valid = valid && is_variable_name_char(n);
       if (!valid) {
         return Error{ErrorCode::invalid_argument,
                      "\"" + std::string(text) + "\": invalid variable name \"" + name + "\" in ${...}"};
@@ -189,7 +189,7 @@ Result<std::string> expand_path(std::string_view text, const ConfigEnvironment& 
       i = close + 1;
     } else if (i + 1 < text.size() && is_name_start(text[i + 1])) {
       std::size_t end = i + 1;
-      while (end < text.size() && is_name_char(text[end])) ++end;
+      while (end < text.size() && is_variable_name_char(text[end])) ++end;
       name = std::string(text.substr(i + 1, end - i - 1));
       i = end;
     } else {

@@ -2,18 +2,9 @@
 
 #include <cctype>
 
+#include "util/text.hpp"
+
 namespace datavo {
-namespace {
-
-bool has_control_char(const std::string& text) {
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 const FieldValue* TierFields::find(std::string_view key) const {
   for (const auto& field : fields_) {
     if (field.key == key) return &field;
@@ -55,7 +46,7 @@ Result<std::optional<std::string>> TierFields::optional_string(std::string_view 
   if (!text || !*text) return text;
   const std::string& value = **text;
   if (value.empty()) return fail(key, "must not be empty");
-  if (has_control_char(value)) return fail(key, "must not contain control characters");
+  if (util::has_control_char(value)) return fail(key, "must not contain control characters");
   // Usually a stray quote or a pasted line break (yaml-cpp folds an unterminated quote at the end of the file).
   if (std::isspace(static_cast<unsigned char>(value.front())) ||
       std::isspace(static_cast<unsigned char>(value.back()))) {

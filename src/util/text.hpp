@@ -37,6 +37,14 @@ inline std::string_view trim_right(std::string_view text) {
 }
 inline std::string_view trim(std::string_view text) { return trim_right(trim_left(text)); }
 
+// Whether `text` holds an ASCII control character (below 0x20, or DEL): a value no setting may carry.
+inline bool has_control_char(std::string_view text) {
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
 // `text` (a name from a file, an archive or a request) fit for a one-line message: '"' and '\\' escaped with a
 // backslash, every byte outside printable ASCII as \xNN, and at most `max_chars` characters of that; a longer
 // text keeps its start and its end (where a path's file name is) with "…" (U+2026) between them. Not quoted.

@@ -30,8 +30,8 @@ using cloud::UploadedPart;
 
 // Put Block takes at most 4000 MiB (service version 2019-12-12 and later).
 constexpr Bytes k_max_block_size{4000ull * 1024 * 1024};
-constexpr const char* k_meta_sha256 = "x-ms-meta-datavo_sha256";
-constexpr const char* k_meta_size = "x-ms-meta-datavo_size";
+constexpr const char* k_azure_meta_sha256 = "x-ms-meta-datavo_sha256";
+constexpr const char* k_azure_meta_size = "x-ms-meta-datavo_size";
 
 // The x-ms-error-code of an Azure answer (also in the XML body's <Code>).
 std::string error_code(const net::HttpResponse& response) {
@@ -44,7 +44,7 @@ std::string error_code(const net::HttpResponse& response) {
 class AzureBackend final : public cloud::HeaderBackend {
  public:
   AzureBackend(AzureBlobTierOptions options, cloud::CredentialEnv env)
-      : HeaderBackend({"x-ms-range", k_meta_sha256, k_meta_size, "blob"}),
+      : HeaderBackend({"x-ms-range", k_azure_meta_sha256, k_azure_meta_size, "blob"}),
         options_(std::move(options)),
         env_(std::move(env)),
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {

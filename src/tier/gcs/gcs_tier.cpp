@@ -34,8 +34,8 @@ using cloud::Overwrite;
 using cloud::UploadedPart;
 
 constexpr const char* k_default_endpoint = "https://storage.googleapis.com";
-constexpr const char* k_meta_sha256 = "datavo-sha256";
-constexpr const char* k_meta_size = "datavo-size";
+constexpr const char* k_gcs_meta_sha256 = "datavo-sha256";
+constexpr const char* k_gcs_meta_size = "datavo-size";
 // Resumable chunks must be multiples of this (GCS's rule), except the last.
 constexpr std::uint64_t k_chunk_granularity = 256 * 1024;
 constexpr const char* k_boundary = "datavo-multipart-boundary-7b0c4e";
@@ -60,10 +60,10 @@ ObjectInfo info_of_resource(const nlohmann::json& resource) {
   info.size = Bytes{json_number(resource, "size").value_or(0)};
   if (auto generation = json_number(resource, "generation")) info.version = std::to_string(*generation);
   if (auto metadata = resource.find("metadata"); metadata != resource.end() && metadata->is_object()) {
-    if (auto sha = metadata->find(k_meta_sha256); sha != metadata->end() && sha->is_string()) {
+    if (auto sha = metadata->find(k_gcs_meta_sha256); sha != metadata->end() && sha->is_string()) {
       if (auto parsed = Sha256::parse(sha->get<std::string>())) info.sha256 = *parsed;
     }
-    if (auto size = metadata->find(k_meta_size); size != metadata->end() && size->is_string()) {
+    if (auto size = metadata->find(k_gcs_meta_size); size != metadata->end() && size->is_string()) {
       if (auto parsed = util::parse_decimal(size->get<std::string>())) info.recorded_size = Bytes{*parsed};
     }
   }
@@ -171,10 +171,10 @@ class GcsBackend final : public BlobBackend {
     // two generations would be read as one object.
     if (pin && !pin->empty() && !info.version.empty() && info.version != *pin)
       return Error{ErrorCode::conflict, name + " changed (generation " + info.version + ", not " + *pin + ")"};
-    if (auto sha = response->header(std::string("x-goog-meta-") + k_meta_sha256)) {
+    if (auto sha = response->header(std::string("x-goog-meta-") + k_gcs_meta_sha256)) {
       if (auto parsed = Sha256::parse(*sha)) info.sha256 = *parsed;
     }
-    if (auto size = response->header(std::string("x-goog-meta-") + k_meta_size)) {
+    if (auto size = response->header(std::string("x-goog-meta-") + k_gcs_meta_size)) {
       if (auto parsed = util::parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
     }
     // Media responses do not always carry custom metadata (the emulator's do not): the object resource does. A
@@ -498,7 +498,7 @@ class GcsBackend final : public BlobBackend {
   }
 
   static nlohmann::json metadata_json(const EntryMetadata& metadata) {
-    return {{k_meta_sha256, metadata.sha256.hex()}, {k_meta_size, std::to_string(metadata.size.count())}};
+    return {{k_gcs_meta_sha256, metadata.sha256.hex()}, {k_gcs_meta_size, std::to_string(metadata.size.count())}};
   }
 
   // The bytes a 308's "Range: bytes=0-N" says the server holds (0 without the header).

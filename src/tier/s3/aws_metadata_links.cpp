@@ -25,7 +25,7 @@ constexpr int k_metadata_attempts = 2;
 constexpr const char* k_imds_token_ttl = "21600";
 constexpr const char* k_imds_default_endpoint = "http://169.254.169.254";
 // An authorization token file holds a token of a few KiB.
-constexpr std::size_t k_max_token_file = 64 * 1024;
+constexpr std::size_t k_max_authorization_token_file = 64 * 1024;
 
 TransportOptions metadata_options() {
   TransportOptions options;
@@ -107,7 +107,7 @@ class ContainerLink final : public AwsLink {
   Result<std::optional<std::string>> authorization_token(const std::string& source) const {
     std::optional<std::string> token;
     if (auto token_file = env_.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")) {
-      auto text = util::read_file(*token_file, k_max_token_file);
+      auto text = util::read_file(*token_file, k_max_authorization_token_file);
       if (!text)
         return Error{text.error().code, source + ": AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: " + text.error().message};
       token = std::string(util::trim(*text));

@@ -18,7 +18,7 @@ using Found = Result<std::optional<AwsCredentials>>;
 constexpr Milliseconds k_sts_deadline{30'000};
 constexpr int k_sts_attempts = 3;
 // A projected token is a JWT of a few KiB; the bound keeps a wrong path harmless.
-constexpr std::size_t k_max_token_file = 1024 * 1024;
+constexpr std::size_t k_max_web_identity_token_file = 1024 * 1024;
 
 TransportOptions sts_options() {
   TransportOptions options;
@@ -68,7 +68,7 @@ class WebIdentityLink final : public AwsLink {
       return std::optional<AwsCredentials>();
     }
     const std::string source = "web identity (" + identity->origin + ", role " + identity->role_arn + ")";
-    auto token = util::read_file(identity->token_file, k_max_token_file);
+    auto token = util::read_file(identity->token_file, k_max_web_identity_token_file);
     if (!token) return Error{token.error().code, source + ": the web identity token file: " + token.error().message};
     const std::string jwt(util::trim(*token));
     if (jwt.empty()) return Error{ErrorCode::config, source + ": the token file " + identity->token_file + " is empty"};
