@@ -50,13 +50,6 @@ namespace {
 
 using namespace shardtest;
 
-constexpr const char* k_prefix = "conformance";
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
 enum class Mode { shared_key, sas };
 
 class AzureHarness final : public ProxiedHarness {

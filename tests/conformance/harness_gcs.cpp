@@ -64,15 +64,9 @@ namespace {
 
 using namespace shardtest;
 
-constexpr const char* k_prefix = "conformance";
 // Above every object of the cases (the biggest is 21 MiB and a bit), a multiple of 256 KiB.
 constexpr Bytes k_write_part_size = MiB(64);
 constexpr const char* k_boundary = "conformance-harness-boundary";
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 // One tier made of two views of one bucket: installs go through `writer` (part_size above every object: one
 // request each), everything else through `reader` (the case's part_size). Counters are the wrapper's own, as the

@@ -33,13 +33,7 @@ namespace {
 
 using namespace shardtest;
 
-constexpr const char* k_prefix = "conformance";
 constexpr const char* k_region = "us-east-1";
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 struct Server {
   std::string kind;  // "s3rver" or "moto"

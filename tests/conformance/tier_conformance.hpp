@@ -22,6 +22,7 @@
 // Thread safety: a harness is used by one test at a time; the tiers it makes are thread-safe.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,6 +34,15 @@
 #include "datavo/units.hpp"
 
 namespace datavo::conformance {
+
+// The key prefix under which the cloud harnesses keep their objects.
+inline constexpr const char* k_prefix = "conformance";
+
+// The value of the environment variable `name` (an emulator's endpoint or key), or "" when it is not set.
+inline std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
 
 // What a case asks of the tier it gets.
 struct TierSetup {

@@ -35,6 +35,7 @@
 #include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 #include "datavo/tier.hpp"
+#include "support/temp_dir.hpp"
 
 namespace datavo::shardtest {
 
@@ -228,6 +229,9 @@ inline Result<std::optional<Sha256>> recorded_digest(FolderTier& tier, const Sha
 
 // A key for staging files whose key does not matter to the test.
 inline ShardKey staging_key() { return make_key(999'999); }
+
+// The root of the folder tier a test makes under `dir`.
+inline std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
 
 // A ByteSink that keeps what it receives in memory.
 class StringSink final : public ByteSink {

@@ -13,6 +13,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 namespace datavo::tartest {
 
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 // A fresh directory per test case, removed with its contents.
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix) {
+  explicit TempDir(const std::string& prefix = "datavo_tar_") {
     std::string pattern = ::testing::TempDir() + prefix + "XXXXXX";
     if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
@@ -55,6 +56,9 @@ inline void write_file(const fs::path& path, const std::string& contents) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << contents;
 }
+
+// The bytes of `text`, as the tar reader and writer take them.
+inline std::span<const std::byte> bytes_of(std::string_view text) { return std::as_bytes(std::span(text)); }
 
 // Deterministic bytes covering all 256 values; `salt` keeps the two suites' golden bytes as they were.
 inline std::string payload(std::size_t size, unsigned seed, std::uint32_t salt) {

@@ -12,6 +12,7 @@
 #include "datavo/hierarchy.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/core/hierarchy_fixtures.hpp"
 #include "unit/core/remote_double.hpp"
 #include "util/log.hpp"
 
@@ -25,11 +26,6 @@ std::shared_ptr<ShardCacheHierarchy> hierarchy(std::vector<std::shared_ptr<Tier>
   auto made = ShardCacheHierarchy::create(std::move(tiers));
   if (!made) throw std::runtime_error(made.error().message);
   return *made;
-}
-
-bool holds(Tier& tier, const ShardKey& key) {
-  auto found = tier.contains(key);
-  return found && *found;
 }
 
 template <typename F>

@@ -11,20 +11,6 @@ namespace {
 
 using shardtest::TempDir;
 
-class StringSink final : public ByteSink {
- public:
-  Result<void> write(const void* data, std::size_t size) override {
-    bytes.append(static_cast<const char*>(data), size);
-    return ok();
-  }
-  Bytes written() const override { return Bytes{bytes.size()}; }
-  Result<void> restart() override {
-    bytes.clear();
-    return ok();
-  }
-  std::string bytes;
-};
-
 TEST(CachePutTest, InstallsTheFileAndFindsItAgain) {
   TempDir dir;
   auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a")});
@@ -53,12 +39,12 @@ TEST(CachePutTest, AFileThatCannotBeOpenedIsAnErrorEvenForACachedHash) {
 TEST(AppendFileTest, AppendsEveryByteAfterWhatTheSinkHolds) {
   TempDir dir;
   ASSERT_TRUE(util::write_file_atomic(dir.sub("f"), "world", 0644));
-  StringSink sink;
-  sink.bytes = "hello ";
+  shardtest::StringSink sink;
+  ASSERT_TRUE(sink.write("hello ", 6));
   auto appended = append_file(sink, dir.sub("f"));
   ASSERT_TRUE(appended) << appended.error().message;
   EXPECT_EQ(*appended, Bytes{5});
-  EXPECT_EQ(sink.bytes, "hello world");
+  EXPECT_EQ(sink.bytes(), "hello world");
   auto missing = append_file(sink, dir.sub("nope"));
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::not_found);

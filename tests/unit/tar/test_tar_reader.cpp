@@ -22,17 +22,13 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s)); }
+using tartest::bytes_of;
 using tartest::have_tool;
 using tartest::Member;
 using tartest::read_file;
 using tartest::run;
 using tartest::text_of;
 using tartest::write_file;
-
-struct TempDir : tartest::TempDir {
-  TempDir() : tartest::TempDir("datavo_tar_") {}
-};
 
 std::string payload(std::size_t size, unsigned seed) { return tartest::payload(size, seed, 1); }
 
@@ -547,7 +543,7 @@ TEST(TarReaderMalformed, CompressedArchivesAreNamedAsSuch) {
   for (const auto& [tool, format] : std::vector<std::pair<std::string, std::string>>{
            {"gzip", "gzip"}, {"zstd", "zstd"}, {"bzip2", "bzip2"}, {"xz", "xz"}}) {
     if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed";
-    TempDir tmp;
+    tartest::TempDir tmp;
     for (const std::size_t size : {std::size_t{10}, std::size_t{200000}}) {
       write_file(tmp.path() / "in.tar", member("utt.audio.wav", payload(size, 3)) + k_end);
       const fs::path out = tmp.path() / "out.tar";
@@ -848,7 +844,7 @@ class TarInterop : public ::testing::TestWithParam<Tool> {};
 TEST_P(TarInterop, ReadsEveryMemberAndSample) {
   const Tool& tool = GetParam();
   if (!have_tool(tool.program)) GTEST_SKIP() << tool.program << " is not installed";
-  TempDir tmp;
+  tartest::TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   const std::vector<Member> expected = write_interop_source(tmp.path(), tool.ustar_only);
   const fs::path out = tmp.path() / "out.tar";
@@ -883,7 +879,7 @@ class TarInteropCompressed : public ::testing::TestWithParam<CompressedTool> {};
 TEST_P(TarInteropCompressed, NamesTheCompressionAndReadsItDecompressed) {
   const CompressedTool& param = GetParam();
   if (!have_tool(param.tool.program)) GTEST_SKIP() << param.tool.program << " is not installed";
-  TempDir tmp;
+  tartest::TempDir tmp;
   const std::vector<Member> expected = write_interop_source(tmp.path(), param.tool.ustar_only);
   const fs::path out = tmp.path() / "out.tar";
   run_interop_tool(param.tool, tmp.path(), out);

@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s)); }
+using tartest::bytes_of;
 using tartest::have_tool;
 using tartest::Member;
 using tartest::read_file;
@@ -27,11 +27,7 @@ using tartest::run;
 using tartest::text_of;
 using tartest::write_file;
 
-struct TempDir : tartest::TempDir {
-  TempDir() : tartest::TempDir("datavo_tarw_") {}
-};
-
-std::string payload(std::size_t size, unsigned seed) { return tartest::payload(size, seed, 7); }
+std::string written_payload(std::size_t size, unsigned seed) { return tartest::payload(size, seed, 7); }
 
 TarSink append_to(std::string& out) {
   return [&out](std::span<const std::byte> bytes) -> Result<void> {
@@ -73,14 +69,14 @@ const std::string k_a(90, 'a'), k_b(90, 'b'), k_c(90, 'c');
 // >= 0x80; payloads of 0, 1, 511, 512, 513 bytes and several blocks.
 std::vector<Member> sample_members() {
   return {
-      {"utt_0001.audio.wav", payload(1000, 1)},
+      {"utt_0001.audio.wav", written_payload(1000, 1)},
       {"utt_0001.transcript.txt", ""},
-      {std::string(91, 'e') + ".json.txt", payload(1, 2)},
-      {k_a + "/utt_0002.audio.wav", payload(512, 3)},
-      {k_a + "/utt_0002.transcript.txt", payload(511, 4)},
-      {k_a + "/" + k_b + "/" + k_c + "/utt_0003.x.bin", payload(70000, 5)},
-      {std::string(120, 'd') + ".long.txt", payload(513, 6)},
-      {"\xc3\xbctt_0004.audio.wav", payload(4, 7)},
+      {std::string(91, 'e') + ".json.txt", written_payload(1, 2)},
+      {k_a + "/utt_0002.audio.wav", written_payload(512, 3)},
+      {k_a + "/utt_0002.transcript.txt", written_payload(511, 4)},
+      {k_a + "/" + k_b + "/" + k_c + "/utt_0003.x.bin", written_payload(70000, 5)},
+      {std::string(120, 'd') + ".long.txt", written_payload(513, 6)},
+      {"\xc3\xbctt_0004.audio.wav", written_payload(4, 7)},
   };
 }
 
@@ -291,7 +287,7 @@ class TarWriterInterop : public ::testing::Test {
     write_file(archive_path_, write_archive(members_));
   }
 
-  TempDir tmp_;
+  tartest::TempDir tmp_;
   std::vector<Member> members_;
   fs::path archive_path_;
 };

@@ -11,24 +11,19 @@ namespace datavo::util {
 namespace {
 
 using tartest::have_tool;
-using tartest::read_file;
 using tartest::run;
 using tartest::write_file;
 using ::testing::HasSubstr;
 
 std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s)); }
 
-struct TempDir : tartest::TempDir {
-  TempDir() : tartest::TempDir("datavo_compression_") {}
-};
-
 // `data` compressed by the real tool (`gzip -c`, `zstd -c`, ...), run with `flags`.
 std::string compressed_by(const std::string& tool, const std::string& flags, const std::string& data) {
-  TempDir tmp;
+  tartest::TempDir tmp;
   write_file(tmp.path() / "in", data);
   const std::string out = (tmp.path() / "out").string();
   EXPECT_EQ(run(tool + " " + flags + " -c '" + (tmp.path() / "in").string() + "' > '" + out + "'"), 0) << tool;
-  return read_file(out);
+  return tartest::read_file(out);
 }
 
 // Decompresses `input`, returning the output and the size of each chunk, or the error.

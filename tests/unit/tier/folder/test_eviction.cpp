@@ -16,8 +16,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 TEST(FolderTier, ReadOnlyTierIsNeverEvictedFrom) {
   TempDir dir;
   const std::string root = tier_root(dir);

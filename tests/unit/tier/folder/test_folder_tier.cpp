@@ -25,8 +25,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 // ---------------------------------------------------------------------------------------------------------------
 // Creation and layout
 

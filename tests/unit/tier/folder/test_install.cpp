@@ -17,8 +17,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 TEST(FolderTier, NothingIsUnderTheFinalNameBeforeCommit) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));

@@ -19,8 +19,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 TEST(FolderTier, LockShardExcludesASecondThread) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));

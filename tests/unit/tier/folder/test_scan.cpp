@@ -22,8 +22,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 // The <host> part of this process's staging file names, as begin() writes them: <host>.<pid>.<rand>...tmp.
 std::string staging_host(FolderTier& tier) {
   auto staged = tier.begin(staging_key());

@@ -20,8 +20,6 @@ namespace {
 
 using namespace shardtest;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 // The name a writer of this host with pid `pid` gives its staging file of `key` (docs/layout.md).
 std::string staging_name_of(pid_t pid, const ShardKey& key) {
   return util::host_name() + "." + std::to_string(pid) + ".0123456789abcdef." + key.instance.name() + "." +

@@ -15,8 +15,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 TEST(FolderTier, FlushStatsPersistsAndANewTierObjectSeesThem) {
   TempDir dir;
   const std::string root = tier_root(dir);

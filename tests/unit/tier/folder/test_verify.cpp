@@ -17,8 +17,6 @@ namespace {
 using namespace shardtest;
 using namespace std::chrono_literals;
 
-std::string tier_root(const TempDir& dir) { return dir.sub("tier"); }
-
 TEST(FolderTier, VerifyFindsACorruptedEntryAndRepairQuarantinesIt) {
   TempDir dir;
   const std::string root = tier_root(dir);
