@@ -4,6 +4,12 @@ target_compile_options(datavo_warnings INTERFACE -Wall -Wextra -Wshadow -Wnon-vi
 if(DATAVO_WERROR)
   target_compile_options(datavo_warnings INTERFACE -Werror)
 endif()
+# In a unity batch every source is an included file, so g++ reports each class of a source whose members use a
+# type of that source's anonymous namespace (an Impl holding a helper of its own file) as having "subobject
+# linkage", a warning meant for such classes in headers. Both types stay inside one translation unit here.
+if(DATAVO_UNITY_BUILD)
+  target_compile_options(datavo_warnings INTERFACE -Wno-subobject-linkage)
+endif()
 
 add_library(datavo_sanitizers INTERFACE)
 if(DATAVO_SANITIZE)
