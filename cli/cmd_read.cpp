@@ -18,6 +18,7 @@ struct ReadArgs {
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
+  std::size_t shuffle_buffer = 0;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -34,6 +35,7 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.shuffle_seed = args.seed;
   options.epoch = args.epoch;
   options.prefetch_shards = args.prefetch;
+  options.shuffle_buffer = args.shuffle_buffer;
   return options;
 }
 
@@ -58,6 +60,7 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
               {"tiers", tiers},
               {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
               {"shard_wait_seconds", std::chrono::duration<double>(stats.shard_wait).count()},
+              {"max_shuffle_buffered", stats.max_shuffle_buffered},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -118,6 +121,8 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   read->add_flag("--shuffle", args->shuffle, "shuffle the shard order by --seed and --epoch");
   read->add_option("--seed", args->seed, "shuffle seed (default 0)");
   read->add_option("--epoch", args->epoch, "epoch: a new shard order per epoch (default 0)");
+  read->add_option("--shuffle-buffer", args->shuffle_buffer,
+                   "draw samples at random from a buffer of N, seeded by --seed and --epoch (default 0: in order)");
   read->callback([&global, args] { cmd_read(global, *args); });
 }
 

@@ -26,6 +26,8 @@
 //     reaches it). Samples are still yielded in shard order.
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
+//   - With `shuffle_buffer` N > 0, draws the samples from a buffer of N instead of yielding them in order (see
+//     SampleStreamOptions::shuffle_buffer for the order and the memory it holds).
 //
 // Errors: from_dataset() fails for bad options, an unknown dataset, revision or key (the errors of dataset.hpp), an
 // unreachable server (after the transport's retries) and offline without a cached manifest. next() returns the first
@@ -124,6 +126,18 @@ struct SampleStreamOptions {
 
   // Shards fetched ahead of the one being read (up to 4 of them concurrently). 0: no prefetcher thread.
   std::size_t prefetch_shards = 2;
+
+  // The sample shuffle buffer: 0 (the default) yields the samples of each shard in their order in the shard. N > 0
+  // first fills a buffer with this consumer's next N samples, then yields a sample drawn uniformly from the buffer
+  // and refills its place with the next one read, until the shards are done and the buffer is drained. So every
+  // sample still comes exactly once per pass, and batches mix samples of up to N / (samples per shard) shards.
+  // Seeded by (shuffle_seed, epoch) and this consumer's (rank, worker): the same on every machine, a new order per
+  // epoch; independent of `order`. The first sample waits for the first N to be read.
+  // Memory: at most N SampleViews (an id, the field spans, a shared_ptr; about 100 bytes plus the id and the keys
+  // each), and they keep mapped every shard that one of them comes from: at most min(N, shards of this consumer)
+  // mappings, plus the shard being read and those prefetched. Mappings are read-only file pages (the page cache,
+  // which the kernel may reclaim), not the process's own memory.
+  std::size_t shuffle_buffer = 0;
 };
 
 // How the shards of one tier were served, as seen by this stream.
@@ -137,7 +151,7 @@ struct TierReadStats {
 };
 
 struct SampleStreamStats {
-  std::uint64_t samples = 0;
+  std::uint64_t samples = 0;         // samples yielded by next() (read from shards: these plus shuffle_buffered)
   std::uint64_t shards = 0;          // shards opened by next() so far
   Bytes field_bytes;                 // payload bytes of the fields yielded
   std::uint64_t origin_fetches = 0;  // shards this stream fetched from the origin
@@ -147,6 +161,8 @@ struct SampleStreamStats {
   // How long next() waited for the next shard to arrive, in total: the stream's input stall. Near zero when the
   // cache and the prefetcher keep ahead of the reader; most of the run when the origin is the bottleneck.
   std::chrono::nanoseconds shard_wait{0};
+  std::size_t shuffle_buffered = 0;      // samples read from shards and held in the shuffle buffer now
+  std::size_t max_shuffle_buffered = 0;  // its peak (never above SampleStreamOptions::shuffle_buffer)
 };
 
 class SampleStream {

@@ -84,6 +84,7 @@ class StreamArgs:
     seed: int
     epoch: int
     prefetch: int
+    shuffle_buffer: int
     copy: bool
     def __init__(self) -> None: ...
 

@@ -84,6 +84,7 @@ class SampleStream(_StreamBase[Sample]):
         seed: int = 0,
         epoch: int = 0,
         prefetch: int = 2,
+        shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
         token: typing.Optional[str] = None,
@@ -109,6 +110,9 @@ class SampleStream(_StreamBase[Sample]):
         if _torch.loaded() is not None:
             self._share_epoch()
         self.prefetch = int(prefetch)
+        self.shuffle_buffer = int(shuffle_buffer)
+        if self.shuffle_buffer < 0:
+            raise ValueError("shuffle_buffer must be 0 (samples in shard order) or more, not %d" % self.shuffle_buffer)
         self.copy = None if copy is None else bool(copy)
         self.server = server
         self.token = token
@@ -137,6 +141,7 @@ class SampleStream(_StreamBase[Sample]):
         seed: int = 0,
         epoch: int = 0,
         prefetch: int = 2,
+        shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
         token: typing.Optional[str] = None,
@@ -153,6 +158,10 @@ class SampleStream(_StreamBase[Sample]):
         - ``shuffle`` and ``seed``: a deterministic per-epoch shard order, the same on every machine (see set_epoch).
         - ``epoch``: the epoch of the first pass (default 0).
         - ``prefetch``: shards fetched ahead of the reader (default 2; 0: none).
+        - ``shuffle_buffer``: N > 0 draws samples at random from a buffer of the next N samples (seeded by ``seed``
+          and the epoch, like the shard order; every sample still comes once per epoch), so that a batch mixes
+          samples of many shards. It holds N samples and keeps their shards mapped; the first sample waits for N to
+          be read. 0 (the default): the samples of a shard come in their order.
         - ``copy``: True: fields are bytes; False: zero-copy memoryviews into the cached shard. Default: memoryviews,
           except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
           into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are (a dataset of your
@@ -169,8 +178,8 @@ class SampleStream(_StreamBase[Sample]):
         if keys is None:
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
         return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
-                   prefetch=prefetch, copy=copy, server=server, token=token, instance=instance, rank=rank,
-                   world_size=world_size)
+                   prefetch=prefetch, shuffle_buffer=shuffle_buffer, copy=copy, server=server, token=token,
+                   instance=instance, rank=rank, world_size=world_size)
 
     def _args(
         self, rank: int, world_size: int, worker: int, num_workers: int, prefetch: typing.Optional[int] = None
@@ -191,6 +200,7 @@ class SampleStream(_StreamBase[Sample]):
         args.seed = self.seed
         args.epoch = self.epoch
         args.prefetch = self.prefetch if prefetch is None else prefetch
+        args.shuffle_buffer = self.shuffle_buffer
         args.copy = bool(self.copy)
         return args
 

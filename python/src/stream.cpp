@@ -35,6 +35,7 @@ struct StreamArgs {
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
   std::size_t prefetch = 2;
+  std::size_t shuffle_buffer = 0;
   bool copy = false;
 };
 
@@ -55,6 +56,7 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.shuffle_seed = args.seed;
   options.epoch = args.epoch;
   options.prefetch_shards = args.prefetch;
+  options.shuffle_buffer = args.shuffle_buffer;
   return options;
 }
 
@@ -157,6 +159,8 @@ class NativeStream {
     out["origin_bytes"] = stats.origin_bytes.count();
     out["max_prefetched"] = stats.max_prefetched;
     out["shard_wait_seconds"] = std::chrono::duration<double>(stats.shard_wait).count();
+    out["shuffle_buffered"] = stats.shuffle_buffered;
+    out["max_shuffle_buffered"] = stats.max_shuffle_buffered;
     py::list tiers;
     for (const auto& tier : stats.tiers) {
       py::dict row;
@@ -327,6 +331,7 @@ void bind_stream(py::module_& m) {
       .def_readwrite("seed", &StreamArgs::seed)
       .def_readwrite("epoch", &StreamArgs::epoch)
       .def_readwrite("prefetch", &StreamArgs::prefetch)
+      .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)
       .def_readwrite("copy", &StreamArgs::copy);
 
   py::class_<NativeStream>(m, "NativeStream", py::custom_type_setup([](PyHeapTypeObject* heap_type) {

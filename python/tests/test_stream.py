@@ -168,6 +168,23 @@ def test_shuffle_is_deterministic_per_seed_and_epoch(env):
     assert ids(SampleStream.from_dataset(DATASET, keys=["audio.wav"])) != epoch0  # manifest order differs
 
 
+def test_the_shuffle_buffer_mixes_the_samples_of_shards_once_per_epoch(env):
+    in_order = ids(SampleStream.from_dataset(DATASET, keys=["audio.wav"]))
+    ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], seed=7, shuffle_buffer=50)
+    stream = iter(ds)
+    first = [s.id for s in stream]
+    stats = stream.stats()
+    assert (stats["samples"], stats["max_shuffle_buffered"], stats["shuffle_buffered"]) == (SAMPLES, 50, 0)
+    assert sorted(first) == in_order and first != in_order
+    assert ids(ds) == first  # one seed and epoch, one order
+    ds.set_epoch(1)
+    assert ids(ds) != first
+    # Neighbours come from different shards: the first 20 samples (one shard's worth in order) span several.
+    assert len({in_order.index(i) // (SAMPLES // SHARDS) for i in first[:20]}) >= 2
+    with pytest.raises(ValueError, match="shuffle_buffer"):
+        SampleStream.from_dataset(DATASET, keys=["audio.wav"], shuffle_buffer=-1)
+
+
 def test_missing_dataset_or_key_is_file_not_found(env):
     with pytest.raises(FileNotFoundError) as raised:
         SampleStream.from_dataset("no_such_dataset/train", keys=["audio.wav"])

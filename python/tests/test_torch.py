@@ -15,10 +15,10 @@ from torch.utils.data import DataLoader, IterableDataset  # noqa: E402
 WORLD = 2
 
 
-def epoch_ids(ds, workers, rank, epoch=0):
+def epoch_ids(ds, workers, rank, epoch=0, shuffle_buffer=0):
     """The sample ids rank `rank` of WORLD reads in `epoch` through a DataLoader with `workers` workers."""
     ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], rank=rank, world_size=WORLD, shuffle=True, seed=3,
-                                   cache_config_path=ds)
+                                   shuffle_buffer=shuffle_buffer, cache_config_path=ds)
     ds.set_epoch(epoch)
     loader = DataLoader(ds, batch_size=None, num_workers=workers)
     out = []
@@ -59,6 +59,17 @@ def test_set_epoch_reshuffles_deterministically(config):
     assert first != second
     for epoch in (first, second):
         assert sorted(i for ids in epoch for i in ids) == ["utt_%04d" % i for i in range(SAMPLES)]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_shuffle_buffer_keeps_every_sample_once_per_epoch_over_workers_and_ranks(config, workers):
+    buffered = [epoch_ids(config, workers, rank, shuffle_buffer=30) for rank in range(WORLD)]
+    assert buffered == [epoch_ids(config, workers, rank, shuffle_buffer=30) for rank in range(WORLD)]
+    assert sorted(i for ids in buffered for i in ids) == ["utt_%04d" % i for i in range(SAMPLES)]
+    unbuffered = [epoch_ids(config, workers, rank) for rank in range(WORLD)]
+    for rank in range(WORLD):
+        assert sorted(buffered[rank]) == sorted(unbuffered[rank]) and buffered[rank] != unbuffered[rank]
+    assert buffered != [epoch_ids(config, workers, rank, epoch=1, shuffle_buffer=30) for rank in range(WORLD)]
 
 
 def test_default_batching_collates_like_webdataset(config):

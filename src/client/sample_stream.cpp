@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "client/prefetcher.hpp"
+#include "client/random.hpp"
 #include "datavo/dataset.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
@@ -62,12 +63,20 @@ struct SampleStream::Impl {
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
 
+  // The sample shuffle buffer (options.shuffle_buffer); unused when its capacity is 0.
+  std::size_t shuffle_capacity = 0;
+  std::vector<SampleView> shuffle_buffer;
+  bool shards_done = false;  // read_in_order() returned the end
+  client::SplitMix64 shuffle_random{0};
+
   // Last: destroyed (cancelled and joined) before anything its loader uses.
   std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
 
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
+  Result<std::optional<SampleView>> read_in_order();
+  Result<std::optional<SampleView>> draw_from_buffer();
   Error fail(Error e) {
     error = e;
     return e;
@@ -126,6 +135,38 @@ void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) 
 }
 
 Result<std::optional<SampleView>> SampleStream::Impl::next() {
+  auto sample = shuffle_capacity == 0 ? read_in_order() : draw_from_buffer();
+  if (!sample || !*sample) return sample;
+  Bytes bytes;
+  for (const auto& f : (*sample)->fields) bytes += Bytes{f.data.size()};
+  std::lock_guard lock(stats_mu);
+  ++stats.samples;
+  stats.field_bytes += bytes;
+  stats.shuffle_buffered = shuffle_buffer.size();
+  return sample;
+}
+
+Result<std::optional<SampleView>> SampleStream::Impl::draw_from_buffer() {
+  while (!shards_done && shuffle_buffer.size() < shuffle_capacity) {
+    auto sample = read_in_order();
+    if (!sample) return std::move(sample).error();
+    if (!*sample) {
+      shards_done = true;
+      break;
+    }
+    shuffle_buffer.push_back(std::move(**sample));
+    std::lock_guard lock(stats_mu);
+    stats.max_shuffle_buffered = std::max(stats.max_shuffle_buffered, shuffle_buffer.size());
+  }
+  if (shuffle_buffer.empty()) return std::optional<SampleView>{};
+  const auto drawn = static_cast<std::size_t>(shuffle_random.below(shuffle_buffer.size()));
+  std::swap(shuffle_buffer[drawn], shuffle_buffer.back());
+  SampleView view = std::move(shuffle_buffer.back());
+  shuffle_buffer.pop_back();
+  return std::optional<SampleView>{std::move(view)};
+}
+
+Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
   if (error) return *error;
   const auto cancelled_error = [&] {
     return Error{ErrorCode::cancelled, "SampleStream of " + manifest.name.full() + ": cancelled"};
@@ -180,11 +221,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::next() {
     view.shard_index = expected.index;
     view.mapping = current->mapping;
     view.fields.reserve(s.fields.size());
-    Bytes bytes;
-    for (const auto& f : s.fields) {
-      view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
-      bytes += Bytes{f.data.size()};
-    }
+    for (const auto& f : s.fields) view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
     std::sort(view.fields.begin(), view.fields.end(),
               [](const SampleFieldView& a, const SampleFieldView& b) { return a.key < b.key; });
     const bool same_keys = std::equal(view.fields.begin(), view.fields.end(), keys.begin(), keys.end(),
@@ -198,9 +235,6 @@ Result<std::optional<SampleView>> SampleStream::Impl::next() {
                                                   "], expected [" + want + "]"});
     }
     ++sample_in_shard;
-    std::lock_guard lock(stats_mu);
-    ++stats.samples;
-    stats.field_bytes += bytes;
     return std::optional<SampleView>{std::move(view)};
   }
 }
@@ -234,11 +268,21 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   if (!positions) return std::move(positions).error();
   impl->positions = std::move(*positions);
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
+  impl->shuffle_capacity = options.shuffle_buffer;
+  std::size_t my_samples = 0;
+  for (std::size_t p : impl->positions) my_samples += impl->manifest.shards[p].samples.size();
+  // Never more than this consumer's samples: a buffer larger than the pass simply holds all of it.
+  impl->shuffle_buffer.reserve(std::min(options.shuffle_buffer, my_samples));
+  // Each consumer draws from its own sequence, so that two workers' buffers do not pick the same slots in step.
+  impl->shuffle_random = client::seeded_generator(options.shuffle_seed, options.epoch,
+                                                  1 + options.rank * options.num_workers + options.worker);
   for (const auto& tier : impl->cache->tiers())
     impl->stats.tiers.push_back(TierReadStats{tier->name(), 0, 0, 0, Bytes{0}});
   LOG_INFO("reading " << impl->manifest.name.full() << " revision " << impl->manifest.revision << " (manifest "
                       << to_string(resolved->source) << "): " << impl->positions.size() << " of "
-                      << impl->manifest.shards.size() << " shards, prefetching " << options.prefetch_shards);
+                      << impl->manifest.shards.size() << " shards, prefetching " << options.prefetch_shards
+                      << (options.shuffle_buffer ? ", shuffle buffer of " + std::to_string(options.shuffle_buffer)
+                                                 : std::string()));
 
   Impl* raw = impl.get();
   impl->prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(

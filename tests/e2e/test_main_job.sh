@@ -179,6 +179,15 @@ expect_eq "read key group again: 0 shard requests" "1 0 0" "$(delta "$before")"
 r0=$(dv --json read "$DS" --key audio.wav --rank 0 --world-size 2 --shuffle --seed 5 | json "j['samples']")
 r1=$(dv --json read "$DS" --key audio.wav --rank 1 --world-size 2 --shuffle --seed 5 | json "j['samples']")
 expect_eq "read --rank 0/1 of 2: the two halves add up to the dataset" "$SAMPLES" "$((r0 + r1))"
+
+# The sample shuffle buffer: every sample once, the buffer's peak reported, a bad value refused by name.
+run --json read "$DS" --key audio.wav --shuffle-buffer 50 --seed 5
+expect_eq "read --shuffle-buffer 50: exit 0" 0 "$RC"
+expect_eq "read --shuffle-buffer 50: every sample, the buffer's peak" "[$SAMPLES, 50]" \
+  "$(json "[j['samples'], j['max_shuffle_buffered']]" <<<"$OUT")"
+run read "$DS" --key audio.wav --shuffle-buffer lots
+expect_eq "read --shuffle-buffer lots: a usage error" 2 "$RC"
+expect_match "read --shuffle-buffer lots: names the option" "shuffle-buffer" "$ERR"
 check_deadline
 
 # --- zero requests: pinned revision, offline --------------------------------------------------------------------
