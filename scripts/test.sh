@@ -110,8 +110,7 @@ case "$filter" in
 esac
 
 if [ "${DATAVO_SKIP_SANITIZERS:-0}" != 1 ]; then
-  # The sanitizer builds make only what the unit tests run. They keep the main build's flags (-O2 -g): at -O1,
-  # g++ 12's -Wmaybe-uninitialized reports std::optional<std::string> false positives that -Werror turns into errors.
+  # The sanitizer builds make only what the unit tests run, at -O1 -g1 (cmake/Warnings.cmake says why).
   unit_targets="datavo_unit_tests datavo_conformance_tests"
   stage "build with ASan + UBSan"
   DATAVO_TARGET=$unit_targets "$root/scripts/build.sh" "$root/build-asan" -DDATAVO_WERROR=ON -DDATAVO_SANITIZE=ON \
