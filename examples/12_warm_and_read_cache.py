@@ -3,8 +3,9 @@
 
     python3 examples/12_warm_and_read_cache.py [DATASET] [--key KEY]
 
-1. Warms DATASET (default voice_demo_v1/train) with `datavo warm DATASET --key audio.wav`: every shard is fetched
-   from the server once and installed in the cache.
+1. Warms DATASET (default voice_demo_v1/train) with datavo_sdk.warm(DATASET, keys=["audio.wav"]), in this process
+   (the library operation behind `datavo warm`): every shard is fetched from the server once and installed in the
+   cache; a progress bar shows on a terminal.
 2. Reads it twice, each pass in a process of its own, with SampleStream.from_dataset(DATASET, keys=["audio.wav"]).
 3. Counts the server's requests on /v1/metrics around each step, and shows that the reads made no shard request,
    and that the second pass (its revision pinned by the first) made no server request at all.
@@ -14,8 +15,9 @@ The server is $DATAVO_SERVER when set (the cache is then yours: $DATAVO_SHARD_CA
 speech dataset of its own, serves it with `datavo serve` on a loopback port, and uses a cache in a temporary
 directory that it removes at the end.
 
-Needs datavo_sdk (`pip install --no-build-isolation .`) and the `datavo` command: $DATAVO_BIN, else the one that
-comes with datavo_sdk, else `datavo` on PATH. Exit status 0 when the warm cache served both passes.
+Needs datavo_sdk (`pip install --no-build-isolation .`), and without $DATAVO_SERVER the `datavo` command to pack and
+serve its dataset: $DATAVO_BIN, else the one that comes with datavo_sdk, else `datavo` on PATH. Exit status 0 when
+the warm cache served both passes.
 """
 import argparse
 import json
@@ -131,7 +133,6 @@ def main():
     if args.read_pass:
         return read_pass(args.dataset, args.key, args.revision)
 
-    datavo = datavo_command()
     env = dict(os.environ)
     workdir = server = None
     try:
@@ -140,21 +141,28 @@ def main():
             print("server: %s (DATAVO_SERVER); your shard cache" % url)
         else:
             workdir = tempfile.mkdtemp(prefix="datavo-example-12.")
-            server, url = serve_own_dataset(datavo, workdir, args.dataset)
-            env.update(DATAVO_SERVER=url, DATAVO_SHARD_CACHE_DIR=os.path.join(workdir, "cache"),
-                       DATAVO_MANIFEST_CACHE_DIR=os.path.join(workdir, "manifests"))
-            env.pop("DATAVO_SHARD_CACHE_CONFIG", None)
+            server, url = serve_own_dataset(datavo_command(), workdir, args.dataset)
+            # This process (its warm()) and the read passes' processes use the same server and cache.
+            os.environ.update(DATAVO_SERVER=url, DATAVO_SHARD_CACHE_DIR=os.path.join(workdir, "cache"),
+                              DATAVO_MANIFEST_CACHE_DIR=os.path.join(workdir, "manifests"))
+            os.environ.pop("DATAVO_SHARD_CACHE_CONFIG", None)
+            env = dict(os.environ)
             print("server: %s (datavo serve, a dataset of its own); cache: %s" % (url, env["DATAVO_SHARD_CACHE_DIR"]))
 
+        from datavo_sdk import warm
+
         before = requests(url)
-        subprocess.run([datavo, "warm", args.dataset, "--key", args.key], env=env, check=True)
+        report = warm(args.dataset, keys=[args.key])
+        print("warmed %d shards of %s revision %d: %d from the origin, %.1f MB, in %.2f s"
+              % (report.shards, report.dataset, report.revision, report.origin_shards, report.size_bytes / 1e6,
+                 report.seconds))
         warmed = requests(url)
         first = run_pass(args.dataset, args.key, None, env)
         after_first = requests(url)
         second = run_pass(args.dataset, args.key, first["revision"], env)
         after_second = requests(url)
 
-        rows = [("datavo warm", None, delta(before, warmed)),
+        rows = [("warm() (this process)", None, delta(before, warmed)),
                 ("read pass 1 (new process)", first, delta(warmed, after_first)),
                 ("read pass 2 (new process)", second, delta(after_first, after_second))]
         print("\n%-28s %8s %10s %9s %8s %7s" % ("step", "samples", "seconds", "manifest", "ticket", "shard"))

@@ -11,13 +11,14 @@
 //
 // Outcome (WarmReport::error): remote when a shard could not be warmed; capacity when the top tier does not hold
 // every shard now (unless AllowPartial::yes: then only `partial` says so). A failed upload is no failure of the warm
-// (the shard is cached locally): it is counted in `uploads`. A cancellation (util/cancel.hpp: SIGINT in the CLI)
-// stops the workers; warm() then returns a cancelled Error.
+// (the shard is cached locally): it is counted in `uploads`. A cancellation (util/cancel.hpp: SIGINT in the CLI, or
+// WarmRequest::stop) stops the workers; warm() then returns a cancelled Error.
 //
 // Thread safety: warm() may run alongside other warms and reads, in this process and others (single flight comes
 // from the hierarchy). The observer is called from the worker threads, several at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +80,10 @@ struct WarmRequest {
   std::size_t jobs = 4;  // shards fetched in parallel; >= 1
   AllowPartial allow_partial = AllowPartial::no;
   WarmObserver* observer = nullptr;  // not owned; nullptr: none
+  // Stops this warm as the process-wide cancellation does (no shard is started, downloads in progress fail at their
+  // next chunk, warm() returns a cancelled Error), for a front end without one: the Python SDK sets it on
+  // KeyboardInterrupt. Not owned; nullptr: only the process-wide cancellation stops the warm.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct WarmTierReport {

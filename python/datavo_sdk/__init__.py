@@ -6,7 +6,8 @@
 
 The seven names of the spec ("Programmatic Access"): SampleStream, ShardCacheHierarchy, ShardCacheTier,
 S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier and get_default_shard_cache; plus DatavoError (the base
-of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and TierStats. Log lines go to the
+of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and TierStats; and the cache's
+operations: warm() (as `datavo warm`) with its typed WarmReport. Log lines go to the
 ``logging`` logger "datavo". See python/README.md.
 """
 
@@ -33,6 +34,7 @@ from ._tiers import (  # noqa: E402
 )
 
 from ._stream import SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
+from ._ops import UploadSummary, WarmFailure, WarmReport, WarmTier, warm  # noqa: E402
 
 __version__ = _datavo.__version__
 
@@ -49,4 +51,9 @@ __all__ = [
     "Sample",
     "CacheInfo",
     "TierStats",
+    "warm",
+    "WarmReport",
+    "WarmTier",
+    "WarmFailure",
+    "UploadSummary",
 ]

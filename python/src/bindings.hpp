@@ -41,6 +41,10 @@ struct Globals {
 };
 Globals& globals();
 
+// The Python exception object of `error`: the class registered for its ErrorCode (datavo_sdk/errors.py), with
+// `code` and `sys_errno` set. REQUIRES: the GIL.
+py::object exception_of(const Error& error);
+
 // Raises the Python exception of `error`. REQUIRES: the GIL.
 [[noreturn]] void raise(const Error& error);
 
@@ -81,5 +85,6 @@ void bind_logging(py::module_& m);    // logging.cpp: the forwarding switch and 
 void bind_tiers(py::module_& m);      // tiers.cpp: Tier, make_tier, tier_stat_names
 void bind_hierarchy(py::module_& m);  // hierarchy.cpp: Hierarchy, get_or_fetch's StagingWriter, the constructors
 void bind_stream(py::module_& m);     // stream.cpp: StreamArgs, NativeStream, ShardBuffer, _stop_pipelines
+void bind_ops(py::module_& m);        // ops.cpp: WarmArgs, WarmJob
 
 }  // namespace datavo::python

@@ -11,7 +11,7 @@ Globals& globals() {
   return *g;
 }
 
-void raise(const Error& error) {
+py::object exception_of(const Error& error) {
   auto& g = globals();
   py::object type = g.error_base;
   const char* code = to_string(error.code);
@@ -25,7 +25,12 @@ void raise(const Error& error) {
   py::object exception = type(error.message);
   exception.attr("code") = code;
   exception.attr("sys_errno") = error.sys_errno;
-  PyErr_SetObject(type.ptr(), exception.ptr());
+  return exception;
+}
+
+void raise(const Error& error) {
+  py::object exception = exception_of(error);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
   throw py::error_already_set();
 }
 

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_datavo, m) {
   bind_tiers(m);
   bind_hierarchy(m);
   bind_stream(m);
+  bind_ops(m);
 }

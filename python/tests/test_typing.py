@@ -18,7 +18,8 @@ import typing
 
 import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
-                        Sample, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, get_default_shard_cache)
+                        Sample, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
+                        WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
 from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
 
 
@@ -41,6 +42,11 @@ def main() -> int:
     stream = SampleStream.from_dataset("voice/train", keys=["audio.wav"], cache=cache, shuffle=True, seed=1,
                                        prefetch=4, copy=False, rank=0, world_size=1)
     stream.set_epoch(stream.epoch + 1)
+    report: WarmReport = warm("voice/train", ["audio.wav"], cache, revision=3, jobs=2, progress=False)
+    tier_rows: typing.List[WarmTier] = report.tiers
+    failures: typing.List[WarmFailure] = report.failures
+    uploads: typing.Optional[UploadSummary] = report.uploads
+    warmed: int = report.shards - report.failed + tier_rows[0].hits + len(failures) + (uploads.failed if uploads else 0)
     rank, world, worker, workers = stream.consumer()
     for sample in stream:
         assert isinstance(sample, Sample)
@@ -57,7 +63,7 @@ def main() -> int:
     except DatavoError:
         pass
     version: str = datavo_sdk.__version__
-    return len(path) + len(names) + rank + world + worker + workers + int(rate) + stream.num_samples
+    return len(path) + len(names) + rank + world + worker + workers + int(rate) + stream.num_samples + warmed
 
 
 if __name__ == "__main__":

@@ -18,8 +18,11 @@ using Clock = std::chrono::steady_clock;
 // Passes bytes through, telling the observer how many arrived from the origin.
 class CountingSink final : public ByteSink {
  public:
-  CountingSink(ByteSink& inner, WarmObserver& observer) : inner_(inner), observer_(observer) {}
+  CountingSink(ByteSink& inner, WarmObserver& observer, const std::atomic<bool>* stop)
+      : inner_(inner), observer_(observer), stop_(stop) {}
   Result<void> write(const void* data, std::size_t size) override {
+    if (stop_ && stop_->load(std::memory_order_relaxed))
+      return Error{ErrorCode::cancelled, "warm: download stopped by the caller"};
     DATAVO_TRY(inner_.write(data, size));
     observer_.origin_bytes(std::int64_t(size));
     return ok();
@@ -33,16 +36,27 @@ class CountingSink final : public ByteSink {
  private:
   ByteSink& inner_;
   WarmObserver& observer_;
+  const std::atomic<bool>* stop_;
 };
 
-WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, WarmObserver& observer) {
+bool stop_requested(const WarmRequest& request) {
+  return util::cancel_requested() || (request.stop && request.stop->load(std::memory_order_relaxed));
+}
+
+Error stopped_error(std::string_view what) {
+  if (util::cancel_requested()) return util::cancelled_error(what);
+  return Error{ErrorCode::cancelled, std::string(what) + ": stopped by the caller"};
+}
+
+WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, WarmObserver& observer,
+                          const std::atomic<bool>* stop) {
   const Manifest& manifest = setup.dataset.manifest;
   WarmShardOutcome outcome;
   outcome.position = position;
   outcome.shard_index = manifest.shards[position].index;
   Fetcher origin = setup.client->shard_fetcher(manifest, position, setup.dataset.keys);
-  Fetcher counted = [&origin, &observer](ByteSink& sink) -> Result<Expectation> {
-    CountingSink counting(sink, observer);
+  Fetcher counted = [&origin, &observer, stop](ByteSink& sink) -> Result<Expectation> {
+    CountingSink counting(sink, observer, stop);
     return origin(counting);
   };
   setup.client->remember_shard(manifest, position, setup.dataset.keys);  // for `cache ls`
@@ -57,13 +71,14 @@ WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, War
 
 // Warms every shard on `jobs` threads; the outcomes in manifest order (none for a shard not started because of a
 // cancellation).
-std::vector<WarmShardOutcome> warm_all(const ops::WarmSetup& setup, std::size_t jobs, WarmObserver& observer) {
+std::vector<WarmShardOutcome> warm_all(const ops::WarmSetup& setup, const WarmRequest& request,
+                                       WarmObserver& observer) {
   const std::size_t total = setup.dataset.manifest.shards.size();
   std::vector<std::optional<WarmShardOutcome>> outcomes(total);
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t position = next++; position < total && !util::cancel_requested(); position = next++) {
-      WarmShardOutcome outcome = warm_one(setup, position, observer);
+    for (std::size_t position = next++; position < total && !stop_requested(request); position = next++) {
+      WarmShardOutcome outcome = warm_one(setup, position, observer, request.stop);
       // A shard stopped by an interruption is no outcome of its own: the cancellation is reported once.
       if (!outcome.error || outcome.error->code != ErrorCode::cancelled) observer.shard_done(outcome);
       outcomes[position] = std::move(outcome);
@@ -71,7 +86,8 @@ std::vector<WarmShardOutcome> warm_all(const ops::WarmSetup& setup, std::size_t 
   };
   {
     std::vector<std::jthread> workers;
-    for (std::size_t i = 0; i < std::min(jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
+    for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(total, 1)); ++i)
+      workers.emplace_back(work);
   }
   std::vector<WarmShardOutcome> done;
   for (auto& outcome : outcomes)
@@ -170,7 +186,7 @@ Result<WarmReport> warm(const WarmRequest& request) {
   WarmObserver& observer = request.observer ? *request.observer : silent;
   const Manifest& manifest = setup->dataset.manifest;
   observer.started(manifest.shards.size());
-  const std::vector<WarmShardOutcome> outcomes = warm_all(*setup, request.jobs, observer);
+  const std::vector<WarmShardOutcome> outcomes = warm_all(*setup, request, observer);
   observer.finished();
 
   WarmReport report;
@@ -178,7 +194,7 @@ Result<WarmReport> warm(const WarmRequest& request) {
   // are and what went up.
   report.uploads = wait_for_uploads(*setup->cache);
   setup->cache->flush_stats();
-  if (util::cancel_requested()) return util::cancelled_error("warm");
+  if (stop_requested(request)) return stopped_error("warm");
 
   report.dataset = manifest.name.full();
   report.revision = manifest.revision;

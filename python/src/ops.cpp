@@ -1,0 +1,203 @@
+// The cache's operations for Python: datavo::warm (warm.hpp) as a WarmJob that runs on a thread of its own while the
+// calling Python thread polls its progress (for a tqdm bar) without holding the GIL in between.
+//
+// Why a thread: warm() reports progress through a WarmObserver called from its worker threads. Calling into Python
+// from there would take the GIL inside a datavo worker, which can deadlock against a Python thread that waits for
+// that worker (bindings.hpp, logging). So the observer only counts, in atomics, and Python reads the counts.
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bindings.hpp"
+#include "datavo/hierarchy.hpp"
+#include "datavo/warm.hpp"
+
+namespace datavo::python {
+namespace {
+
+struct WarmArgs {
+  std::string dataset;
+  std::vector<std::string> keys;
+  std::optional<std::uint64_t> revision;
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  std::optional<std::string> cache_config_path;
+  std::optional<std::string> server;
+  std::optional<std::string> token;
+  std::optional<std::string> instance;
+  std::size_t jobs = 4;
+  bool allow_partial = false;
+};
+
+// Counts what a running warm did, for the Python thread that polls it.
+class CountingObserver final : public WarmObserver {
+ public:
+  void started(std::size_t shards) override { total_.store(shards); }
+  void origin_bytes(std::int64_t delta) override { origin_bytes_.fetch_add(delta); }
+  void shard_done(const WarmShardOutcome& outcome) override {
+    done_.fetch_add(1);
+    if (outcome.served) served_bytes_.fetch_add(outcome.served->size.count());
+  }
+
+  std::size_t total() const { return total_.load(); }
+  std::size_t done() const { return done_.load(); }
+  std::int64_t origin_bytes() const { return origin_bytes_.load(); }
+  std::uint64_t served_bytes() const { return served_bytes_.load(); }
+
+ private:
+  std::atomic<std::size_t> total_{0};  // 0 until the manifest is resolved
+  std::atomic<std::size_t> done_{0};
+  std::atomic<std::int64_t> origin_bytes_{0};
+  std::atomic<std::uint64_t> served_bytes_{0};
+};
+
+// One warm() on its own thread. Contract: made, polled and destroyed by Python threads holding the GIL; the
+// destructor stops the warm (WarmRequest::stop) and joins the thread without the GIL.
+class WarmJob {
+ public:
+  explicit WarmJob(const WarmArgs& args) {
+    WarmRequest request;
+    request.dataset = args.dataset;
+    request.keys = args.keys;
+    request.revision = args.revision;
+    request.cache = args.cache;
+    request.cache_config_path = args.cache_config_path;
+    if (args.server) request.origin.server = *args.server;
+    request.origin.token = args.token;
+    request.origin.instance = args.instance;
+    request.jobs = args.jobs;
+    request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
+    request.observer = &observer_;
+    request.stop = &stop_;
+    thread_ = std::thread([this, request = std::move(request)] {
+      Result<WarmReport> report = warm(request);
+      std::lock_guard lock(mu_);
+      report_.emplace(std::move(report));
+      cv_.notify_all();
+    });
+  }
+  ~WarmJob() { stop_and_join(); }
+  WarmJob(const WarmJob&) = delete;
+  WarmJob& operator=(const WarmJob&) = delete;
+
+  // (shards in the dataset, 0 until its manifest is resolved; shards done; bytes from the origin; bytes warmed)
+  py::tuple progress() const {
+    return py::make_tuple(observer_.total(), observer_.done(), observer_.origin_bytes(), observer_.served_bytes());
+  }
+
+  // Waits up to `seconds` for the warm to end, without the GIL; whether it has.
+  bool wait(double seconds) {
+    return blocking([&] {
+      std::unique_lock lock(mu_);
+      return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return report_.has_value(); });
+    });
+  }
+
+  // Stops the warm: no shard is started, downloads in progress fail at their next chunk. Idempotent.
+  void stop() { stop_.store(true); }
+
+  // The report as a dict (the fields of `datavo warm --json`, docs/cli.md), its errors as exception objects (not
+  // raised); raises the Error of a warm that could not run. REQUIRES: wait() returned true.
+  py::dict report() {
+    std::lock_guard lock(mu_);
+    if (!report_) throw py::value_error("the warm is still running");
+    if (!*report_) raise(report_->error());
+    return report_dict(report_->value());
+  }
+
+ private:
+  static py::dict report_dict(const WarmReport& r);
+  void stop_and_join() {
+    stop();
+    if (thread_.joinable()) {
+      py::gil_scoped_release release;
+      thread_.join();
+    }
+  }
+
+  CountingObserver observer_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Result<WarmReport>> report_;  // guarded by mu_; set once, when the warm ends
+  std::thread thread_;                        // last: started once everything it uses exists
+};
+
+py::object exception_or_none(const std::optional<Error>& error) { return error ? exception_of(*error) : py::none(); }
+
+py::dict WarmJob::report_dict(const WarmReport& r) {
+  py::dict out;
+  out["dataset"] = r.dataset;
+  out["revision"] = r.revision;
+  out["keys"] = r.keys;
+  out["shards"] = r.shards;
+  out["failed"] = r.failed;
+  out["size_bytes"] = r.size.count();
+  out["origin_shards"] = r.origin_shards;
+  out["origin_bytes"] = r.origin_size.count();
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["hits"] = t.hits;
+    row["promoted_into"] = t.promoted_into;
+    row["cached"] = t.cached;
+    tiers.append(row);
+  }
+  out["tiers"] = tiers;
+  out["not_cached"] = r.not_cached;
+  out["seconds"] = r.elapsed.count();
+  if (r.uploads) {
+    py::dict uploads;
+    uploads["uploaded"] = r.uploads->uploaded;
+    uploads["already_present"] = r.uploads->already_present;
+    uploads["failed"] = r.uploads->failed;
+    uploads["pending"] = r.uploads->pending;
+    out["uploads"] = uploads;
+  } else {
+    out["uploads"] = py::none();
+  }
+  py::list failures;
+  for (const auto& f : r.failures) {
+    py::dict row;
+    row["shard_index"] = f.shard_index;
+    row["error"] = exception_of(f.error);
+    failures.append(row);
+  }
+  out["failures"] = failures;
+  out["partial"] = r.partial ? py::object(py::str(*r.partial)) : py::none();
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  py::class_<WarmArgs>(m, "WarmArgs")
+      .def(py::init<>())
+      .def_readwrite("dataset", &WarmArgs::dataset)
+      .def_readwrite("keys", &WarmArgs::keys)
+      .def_readwrite("revision", &WarmArgs::revision)
+      .def_readwrite("cache", &WarmArgs::cache)
+      .def_readwrite("cache_config_path", &WarmArgs::cache_config_path)
+      .def_readwrite("server", &WarmArgs::server)
+      .def_readwrite("token", &WarmArgs::token)
+      .def_readwrite("instance", &WarmArgs::instance)
+      .def_readwrite("jobs", &WarmArgs::jobs)
+      .def_readwrite("allow_partial", &WarmArgs::allow_partial);
+
+  py::class_<WarmJob>(m, "WarmJob")
+      .def(py::init<const WarmArgs&>())
+      .def("progress", &WarmJob::progress)
+      .def("wait", &WarmJob::wait)
+      .def("stop", &WarmJob::stop)
+      .def("report", &WarmJob::report);
+}
+
+}  // namespace datavo::python

@@ -1,0 +1,137 @@
+"""The cache's operations from Python: warm() against a real `datavo serve` (directly and through the fault proxy):
+its typed report, the requests it makes, the same figures as `datavo warm --json`, its progress bar, its errors and
+Ctrl-C."""
+import _thread
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from conftest import DATASET, SAMPLES, SHARDS
+from datavo_sdk import (DatavoError, S3ShardCacheTier, SampleStream, ShardCacheHierarchy, ShardCacheTier, UploadSummary,
+                        WarmReport, WarmTier, errors, warm)
+
+
+def test_warm_fetches_every_shard_once_and_a_second_warm_only_hits(env, origin):
+    before = origin.requests()
+    report = warm(DATASET, ["audio.wav"], progress=False)
+    after = origin.requests()
+    assert isinstance(report, WarmReport) and report.error is None and report.partial is None
+    assert (report.dataset, report.keys, report.shards, report.failed) == (DATASET, ["audio.wav"], SHARDS, 0)
+    assert report.origin_shards == SHARDS and report.origin_bytes == report.size_bytes > 0
+    assert report.tiers == [WarmTier(tier="default", hits=0, promoted_into=0, cached=SHARDS)]
+    assert report.uploads is None and report.failures == [] and report.not_cached == 0 and report.seconds > 0
+    assert after["ticket"] - before.get("ticket", 0) == after["shard"] - before.get("shard", 0) == SHARDS
+
+    again = warm(DATASET, "audio.wav", progress=False, revision=report.revision)
+    assert again.origin_shards == 0 and again.tiers[0].hits == SHARDS and again.size_bytes == report.size_bytes
+    assert origin.requests()["shard"] == after["shard"]
+    # What was warmed is what a stream reads: no shard request.
+    assert sum(1 for _ in SampleStream.from_dataset(DATASET, keys=["audio.wav"])) == SAMPLES
+    assert origin.requests()["shard"] == after["shard"]
+
+
+def test_warm_reports_what_the_cli_reports(env, datavo_bin):
+    report = warm(DATASET, ["audio.wav", "transcript.txt"], progress=False)
+    cli = json.loads(subprocess.run([datavo_bin, "--json", "warm", DATASET, "--key", "audio.wav", "--key",
+                                     "transcript.txt"], capture_output=True, text=True, check=True).stdout)
+    assert (cli["dataset"], cli["revision"], cli["keys"], cli["shards"], cli["size_bytes"]) == (
+        report.dataset, report.revision, report.keys, report.shards, report.size_bytes)
+    # The CLI ran second: every shard a hit, as a second warm() would find them.
+    assert [row["hits"] for row in cli["tiers"]] == [SHARDS] and cli["origin"]["shards"] == 0
+    assert [row["cached"] for row in cli["tiers"]] == [t.cached for t in report.tiers]
+
+
+def test_a_progress_bar_on_a_terminal_unless_turned_off(env, capsys, monkeypatch):
+    __import__("tqdm")  # scripts/install-deps.sh installs python3-tqdm; without it, this test fails here
+    warm(DATASET, ["audio.wav"], progress=True)
+    bar = capsys.readouterr().err
+    assert "warm " + DATASET in bar and "%d/%d" % (SHARDS, SHARDS) in bar and "MB from the origin" in bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    warm(DATASET, ["transcript.txt"])  # progress=None: a terminal, so a bar
+    assert "%d/%d" % (SHARDS, SHARDS) in capsys.readouterr().err
+    monkeypatch.setenv("DATAVO_DISABLE_PROGRESS_BARS", "1")
+    warm(DATASET, ["transcript.txt"])
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv("DATAVO_DISABLE_PROGRESS_BARS")
+    warm(DATASET, ["transcript.txt"], progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_bad_requests_raise_before_any_fetch(env, origin):
+    before = origin.requests()
+    with pytest.raises(FileNotFoundError):
+        warm("no_such_dataset/train", ["audio.wav"], progress=False)
+    with pytest.raises(FileNotFoundError, match="video.mp4"):
+        warm(DATASET, ["video.mp4"], progress=False)
+    with pytest.raises(ValueError, match="jobs"):
+        warm(DATASET, ["audio.wav"], jobs=0, progress=False)
+    with pytest.raises(TypeError, match="cache"):
+        warm(DATASET, ["audio.wav"], cache="/tmp/cache", progress=False)  # type: ignore[arg-type]
+    assert origin.requests().get("shard", 0) == before.get("shard", 0)
+
+
+def test_shards_that_cannot_be_fetched_raise_with_the_report(env, proxy):
+    proxy.set_mode("status404")
+    with pytest.raises(errors.RemoteError) as raised:
+        warm(DATASET, ["audio.wav"], server=proxy.url, progress=False)
+    report = raised.value.report
+    assert "%d of %d shards could not be warmed" % (SHARDS, SHARDS) in str(raised.value)
+    assert report.failed == SHARDS and len(report.failures) == SHARDS and report.tiers[0].cached == 0
+    assert all(isinstance(f.error, DatavoError) and "404" in str(f.error) for f in report.failures)
+    assert sorted(f.shard_index for f in report.failures) == list(range(SHARDS))
+
+
+def test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard(env, proxy):
+    # About 10 s per shard through the proxy: a warm that is not stopped takes far longer than the test allows.
+    proxy.set_mode("slow rate=4000")
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            warm(DATASET, ["audio.wav"], server=proxy.url, jobs=2, progress=False)
+    finally:
+        timer.cancel()
+    stopped_after = time.monotonic() - started
+    assert stopped_after < 5, "the warm took %.1f s to stop" % stopped_after
+    proxy.set_mode("ok")
+    # Nothing half-fetched was installed: a warm now fetches every shard, and every one verifies.
+    report = warm(DATASET, ["audio.wav"], server=proxy.url, progress=False)
+    assert report.origin_shards == SHARDS and report.error is None
+
+
+def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
+    endpoint = os.environ.get("MOTO_S3_ENDPOINT")
+    if not endpoint:
+        if os.environ.get("DATAVO_REQUIRE_EMULATORS") == "1":
+            pytest.fail("DATAVO_REQUIRE_EMULATORS=1 but MOTO_S3_ENDPOINT is not set (tests/support/emulators.sh)")
+        pytest.skip("no moto: MOTO_S3_ENDPOINT is not set")
+    bucket = "datavo-warm-%s" % uuid.uuid4().hex[:12]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    urllib.request.urlopen(urllib.request.Request(endpoint + "/" + bucket, method="PUT"), timeout=10).read()
+    cache = ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "local"), name="local"),
+        S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=endpoint,
+                         addressing_style="path"),
+    ])
+    report = warm(DATASET, ["audio.wav"], cache, progress=False)
+    assert report.uploads == UploadSummary(uploaded=SHARDS, already_present=0, failed=0, pending=0)
+    assert [(t.tier, t.cached) for t in report.tiers] == [("local", SHARDS), ("region", 0)]
+    # A second machine (a fresh local tier) is served by the bucket: promotions, no origin fetch.
+    other = ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "other"), name="local"),
+        S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=endpoint,
+                         addressing_style="path"),
+    ])
+    second = warm(DATASET, ["audio.wav"], other, progress=False)
+    assert second.origin_shards == 0 and second.tiers[0].promoted_into == SHARDS
+    assert second.uploads == UploadSummary(uploaded=0, already_present=0, failed=0, pending=0)
