@@ -1,5 +1,6 @@
 // Tests of datavo::warm (src/ops/warm.cpp) against the fake origin: a cold warm fetches every shard once and tells
-// the observer, a second one hits, failed shards and a top tier too small are the report's error.
+// the observer, a second one hits, failed shards and a top tier too small are the report's error, a stop request
+// cancels.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -101,6 +102,41 @@ TEST_F(WarmTest, ATopTierThatCannotHoldEveryShardFailsUnlessAllowed) {
   ASSERT_TRUE(accepted) << accepted.error().message;
   EXPECT_FALSE(accepted->error);
   EXPECT_TRUE(accepted->partial);
+}
+
+// WarmRequest::stop, as the Python SDK sets it on Ctrl-C: no shard is started once it is set, and the warm is a
+// cancellation (no report), with what was done before it still cached.
+class StopAfterFirstShard final : public WarmObserver {
+ public:
+  explicit StopAfterFirstShard(std::atomic<bool>& stop) : stop_(stop) {}
+  void shard_done(const WarmShardOutcome&) override { stop_.store(true); }
+
+ private:
+  std::atomic<bool>& stop_;
+};
+
+TEST_F(WarmTest, AStopRequestEndsTheWarmAsACancellation) {
+  std::atomic<bool> stop{true};
+  WarmRequest r = request();
+  r.stop = &stop;
+  auto stopped = warm(r);
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().code, ErrorCode::cancelled);
+  EXPECT_EQ(stopped.error().message, "warm: stopped by the caller");
+  EXPECT_EQ(origin.ticket_requests.load(), 0) << "no shard started";
+
+  stop.store(false);
+  StopAfterFirstShard observer(stop);
+  r.jobs = 1;
+  r.observer = &observer;
+  auto after_one = warm(r);
+  ASSERT_FALSE(after_one);
+  EXPECT_EQ(after_one.error().code, ErrorCode::cancelled);
+  EXPECT_EQ(origin.ticket_requests.load(), 1) << "one shard, then the stop";
+  auto rest = warm(request());
+  ASSERT_TRUE(rest) << rest.error().message;
+  EXPECT_EQ(rest->tiers[0].hits, 1u) << "the shard warmed before the stop stays cached";
+  EXPECT_EQ(rest->origin_shards, 5u);
 }
 
 }  // namespace
