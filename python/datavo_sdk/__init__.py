@@ -7,7 +7,8 @@
 The seven names of the spec ("Programmatic Access"): SampleStream, ShardCacheHierarchy, ShardCacheTier,
 S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier and get_default_shard_cache; plus DatavoError (the base
 of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and TierStats; and the cache's
-operations: warm() (as `datavo warm`) with its typed WarmReport. Log lines go to the
+operations: warm() (as `datavo warm`) and ShardCacheHierarchy's ls, rm, gc, verify, check and stats (as `datavo
+cache ...`), each with a typed report (WarmReport, LsReport, ...). Log lines go to the
 ``logging`` logger "datavo". See python/README.md.
 """
 
@@ -34,7 +35,25 @@ from ._tiers import (  # noqa: E402
 )
 
 from ._stream import SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
-from ._ops import UploadSummary, WarmFailure, WarmReport, WarmTier, warm  # noqa: E402
+from ._ops import (  # noqa: E402
+    CacheEntry,
+    CheckReport,
+    CheckStep,
+    GcReport,
+    LsReport,
+    RemovedEntry,
+    RmReport,
+    TierCheck,
+    TierFailure,
+    TierGc,
+    TierVerify,
+    UploadSummary,
+    VerifyReport,
+    WarmFailure,
+    WarmReport,
+    WarmTier,
+    warm,
+)
 
 __version__ = _datavo.__version__
 
@@ -56,4 +75,16 @@ __all__ = [
     "WarmTier",
     "WarmFailure",
     "UploadSummary",
+    "CacheEntry",
+    "CheckReport",
+    "CheckStep",
+    "GcReport",
+    "LsReport",
+    "RemovedEntry",
+    "RmReport",
+    "TierCheck",
+    "TierFailure",
+    "TierGc",
+    "TierVerify",
+    "VerifyReport",
 ]

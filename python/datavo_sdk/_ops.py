@@ -1,12 +1,13 @@
-"""The cache's operations from Python: warm() fills the cache with every shard of a key group, as `datavo warm` does,
-through the same C++ operation (datavo::warm), and returns a typed report."""
+"""The cache's operations from Python, through the same C++ operations as the CLI (include/datavo/warm.hpp and
+operations.hpp), each with a typed report whose field names are those of the CLI's JSON (docs/cli.md): warm() fills the cache with every shard of a key group, as `datavo warm`
+does; ls, rm, gc, verify and check (ShardCacheHierarchy's methods) are `datavo cache ls|rm|gc|verify|check`."""
 
 import dataclasses
+import datetime
 import os
-import sys
 import typing
 
-from . import _datavo, _logging
+from . import _datavo, _logging, _progress
 from ._tiers import PathArg, ShardCacheHierarchy
 from .errors import DatavoError
 
@@ -68,18 +69,8 @@ def _report(answer: typing.Dict[str, typing.Any]) -> WarmReport:
     return WarmReport(**fields)
 
 
-def _wants_progress_bar(progress: typing.Optional[bool]) -> bool:
-    """progress=True or False decides; None: a bar when tqdm is importable, stderr is a terminal and
-    DATAVO_DISABLE_PROGRESS_BARS is not set (as huggingface_hub does with HF_HUB_DISABLE_PROGRESS_BARS)."""
-    if progress is not None:
-        return progress
-    if os.environ.get("DATAVO_DISABLE_PROGRESS_BARS", "").strip().lower() not in ("", "0", "false", "no", "off"):
-        return False
-    return sys.stderr is not None and sys.stderr.isatty()
-
-
 class _ProgressBar:
-    """A tqdm bar over the shards of a warm, with the bytes from the origin as its postfix; nothing without tqdm."""
+    """A bar over the shards of a warm, with the bytes from the origin as its postfix (_progress.py decides)."""
 
     def __init__(self, wanted: bool, description: str) -> None:
         self._bar: typing.Any = None
@@ -90,12 +81,10 @@ class _ProgressBar:
         if not self._wanted or total == 0:
             return
         if self._bar is None:
-            try:
-                from tqdm import tqdm
-            except ImportError:
+            self._bar = _progress.bar(total, self._description, "shard")
+            if self._bar is None:
                 self._wanted = False
                 return
-            self._bar = tqdm(total=total, desc=self._description, unit="shard", file=sys.stderr, leave=True)
         if done > self._bar.n:
             self._bar.update(done - self._bar.n)
         self._bar.set_postfix_str("%.1f MB from the origin" % (max(origin_bytes, 0) / 1e6), refresh=False)
@@ -151,7 +140,7 @@ def warm(
     args.instance = instance
     args.jobs = int(jobs)
     args.allow_partial = bool(allow_partial)
-    bar = _ProgressBar(_wants_progress_bar(progress), "warm " + dataset)
+    bar = _ProgressBar(_progress.wanted(progress), "warm " + dataset)
     job = _datavo.WarmJob(args)
     try:
         while not job.wait(0.1):
@@ -170,3 +159,176 @@ def warm(
         setattr(error, "report", report)
         raise error
     return report
+
+
+class _Report:
+    """What the reports of ls, rm, gc, verify and check share: they are returned also when part of the operation
+    failed (the CLI's exit status 1), with ``error`` summing up what did not work."""
+
+    error: typing.Optional[DatavoError]
+
+    def raise_for_error(self) -> None:
+        """Raises ``error`` (with this report as its ``report`` attribute) when there is one."""
+        if self.error is not None:
+            setattr(self.error, "report", self)
+            raise self.error
+
+
+@dataclasses.dataclass(frozen=True)
+class TierFailure:
+    """A tier an operation could not complete on (the other tiers were still done)."""
+
+    tier: str
+    error: DatavoError
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """One entry of one tier (ShardCacheHierarchy.ls()); the shard fields say what warm, read or a SampleStream
+    recorded it to be, and are None for an entry nothing recorded (get_or_fetch, `datavo cache put`)."""
+
+    tier: str
+    instance: str
+    content_hash: str
+    size_bytes: int
+    last_access: datetime.datetime  #: the mtime, for folder tiers
+    dataset: typing.Optional[str]
+    split: typing.Optional[str]
+    revision: typing.Optional[int]
+    shard_index: typing.Optional[int]
+    keys: typing.Optional[typing.List[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LsReport(_Report):
+    instance: typing.Optional[str]  #: None: every instance's entries
+    entries: int
+    size_bytes: int
+    entry_list: typing.List[CacheEntry]  #: tier by tier, fastest first
+    failures: typing.List[TierFailure]  #: tiers that could not be listed
+    error: typing.Optional[DatavoError]
+
+
+@dataclasses.dataclass(frozen=True)
+class RemovedEntry:
+    content_hash: str
+    reason: str  #: "named" (given by its hash) or "of_dataset"
+    removed_from: typing.List[str]  #: the writable tiers that held it
+    failures: typing.List[TierFailure]
+
+
+@dataclasses.dataclass(frozen=True)
+class RmReport(_Report):
+    entry_list: typing.List[RemovedEntry]
+    removed: int  #: entries removed from at least one tier
+    not_cached: int  #: named entries that no writable tier held
+    error: typing.Optional[DatavoError]  #: also set when there was nothing to remove (a typo in a hash)
+
+
+@dataclasses.dataclass(frozen=True)
+class TierGc:
+    tier: str
+    evicted: int  #: entries
+    freed_bytes: int
+    expired: int  #: of which by max_age
+    staging_swept: int
+    locks_swept: int
+    used_bytes: int  #: after the gc
+    entries_bytes: int  #: of committed entries, after the gc
+
+
+@dataclasses.dataclass(frozen=True)
+class GcReport(_Report):
+    dry_run: bool
+    tiers: typing.List[TierGc]  #: the writable folder tiers, fastest first
+    failures: typing.List[TierFailure]
+    error: typing.Optional[DatavoError]
+
+
+@dataclasses.dataclass(frozen=True)
+class TierVerify:
+    tier: str
+    checked: int
+    ok: int
+    bad: int  #: digest or size mismatch
+    unverifiable: int  #: no digest recorded
+    quarantined: int
+    bad_paths: typing.List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport(_Report):
+    repair: bool
+    tiers: typing.List[TierVerify]  #: the folder tiers, fastest first
+    unrepaired: int  #: bad entries left in place
+    error: typing.Optional[DatavoError]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckStep:
+    step: str  #: "write", "put", "conditional put", ...
+    ok: bool
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TierCheck:
+    tier: str
+    type: str
+    location: str
+    read_only: bool
+    ok: bool  #: usable: readable, and writable unless read-only
+    readable: bool
+    writable: bool
+    steps: typing.List[CheckStep]
+    warnings: typing.List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckReport(_Report):
+    tiers: typing.List[TierCheck]
+    ok: bool  #: every tier usable
+    error: typing.Optional[DatavoError]
+
+
+def _failures(rows: typing.List[typing.Dict[str, typing.Any]]) -> typing.List[TierFailure]:
+    return [TierFailure(**row) for row in rows]
+
+
+def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
+    _logging.sync_level()
+    answer = _datavo.cache_ls(cache._native, instance)
+    entries = [CacheEntry(**row) for row in answer.pop("entry_list")]
+    return LsReport(entry_list=entries, failures=_failures(answer.pop("failures")), **answer)
+
+
+def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing.Optional[str],
+       instance: typing.Optional[str]) -> RmReport:
+    _logging.sync_level()
+    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance)
+    entries = [RemovedEntry(content_hash=row["content_hash"], reason=row["reason"], removed_from=row["removed_from"],
+                            failures=_failures(row["failures"])) for row in answer.pop("entry_list")]
+    return RmReport(entry_list=entries, **answer)
+
+
+def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:
+    _logging.sync_level()
+    answer = _datavo.cache_gc(cache._native, dry_run)
+    tiers = [TierGc(**row) for row in answer.pop("tiers")]
+    return GcReport(tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
+
+
+def verify(cache: ShardCacheHierarchy, repair: bool) -> VerifyReport:
+    _logging.sync_level()
+    answer = _datavo.cache_verify(cache._native, repair)
+    return VerifyReport(tiers=[TierVerify(**row) for row in answer.pop("tiers")], **answer)
+
+
+def check(cache: ShardCacheHierarchy) -> CheckReport:
+    _logging.sync_level()
+    answer = _datavo.cache_check(cache._native)
+    tiers = []
+    for row in answer.pop("tiers"):
+        steps = [CheckStep(**step) for step in row.pop("steps")]
+        tiers.append(TierCheck(steps=steps, **row))
+    return CheckReport(tiers=tiers, **answer)

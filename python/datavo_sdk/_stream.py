@@ -14,7 +14,7 @@ import sys
 import typing
 import weakref
 
-from . import _datavo, _logging, _torch
+from . import _datavo, _logging, _progress, _torch
 from ._sample import Sample
 from ._tiers import ShardCacheHierarchy
 
@@ -86,6 +86,7 @@ class SampleStream(_StreamBase[Sample]):
         prefetch: int = 2,
         shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
+        progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
         token: typing.Optional[str] = None,
         instance: typing.Optional[str] = None,
@@ -114,6 +115,7 @@ class SampleStream(_StreamBase[Sample]):
         if self.shuffle_buffer < 0:
             raise ValueError("shuffle_buffer must be 0 (samples in shard order) or more, not %d" % self.shuffle_buffer)
         self.copy = None if copy is None else bool(copy)
+        self.progress = progress
         self.server = server
         self.token = token
         self.instance = instance
@@ -143,6 +145,7 @@ class SampleStream(_StreamBase[Sample]):
         prefetch: int = 2,
         shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
+        progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
         token: typing.Optional[str] = None,
         instance: typing.Optional[str] = None,
@@ -166,6 +169,9 @@ class SampleStream(_StreamBase[Sample]):
           except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
           into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are (a dataset of your
           own that wraps the stream and feeds a DataLoader passes copy=True).
+        - ``progress``: a tqdm bar of samples on stderr for a cold pass, one whose first shard came from the origin
+          (None: when stderr is a terminal and DATAVO_DISABLE_PROGRESS_BARS is not set; never in a DataLoader
+          worker, nor without tqdm). A warm pass shows none.
         - ``server`` and ``token``: the origin (default: $DATAVO_SERVER and $DATAVO_TOKEN).
         - ``instance``: the cache namespace of the server (default: the one the server announces).
         - ``rank`` and ``world_size``: this consumer's share (default: torch.distributed when initialised, else
@@ -178,8 +184,8 @@ class SampleStream(_StreamBase[Sample]):
         if keys is None:
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
         return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
-                   prefetch=prefetch, shuffle_buffer=shuffle_buffer, copy=copy, server=server, token=token,
-                   instance=instance, rank=rank, world_size=world_size)
+                   prefetch=prefetch, shuffle_buffer=shuffle_buffer, copy=copy, progress=progress,
+                   server=server, token=token, instance=instance, rank=rank, world_size=world_size)
 
     def _args(
         self, rank: int, world_size: int, worker: int, num_workers: int, prefetch: typing.Optional[int] = None
@@ -254,7 +260,7 @@ class SampleStream(_StreamBase[Sample]):
     def __bool__(self) -> bool:
         return True  # a stream is a stream, even over an empty share: `if stream:` must not ask len()
 
-    def __iter__(self) -> _datavo.NativeStream:
+    def __iter__(self) -> "typing.Union[_datavo.NativeStream, _ColdPassProgress]":
         """A pass over this consumer's shards: an iterator of Sample with ``close()`` and ``stats()``.
 
         From its first ``next()`` on, a C++ thread of the iterator reads the stream up to two batches of 64 samples
@@ -268,7 +274,11 @@ class SampleStream(_StreamBase[Sample]):
         args = self._args(*self.consumer())
         if self.copy is None:
             args.copy = _driven_by_dataloader()
-        return _datavo.NativeStream(args)
+        native = _datavo.NativeStream(args)
+        in_worker = _torch.loaded() is not None and _torch.loaded().get_worker_info() is not None
+        if in_worker or not _progress.wanted(self.progress):
+            return native
+        return _ColdPassProgress(native, native.consumer_sample_count, "read " + self.dataset)
 
     def __repr__(self) -> str:
         return "SampleStream(%r, keys=%r, revision=%r, shards=%r, samples=%r)" % (
@@ -278,6 +288,48 @@ class SampleStream(_StreamBase[Sample]):
             self.num_shards,
             self.num_samples,
         )
+
+
+class _ColdPassProgress:
+    """A pass with a progress bar if it is cold: the native iterator, and once its first sample came from a shard
+    fetched from the origin, a tqdm bar of samples (updated every 64 samples: the per-sample path stays light)."""
+
+    def __init__(self, native: _datavo.NativeStream, total: int, description: str) -> None:
+        self._native = native
+        self._total = total
+        self._description = description
+        self._bar: typing.Any = None
+        self._count = 0
+
+    def __iter__(self) -> "_ColdPassProgress":
+        return self
+
+    def __next__(self) -> Sample:
+        try:
+            sample = next(self._native)
+        except StopIteration:
+            self._finish()
+            raise
+        self._count += 1
+        if self._count == 1:
+            if self._native.stats()["origin_fetches"] > 0:
+                self._bar = _progress.bar(self._total, self._description, "sample")
+        elif self._bar is not None and self._count % 64 == 0:
+            self._bar.update(self._count - self._bar.n)
+        return sample
+
+    def close(self) -> None:
+        self._finish()
+        self._native.close()
+
+    def stats(self) -> typing.Dict[str, typing.Any]:
+        return self._native.stats()
+
+    def _finish(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._count - self._bar.n)
+            self._bar.close()
+            self._bar = None
 
 
 # Every stream, weakly: when the job imports torch after making streams, their epochs move into shared memory.

@@ -12,6 +12,9 @@ import typing
 
 from . import _datavo, _logging
 
+if typing.TYPE_CHECKING:  # the reports are defined in _ops, which imports this module
+    from ._ops import CheckReport, GcReport, LsReport, RmReport, VerifyReport
+
 #: A size: bytes as an int, or a string such as "200GB" or "16MiB" (docs/config.md, Sizes).
 Size = typing.Union[int, str]
 #: A duration: a string such as "30d" or "60s" (docs/config.md, Durations), seconds, or a timedelta.
@@ -356,6 +359,56 @@ class ShardCacheHierarchy:
             stats = row.pop("stats")
             rows.append(CacheInfo(stats=TierStats(**stats), **row))
         return rows
+
+    def stats(self, *, reset: bool = False) -> typing.List[CacheInfo]:
+        """``datavo cache stats [--reset]``: cache_info() with the counters of every process for folder tiers;
+        ``reset=True`` zeroes the folder tiers' counters first."""
+        _logging.sync_level()
+        rows = []
+        for row in _datavo.cache_stats(self._native, bool(reset)):
+            stats = row.pop("stats")
+            rows.append(CacheInfo(stats=TierStats(**stats), **row))
+        return rows
+
+    def ls(self, *, instance: typing.Optional[str] = None) -> "LsReport":
+        """``datavo cache ls``: every entry of every tier, with what warm, read or a SampleStream recorded it to be.
+        ``instance``: only that instance's entries (default: every instance's)."""
+        from . import _ops
+
+        return _ops.ls(self, instance)
+
+    def rm(self, content_hashes: typing.Sequence[str] = (), *, dataset: typing.Optional[str] = None,
+           instance: typing.Optional[str] = None) -> "RmReport":
+        """``datavo cache rm``: removes the entries ``content_hashes`` and, with ``dataset`` ("<dataset>/<split>" or
+        "<dataset>"), every entry recorded as part of it, from every writable tier (``instance``: default as in
+        get_or_fetch). A hash that is not cached, or a dataset with no cached entry, sets ``report.error``
+        (not_found): nothing to remove is no success. ValueError when neither is given."""
+        from . import _ops
+
+        if isinstance(content_hashes, str):
+            content_hashes = [content_hashes]
+        return _ops.rm(self, content_hashes, dataset, instance)
+
+    def gc(self, *, dry_run: bool = False) -> "GcReport":
+        """``datavo cache gc [--dry-run]``: evicts each writable folder tier to its max_bytes and max_age and sweeps
+        leftover staging and lock files."""
+        from . import _ops
+
+        return _ops.gc(self, bool(dry_run))
+
+    def verify(self, *, repair: bool = False) -> "VerifyReport":
+        """``datavo cache verify [--repair]``: re-hashes every entry of the folder tiers against its recorded SHA-256;
+        ``repair=True`` quarantines the bad ones."""
+        from . import _ops
+
+        return _ops.verify(self, bool(repair))
+
+    def check(self) -> "CheckReport":
+        """``datavo cache check``: probes every tier once (write, sync and read back for a folder tier; put, get,
+        conditional put and delete of a probe object for a cloud tier)."""
+        from . import _ops
+
+        return _ops.check(self)
 
     def __reduce__(self) -> typing.Tuple[typing.Any, ...]:
         if self._config_path is not None:

@@ -22,6 +22,8 @@
 #include <optional>
 #include <utility>
 
+#include "datavo/content_hash.hpp"
+#include "datavo/hierarchy.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 
@@ -60,6 +62,15 @@ inline py::object optional_bytes(const std::optional<Bytes>& bytes) {
   return py::int_(bytes->count());
 }
 
+// A content hash from Python text; a bad one raises ValueError naming the offending character and its offset.
+ContentHash parse_hash(const py::str& text);
+
+// The instance `name` names; nullopt: the one remembered for $DATAVO_SERVER, else "local" (as the CLI resolves it).
+Instance resolve_instance(const std::optional<std::string>& name);
+
+// One tier's description and counters (ShardCacheHierarchy.cache_info()'s rows, and cache_stats()'s).
+py::dict tier_info_dict(const TierInfo& info);
+
 // Hands the queued log lines to logging.getLogger("datavo"). REQUIRES: the GIL. Never raises (a failing handler is
 // logging's business: it reports it on stderr itself).
 void drain_logs();
@@ -85,6 +96,6 @@ void bind_logging(py::module_& m);    // logging.cpp: the forwarding switch and 
 void bind_tiers(py::module_& m);      // tiers.cpp: Tier, make_tier, tier_stat_names
 void bind_hierarchy(py::module_& m);  // hierarchy.cpp: Hierarchy, get_or_fetch's StagingWriter, the constructors
 void bind_stream(py::module_& m);     // stream.cpp: StreamArgs, NativeStream, ShardBuffer, _stop_pipelines
-void bind_ops(py::module_& m);        // ops.cpp: WarmArgs, WarmJob
+void bind_ops(py::module_& m);        // ops.cpp: WarmArgs, WarmJob, cache_ls, cache_rm, cache_gc, ...
 
 }  // namespace datavo::python

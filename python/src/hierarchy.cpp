@@ -18,25 +18,6 @@
 namespace datavo::python {
 namespace {
 
-ContentHash parse_hash(const py::str& text) {
-  auto hash = ContentHash::parse(text.cast<std::string>());
-  if (hash) return *hash;
-  // Name the offending character (a Python character, not a UTF-8 byte), so that a stray uppercase letter or a
-  // pasted quote is obvious.
-  std::string message = "invalid content_hash " + py::repr(text).cast<std::string>() + ": ";
-  std::size_t index = 0;
-  for (py::handle item : text) {
-    const auto c = item.cast<std::string>();
-    if (c.size() != 1 || !((c[0] >= '0' && c[0] <= '9') || (c[0] >= 'a' && c[0] <= 'f'))) {
-      message += "character " + py::repr(item).cast<std::string>() + " at offset " + std::to_string(index) +
-                 " is not a lowercase hex digit; ";
-      break;
-    }
-    ++index;
-  }
-  raise(Error{ErrorCode::invalid_argument, message + hash.error().message});
-}
-
 // What a Python fetcher writes into: the staging file of the shard, as a write-only binary file object. It is
 // closed when the fetcher returns; a later write raises ValueError instead of touching a sink that is gone.
 class StagingWriter {
@@ -196,33 +177,11 @@ Fetcher python_fetcher(const std::shared_ptr<FetchCall>& call) {
   };
 }
 
-py::dict stats_dict(const TierStats& stats) {
-  py::dict out;
-  stats.for_each([&](const char* name, std::uint64_t value) { out[name] = value; });
-  return out;
-}
-
 py::list cache_info_dicts(ShardCacheHierarchy& hierarchy) {
   std::vector<TierInfo> infos = blocking([&] { return hierarchy.cache_info(); });
   py::list out;
-  for (const auto& info : infos) {
-    py::dict row;
-    row["name"] = info.name;
-    row["type"] = info.type;
-    row["location"] = info.location;
-    row["max_bytes"] = optional_bytes(info.max_bytes);
-    row["read_only"] = info.read_only;
-    row["used_bytes"] = info.usage ? py::object(py::int_(info.usage->used.count())) : py::none();
-    row["entries"] = info.usage ? py::object(py::int_(info.usage->entries)) : py::none();
-    row["stats"] = stats_dict(info.stats);
-    out.append(row);
-  }
+  for (const auto& info : infos) out.append(tier_info_dict(info));
   return out;
-}
-
-Instance resolve_instance(const std::optional<std::string>& name) {
-  if (name) return unwrap(Instance::parse(*name));
-  return unwrap(instance_from_environment(nullptr));
 }
 
 std::string get_or_fetch(ShardCacheHierarchy& hierarchy, const py::str& content_hash, py::object fetcher,
@@ -244,6 +203,45 @@ std::string get_or_fetch(ShardCacheHierarchy& hierarchy, const py::str& content_
 }
 
 }  // namespace
+
+ContentHash parse_hash(const py::str& text) {
+  auto hash = ContentHash::parse(text.cast<std::string>());
+  if (hash) return *hash;
+  // Name the offending character (a Python character, not a UTF-8 byte), so that a stray uppercase letter or a
+  // pasted quote is obvious.
+  std::string message = "invalid content_hash " + py::repr(text).cast<std::string>() + ": ";
+  std::size_t index = 0;
+  for (py::handle item : text) {
+    const auto c = item.cast<std::string>();
+    if (c.size() != 1 || !((c[0] >= '0' && c[0] <= '9') || (c[0] >= 'a' && c[0] <= 'f'))) {
+      message += "character " + py::repr(item).cast<std::string>() + " at offset " + std::to_string(index) +
+                 " is not a lowercase hex digit; ";
+      break;
+    }
+    ++index;
+  }
+  raise(Error{ErrorCode::invalid_argument, message + hash.error().message});
+}
+
+Instance resolve_instance(const std::optional<std::string>& name) {
+  if (name) return unwrap(Instance::parse(*name));
+  return unwrap(instance_from_environment(nullptr));
+}
+
+py::dict tier_info_dict(const TierInfo& info) {
+  py::dict stats;
+  info.stats.for_each([&](const char* name, std::uint64_t value) { stats[name] = value; });
+  py::dict row;
+  row["name"] = info.name;
+  row["type"] = info.type;
+  row["location"] = info.location;
+  row["max_bytes"] = optional_bytes(info.max_bytes);
+  row["read_only"] = info.read_only;
+  row["used_bytes"] = info.usage ? py::object(py::int_(info.usage->used.count())) : py::none();
+  row["entries"] = info.usage ? py::object(py::int_(info.usage->entries)) : py::none();
+  row["stats"] = stats;
+  return row;
+}
 
 void bind_hierarchy(py::module_& m) {
   py::class_<ShardCacheHierarchy, std::shared_ptr<ShardCacheHierarchy>>(m, "Hierarchy")

@@ -1,9 +1,12 @@
 // The cache's operations for Python: datavo::warm (warm.hpp) as a WarmJob that runs on a thread of its own while the
-// calling Python thread polls its progress (for a tqdm bar) without holding the GIL in between.
+// calling Python thread polls its progress (for a tqdm bar) without holding the GIL in between; and ls, rm, gc,
+// verify, check and stats (operations.hpp), each called without the GIL, its report handed over as a dict of the
+// fields of the CLI's JSON (docs/cli.md) that datavo_sdk/_ops.py turns into dataclasses.
 //
 // Why a thread: warm() reports progress through a WarmObserver called from its worker threads. Calling into Python
 // from there would take the GIL inside a datavo worker, which can deadlock against a Python thread that waits for
 // that worker (bindings.hpp, logging). So the observer only counts, in atomics, and Python reads the counts.
+#include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
 #include <atomic>
@@ -17,6 +20,7 @@
 
 #include "bindings.hpp"
 #include "datavo/hierarchy.hpp"
+#include "datavo/operations.hpp"
 #include "datavo/warm.hpp"
 
 namespace datavo::python {
@@ -176,9 +180,165 @@ py::dict WarmJob::report_dict(const WarmReport& r) {
   return out;
 }
 
+py::list failure_dicts(const std::vector<TierError>& failures) {
+  py::list out;
+  for (const auto& f : failures) {
+    py::dict row;
+    row["tier"] = f.tier;
+    row["error"] = exception_of(f.error);
+    out.append(row);
+  }
+  return out;
+}
+
+py::dict ls_dict(ShardCacheHierarchy& cache, const std::optional<std::string>& instance) {
+  CacheLsRequest request;
+  if (instance) request.instance = unwrap(Instance::parse(*instance));
+  const CacheLsReport r = blocking([&] { return cache_ls(cache, request); });
+  py::dict out;
+  out["instance"] = r.instance;
+  py::list entries;
+  for (const auto& e : r.entries) {
+    py::dict row;
+    row["tier"] = e.tier;
+    row["instance"] = e.entry.instance;
+    row["content_hash"] = e.entry.hash.hex();
+    row["size_bytes"] = e.entry.size.count();
+    row["last_access"] = e.entry.last_access;
+    row["dataset"] = e.shard ? py::object(py::str(e.shard->dataset)) : py::none();
+    row["split"] = e.shard ? py::object(py::str(e.shard->split)) : py::none();
+    row["revision"] = e.shard ? py::object(py::int_(e.shard->revision)) : py::none();
+    row["shard_index"] = e.shard ? py::object(py::int_(e.shard->shard_index)) : py::none();
+    row["keys"] = e.shard ? py::object(py::cast(e.shard->keys)) : py::none();
+    entries.append(row);
+  }
+  out["entries"] = r.entries.size();
+  out["entry_list"] = entries;
+  out["size_bytes"] = r.size.count();
+  out["failures"] = failure_dicts(r.failures);
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes, std::optional<std::string> dataset,
+                 const std::optional<std::string>& instance) {
+  CacheRmRequest request;
+  request.instance = resolve_instance(instance);
+  for (const auto& hash : hashes) request.hashes.push_back(parse_hash(hash));
+  request.dataset = std::move(dataset);
+  const CacheRmReport r = unwrap(blocking([&] { return cache_rm(cache, request); }));
+  py::dict out;
+  py::list entries;
+  for (const auto& e : r.entries) {
+    py::dict row;
+    row["content_hash"] = e.hash.hex();
+    row["reason"] = e.reason == RmReason::named ? "named" : "of_dataset";
+    row["removed_from"] = e.removed_from;
+    row["failures"] = failure_dicts(e.failures);
+    entries.append(row);
+  }
+  out["entry_list"] = entries;
+  out["removed"] = r.removed;
+  out["not_cached"] = r.not_cached;
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+py::dict gc_dict(ShardCacheHierarchy& cache, bool dry_run) {
+  const CacheGcReport r = blocking([&] { return cache_gc(cache, dry_run ? DryRun::yes : DryRun::no); });
+  py::dict out;
+  out["dry_run"] = dry_run;
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["evicted"] = t.eviction.entries_evicted;
+    row["freed_bytes"] = t.eviction.bytes_freed.count();
+    row["expired"] = t.eviction.expired;
+    row["staging_swept"] = t.eviction.staging_swept;
+    row["locks_swept"] = t.eviction.locks_swept;
+    row["used_bytes"] = t.eviction.used_after.count();
+    row["entries_bytes"] = t.eviction.entries_bytes_after.count();
+    tiers.append(row);
+  }
+  out["tiers"] = tiers;
+  out["failures"] = failure_dicts(r.failures);
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+py::dict verify_dict(ShardCacheHierarchy& cache, bool repair) {
+  const CacheVerifyReport r = blocking([&] { return cache_verify(cache, repair ? Repair::yes : Repair::no); });
+  py::dict out;
+  out["repair"] = repair;
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["checked"] = t.verify.checked;
+    row["ok"] = t.verify.ok;
+    row["bad"] = t.verify.bad;
+    row["unverifiable"] = t.verify.unverifiable;
+    row["quarantined"] = t.verify.quarantined;
+    row["bad_paths"] = t.verify.bad_paths;
+    tiers.append(row);
+  }
+  out["tiers"] = tiers;
+  out["unrepaired"] = r.unrepaired;
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+py::dict check_dict(ShardCacheHierarchy& cache) {
+  const CacheCheckReport r = blocking([&] { return cache_check(cache); });
+  py::dict out;
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["type"] = t.type;
+    row["location"] = t.location;
+    row["read_only"] = t.read_only;
+    row["ok"] = t.usable;
+    row["readable"] = t.check.readable;
+    row["writable"] = t.check.writable;
+    py::list steps;
+    for (const auto& step : t.check.steps) {
+      py::dict one;
+      one["step"] = step.name;
+      one["ok"] = step.ok;
+      one["detail"] = step.detail;
+      steps.append(one);
+    }
+    row["steps"] = steps;
+    row["warnings"] = t.check.warnings;
+    tiers.append(row);
+  }
+  out["tiers"] = tiers;
+  out["ok"] = r.ok;
+  out["error"] = exception_or_none(r.error);
+  return out;
+}
+
+// The tiers' counters after an optional reset (`datavo cache stats [--reset]`), as cache_info's rows.
+py::list stats_rows(ShardCacheHierarchy& cache, bool reset) {
+  const CacheStatsReport r =
+      unwrap(blocking([&] { return cache_stats(cache, reset ? ResetStats::yes : ResetStats::no); }));
+  py::list out;
+  for (const auto& info : r.tiers) out.append(tier_info_dict(info));
+  return out;
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
+  m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"));
+  m.def("cache_gc", &gc_dict, py::arg("cache"), py::arg("dry_run"));
+  m.def("cache_verify", &verify_dict, py::arg("cache"), py::arg("repair"));
+  m.def("cache_check", &check_dict, py::arg("cache"));
+  m.def("cache_stats", &stats_rows, py::arg("cache"), py::arg("reset"));
+
   py::class_<WarmArgs>(m, "WarmArgs")
       .def(py::init<>())
       .def_readwrite("dataset", &WarmArgs::dataset)

@@ -2,6 +2,7 @@
 its typed report, the requests it makes, the same figures as `datavo warm --json`, its progress bar, its errors and
 Ctrl-C."""
 import _thread
+import datetime
 import json
 import os
 import subprocess
@@ -135,3 +136,101 @@ def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
     second = warm(DATASET, ["audio.wav"], other, progress=False)
     assert second.origin_shards == 0 and second.tiers[0].promoted_into == SHARDS
     assert second.uploads == UploadSummary(uploaded=0, already_present=0, failed=0, pending=0)
+
+
+def warmed_cache(tmp_path, max_bytes=None):
+    cache = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "tier"), max_bytes, name="local")])
+    return cache, warm(DATASET, ["audio.wav"], cache, progress=False)
+
+
+def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(env, tmp_path, datavo_bin):
+    cache, report = warmed_cache(tmp_path)
+    listing = cache.ls()
+    assert listing.error is None and listing.failures == [] and listing.instance is None
+    assert listing.entries == len(listing.entry_list) == SHARDS and listing.size_bytes == report.size_bytes
+    assert {(e.tier, e.dataset + "/" + e.split, e.revision, tuple(e.keys)) for e in listing.entry_list} == {
+        ("local", DATASET, report.revision, ("audio.wav",))}
+    assert sorted(e.shard_index for e in listing.entry_list) == list(range(SHARDS))
+    assert all(isinstance(e.last_access, datetime.datetime) and len(e.content_hash) == 64 for e in listing.entry_list)
+    instance = listing.entry_list[0].instance
+    assert len(cache.ls(instance=instance).entry_list) == SHARDS and cache.ls(instance="local").entry_list == []
+    config = tmp_path / "shards.yaml"
+    config.write_text("tiers:\n  - name: local\n    path: %s\n" % (tmp_path / "tier"))
+    cli = json.loads(subprocess.run([datavo_bin, "--json", "--config", str(config), "cache", "ls"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert cli["entries"] == listing.entries and cli["size_bytes"] == listing.size_bytes
+    assert sorted(e["content_hash"] for e in cli["entry_list"]) == sorted(e.content_hash for e in listing.entry_list)
+
+    missing = cache.rm(["0" * 64], instance=instance)
+    assert missing.not_cached == 1 and missing.removed == 0 and isinstance(missing.error, FileNotFoundError)
+    with pytest.raises(FileNotFoundError) as raised:
+        missing.raise_for_error()
+    assert raised.value.report is missing
+    one = listing.entry_list[0].content_hash
+    first = cache.rm(one, instance=instance)
+    assert first.error is None and first.removed == 1
+    assert [(e.content_hash, e.reason, e.removed_from) for e in first.entry_list] == [(one, "named", ["local"])]
+    rest = cache.rm(dataset=DATASET, instance=instance)
+    assert rest.error is None and rest.removed == SHARDS - 1 and {e.reason for e in rest.entry_list} == {"of_dataset"}
+    assert cache.ls().entry_list == []
+    with pytest.raises(ValueError):
+        cache.rm(["not a hash"])
+    with pytest.raises(ValueError):
+        cache.rm()
+
+
+def test_verify_finds_and_quarantines_a_corrupt_entry(env, tmp_path):
+    cache, _ = warmed_cache(tmp_path)
+    clean = cache.verify()
+    assert clean.error is None and [(t.tier, t.checked, t.ok, t.bad) for t in clean.tiers] == [
+        ("local", SHARDS, SHARDS, 0)]
+    entry = cache.ls().entry_list[0]
+    path = cache.get_or_fetch(entry.content_hash, lambda f: pytest.fail("a hit must not fetch"),
+                              instance=entry.instance)
+    with open(path, "r+b") as f:
+        f.seek(700)
+        byte = f.read(1)
+        f.seek(700)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    found = cache.verify()
+    assert found.tiers[0].bad == 1 and found.unrepaired == 1 and isinstance(found.error, errors.IntegrityError)
+    assert found.tiers[0].bad_paths and entry.content_hash in found.tiers[0].bad_paths[0]
+    repaired = cache.verify(repair=True)
+    assert repaired.tiers[0].quarantined == 1 and repaired.unrepaired == 0 and repaired.error is None
+    assert len(cache.ls().entry_list) == SHARDS - 1
+
+
+def test_gc_evicts_to_the_budget_and_check_and_stats_describe_the_tiers(env, tmp_path):
+    cache, report = warmed_cache(tmp_path)
+    nothing = cache.gc()
+    assert nothing.error is None and [(t.tier, t.evicted) for t in nothing.tiers] == [("local", 0)]
+    assert nothing.tiers[0].entries_bytes == report.size_bytes
+    # The same directory with a budget of two shards: gc evicts the rest (a dry run first, which removes nothing).
+    shard = report.size_bytes // SHARDS
+    small = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "tier"), 2 * shard + shard // 2, name="local")])
+    dry = small.gc(dry_run=True)
+    assert dry.dry_run and dry.tiers[0].evicted == SHARDS - 2 and len(small.ls().entry_list) == SHARDS
+    done = small.gc()
+    assert done.tiers[0].evicted == SHARDS - 2 and done.tiers[0].freed_bytes > 0
+    assert len(small.ls().entry_list) == 2
+
+    checked = cache.check()
+    assert checked.ok and checked.error is None and checked.tiers[0].ok and checked.tiers[0].writable
+    assert {"write", "read"} <= {step.step for step in checked.tiers[0].steps}, checked.tiers[0].steps
+    assert all(step.ok for step in checked.tiers[0].steps)
+
+    rows = cache.stats()
+    assert [r.name for r in rows] == ["local"] and rows[0].stats.misses >= SHARDS
+    assert cache.stats(reset=True)[0].stats.misses == 0
+
+
+def test_a_cold_pass_shows_a_bar_of_samples_and_a_warm_one_none(env, capsys):
+    stream = SampleStream.from_dataset(DATASET, keys=["audio.wav"], progress=True)
+    assert sum(1 for _ in stream) == SAMPLES
+    bar = capsys.readouterr().err
+    assert "read " + DATASET in bar and "%d/%d" % (SAMPLES, SAMPLES) in bar, bar
+    assert sum(1 for _ in stream) == SAMPLES  # every shard cached now: no bar
+    assert capsys.readouterr().err == ""
+    passing = iter(SampleStream.from_dataset(DATASET, keys=["transcript.txt"], progress=False))
+    assert sum(1 for _ in passing) == SAMPLES and passing.stats()["origin_fetches"] == SHARDS
+    assert capsys.readouterr().err == ""

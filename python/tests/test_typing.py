@@ -20,6 +20,8 @@ import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
                         Sample, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
                         WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
+from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, TierCheck,
+                        TierFailure, TierGc, TierVerify, VerifyReport)
 from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
 
 
@@ -40,13 +42,28 @@ def main() -> int:
     rate: float = stats.hit_rate + stats.hits + len(SampleStream.from_dataset("voice/train", keys="audio.wav"))
     names: typing.List[str] = [tier.name for tier in cache.tiers + default.tiers]
     stream = SampleStream.from_dataset("voice/train", keys=["audio.wav"], cache=cache, shuffle=True, seed=1,
-                                       prefetch=4, copy=False, rank=0, world_size=1)
+                                       prefetch=4, copy=False, progress=False, rank=0, world_size=1)
     stream.set_epoch(stream.epoch + 1)
     report: WarmReport = warm("voice/train", ["audio.wav"], cache, revision=3, jobs=2, progress=False)
     tier_rows: typing.List[WarmTier] = report.tiers
     failures: typing.List[WarmFailure] = report.failures
     uploads: typing.Optional[UploadSummary] = report.uploads
     warmed: int = report.shards - report.failed + tier_rows[0].hits + len(failures) + (uploads.failed if uploads else 0)
+    listing: LsReport = cache.ls(instance="local")
+    entries: typing.List[CacheEntry] = listing.entry_list
+    broken: typing.List[TierFailure] = listing.failures
+    removed: RmReport = cache.rm(["0" * 64], dataset="voice/train")
+    gone: typing.List[RemovedEntry] = removed.entry_list
+    swept: GcReport = cache.gc(dry_run=True)
+    gc_rows: typing.List[TierGc] = swept.tiers
+    verified: VerifyReport = cache.verify(repair=False)
+    verify_rows: typing.List[TierVerify] = verified.tiers
+    checked: CheckReport = cache.check()
+    check_rows: typing.List[TierCheck] = checked.tiers
+    steps: typing.List[CheckStep] = check_rows[0].steps
+    counters: typing.List[CacheInfo] = cache.stats(reset=True)
+    checked.raise_for_error()
+    warmed += len(entries) + len(broken) + len(gone) + len(gc_rows) + len(verify_rows) + len(steps) + len(counters)
     rank, world, worker, workers = stream.consumer()
     for sample in stream:
         assert isinstance(sample, Sample)
