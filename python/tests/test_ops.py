@@ -5,6 +5,7 @@ import _thread
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -93,6 +94,9 @@ def test_shards_that_cannot_be_fetched_raise_with_the_report(env, proxy):
 def test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard(env, proxy):
     # About 10 s per shard through the proxy: a warm that is not stopped takes far longer than the test allows.
     proxy.set_mode("slow rate=4000")
+    # Ctrl-C as a terminal delivers it. A process started in the background by a non-interactive shell (a CI runner,
+    # nohup) inherits SIGINT ignored, and then Python installs no handler and interrupt_main() does nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     timer.start()
     started = time.monotonic()
@@ -101,6 +105,7 @@ def test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard(env, proxy):
             warm(DATASET, ["audio.wav"], server=proxy.url, jobs=2, progress=False)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     stopped_after = time.monotonic() - started
     assert stopped_after < 5, "the warm took %.1f s to stop" % stopped_after
     proxy.set_mode("ok")
