@@ -18,12 +18,18 @@
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "datavo/content_hash.hpp"
 #include "datavo/hierarchy.hpp"
+#include "datavo/origin_client.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
 
@@ -70,6 +76,41 @@ Instance resolve_instance(const std::optional<std::string>& name);
 
 // One tier's description and counters (ShardCacheHierarchy.cache_info()'s rows, and cache_stats()'s).
 py::dict tier_info_dict(const TierInfo& info);
+
+// What a stream (StreamArgs) and a warm (WarmArgs) are asked for alike: the dataset, its key group and revision, the
+// cache and the origin. Set field by field from Python (datavo_sdk/_stream.py, _ops.py).
+struct DatasetArgs {
+  std::string dataset;
+  std::vector<std::string> keys;
+  std::optional<std::uint64_t> revision;
+  std::shared_ptr<ShardCacheHierarchy> cache;
+  std::optional<std::string> cache_config_path;
+  std::optional<std::string> server;
+  std::optional<std::string> token;
+  std::optional<std::string> instance;
+
+  // The origin client's options: server, token and instance; the rest from the environment.
+  OriginClientOptions origin() const {
+    OriginClientOptions options;
+    if (server) options.server = *server;
+    options.token = token;
+    options.instance = instance;
+    return options;
+  }
+};
+
+// Binds DatasetArgs' fields on the class of `Args` (a DatasetArgs).
+template <typename Args>
+void bind_dataset_args(py::class_<Args>& c) {
+  c.def_readwrite("dataset", &Args::dataset)
+      .def_readwrite("keys", &Args::keys)
+      .def_readwrite("revision", &Args::revision)
+      .def_readwrite("cache", &Args::cache)
+      .def_readwrite("cache_config_path", &Args::cache_config_path)
+      .def_readwrite("server", &Args::server)
+      .def_readwrite("token", &Args::token)
+      .def_readwrite("instance", &Args::instance);
+}
 
 // Hands the queued log lines to logging.getLogger("datavo"). REQUIRES: the GIL. Never raises (a failing handler is
 // logging's business: it reports it on stderr itself).

@@ -26,15 +26,7 @@
 namespace datavo::python {
 namespace {
 
-struct WarmArgs {
-  std::string dataset;
-  std::vector<std::string> keys;
-  std::optional<std::uint64_t> revision;
-  std::shared_ptr<ShardCacheHierarchy> cache;
-  std::optional<std::string> cache_config_path;
-  std::optional<std::string> server;
-  std::optional<std::string> token;
-  std::optional<std::string> instance;
+struct WarmArgs : DatasetArgs {
   std::size_t jobs = 4;
   bool allow_partial = false;
 };
@@ -72,9 +64,7 @@ class WarmJob {
     request.revision = args.revision;
     request.cache = args.cache;
     request.cache_config_path = args.cache_config_path;
-    if (args.server) request.origin.server = *args.server;
-    request.origin.token = args.token;
-    request.origin.instance = args.instance;
+    request.origin = args.origin();
     request.jobs = args.jobs;
     request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
     request.observer = &observer_;
@@ -339,16 +329,9 @@ void bind_ops(py::module_& m) {
   m.def("cache_check", &check_dict, py::arg("cache"));
   m.def("cache_stats", &stats_rows, py::arg("cache"), py::arg("reset"));
 
-  py::class_<WarmArgs>(m, "WarmArgs")
-      .def(py::init<>())
-      .def_readwrite("dataset", &WarmArgs::dataset)
-      .def_readwrite("keys", &WarmArgs::keys)
-      .def_readwrite("revision", &WarmArgs::revision)
-      .def_readwrite("cache", &WarmArgs::cache)
-      .def_readwrite("cache_config_path", &WarmArgs::cache_config_path)
-      .def_readwrite("server", &WarmArgs::server)
-      .def_readwrite("token", &WarmArgs::token)
-      .def_readwrite("instance", &WarmArgs::instance)
+  py::class_<WarmArgs> warm_args(m, "WarmArgs");
+  bind_dataset_args(warm_args);
+  warm_args.def(py::init<>())
       .def_readwrite("jobs", &WarmArgs::jobs)
       .def_readwrite("allow_partial", &WarmArgs::allow_partial);
 

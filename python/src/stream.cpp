@@ -22,15 +22,7 @@ struct ShardBuffer {
   std::shared_ptr<const ShardMapping> mapping;
 };
 
-struct StreamArgs {
-  std::string dataset;
-  std::vector<std::string> keys;
-  std::optional<std::uint64_t> revision;
-  std::shared_ptr<ShardCacheHierarchy> cache;
-  std::optional<std::string> cache_config_path;
-  std::optional<std::string> server;
-  std::optional<std::string> token;
-  std::optional<std::string> instance;
+struct StreamArgs : DatasetArgs {
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
@@ -41,9 +33,7 @@ struct StreamArgs {
 
 SampleStreamOptions stream_options(const StreamArgs& args) {
   SampleStreamOptions options;
-  if (args.server) options.origin.server = *args.server;
-  options.origin.token = args.token;
-  options.origin.instance = args.instance;
+  options.origin = args.origin();
   options.keys = args.keys;
   options.revision = args.revision;
   options.cache = args.cache;
@@ -313,16 +303,9 @@ void bind_stream(py::module_& m) {
                                /*readonly=*/true);
       });
 
-  py::class_<StreamArgs>(m, "StreamArgs")
-      .def(py::init<>())
-      .def_readwrite("dataset", &StreamArgs::dataset)
-      .def_readwrite("keys", &StreamArgs::keys)
-      .def_readwrite("revision", &StreamArgs::revision)
-      .def_readwrite("cache", &StreamArgs::cache)
-      .def_readwrite("cache_config_path", &StreamArgs::cache_config_path)
-      .def_readwrite("server", &StreamArgs::server)
-      .def_readwrite("token", &StreamArgs::token)
-      .def_readwrite("instance", &StreamArgs::instance)
+  py::class_<StreamArgs> stream_args(m, "StreamArgs");
+  bind_dataset_args(stream_args);
+  stream_args.def(py::init<>())
       .def_readwrite("rank", &StreamArgs::rank)
       .def_readwrite("world_size", &StreamArgs::world_size)
       .def_readwrite("worker", &StreamArgs::worker)
