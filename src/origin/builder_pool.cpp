@@ -28,6 +28,8 @@ BuilderPool::Outcome BuilderPool::request(const TicketFields& fields, Millisecon
       slot->fields = fields;
       queue_.push_back(slot);
       wanted_.notify_one();
+      // Without this, whether a zero wait sees its own build finished depends on the scheduler.
+      if (wait <= Milliseconds{0}) return Pending{};
     }
     preparation = slot;
   }

@@ -41,7 +41,8 @@ class BuilderPool {
   BuilderPool& operator=(const BuilderPool&) = delete;
 
   // Queues the build of fields.content_hash unless one is queued or under way, and waits for it up to `wait`:
-  // the tar, the build's refusal, or Pending. After stop(), a 503 refusal.
+  // the tar, the build's refusal, or Pending. A zero wait on the request that queues the build is always Pending,
+  // however fast the build threads are. After stop(), a 503 refusal.
   Outcome request(const TicketFields& fields, Milliseconds wait);
 
   // Refuses every later request, answers the waiters of queued builds 503 at once, and joins the threads once the

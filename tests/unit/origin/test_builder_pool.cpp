@@ -168,5 +168,23 @@ TEST(OriginBuilderPool, StopAnswersQueuedBuildsAndLaterRequests503) {
   EXPECT_EQ(gate.calls.load(), 1);
 }
 
+// A zero wait on the request that queues a build is "preparing" however fast the build is: the server's answer to a
+// first ticket does not depend on the scheduler. A request that may wait gets the tar.
+TEST(OriginBuilderPool, AZeroWaitOnTheQueuingRequestIsAlwaysPending) {
+  std::atomic<int> built{0};
+  origin::BuilderPool pool(2, [&](const origin::TicketFields& f) -> std::variant<KeyGroupTar, origin::Refusal> {
+    ++built;
+    return KeyGroupTar{"/tars/" + f.content_hash + ".tar", Bytes{10}, Sha256{}};
+  });
+  for (int i = 0; i < 200; ++i) {
+    const auto fields = fields_of("d", static_cast<char>('a' + i % 26));
+    auto outcome = pool.request(fields, Milliseconds{0});
+    EXPECT_TRUE(std::holds_alternative<origin::BuilderPool::Pending>(outcome)) << "request " << i;
+    while (built.load() <= i) std::this_thread::yield();
+  }
+  auto waited = pool.request(fields_of("d", 'y'), Milliseconds{60'000});
+  EXPECT_TRUE(std::holds_alternative<KeyGroupTar>(waited));
+}
+
 }  // namespace
 }  // namespace datavo
