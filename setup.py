@@ -12,6 +12,8 @@ Environment:
   DATAVO_CMAKE_BUILD_DIR   reuse this CMake build directory (e.g. build/, configured with -DDATAVO_PYTHON=ON)
                            instead of a fresh one under build/pip/
   DATAVO_JOBS              build parallelism (default: the number of cores)
+  DATAVO_BUILD_PROGRESS=0  no progress line on the terminal (by default, under pip, which hides the build's output
+                           without -v, the build's "[n/m]" goes to /dev/tty: python/build_progress.py)
 """
 import os
 import re
@@ -23,6 +25,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import build_progress  # noqa: E402  (python/build_progress.py: the build's progress on the terminal under pip)
 
 
 def cmake_version():
@@ -44,7 +48,8 @@ class CMakeBuild(build_ext):
             configure += ["-DCMAKE_BUILD_TYPE=Release", "-DDATAVO_BUILD_TESTS=OFF", "-DDATAVO_BUILD_BENCH=OFF"]
         jobs = os.environ.get("DATAVO_JOBS") or str(os.cpu_count() or 1)
         subprocess.check_call(configure)
-        subprocess.check_call(["cmake", "--build", build_dir, "-j", jobs, "--target", "datavo_python", "datavo"])
+        build_progress.run(["cmake", "--build", build_dir, "-j", jobs, "--target", "datavo_python", "datavo"],
+                           "datavo_sdk: building the extension and the CLI")
 
         module_dir = os.path.join(build_dir, "python", "datavo_sdk")
         built = [f for f in os.listdir(module_dir) if f.startswith("_datavo") and f.endswith(".so")]

@@ -13,6 +13,7 @@ packages=(
   python3-torch                       # the SDK's PyTorch tests (DataLoader workers, ranks); large
   mypy                                # the SDK's typing test (python/tests/test_typing.py): mypy --strict on a user script
   python3-tqdm                        # the SDK's progress bars (warm(progress=...)), tested in python/tests/test_ops.py
+  python3-numpy                       # the SDK's batch arrays (stream.batches(n)), tested in python/tests/test_batches.py
   python3 python3-fsspec curl gdb tar libarchive-tools xz-utils util-linux procps iproute2 hyperfine
   faketime                            # libfaketime, for the clock-skew suite (tests/e2e/test_clock_skew.sh)
   strace                              # test_cloud_spec_yaml.sh: cache info opens no socket

@@ -146,18 +146,18 @@ def make_source(root, count):
 
 
 @contextlib.contextmanager
-def served_dataset(datavo, work, samples, per_shard):
-    """Packs `samples` synthetic samples into DATASET under `work` (once: a store already there is reused), serves
-    them with `datavo serve` on loopback, and yields the environment of a client (HOME, the cache and manifest
-    directories under `work`, DATAVO_SERVER); stops the server on the way out."""
+def served_dataset(datavo, work, samples, per_shard, dataset=DATASET, make=make_source):
+    """Packs `samples` synthetic samples (`make(source_dir, samples)`) into `dataset` under `work` (once: a store
+    already there is reused), serves them with `datavo serve` on loopback, and yields the environment of a client
+    (HOME, the cache and manifest directories under `work`, DATAVO_SERVER); stops the server on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DATAVO_")}
     env.update(HOME=os.path.join(work, "home"), DATAVO_SHARD_CACHE_DIR=os.path.join(work, "cache"),
                DATAVO_MANIFEST_CACHE_DIR=os.path.join(work, "manifests"), DATAVO_OFFLINE="0")
     os.makedirs(env["HOME"], exist_ok=True)
     source, store = os.path.join(work, "src"), os.path.join(work, "store")
     if not os.path.isdir(store):
-        make_source(source, samples)
-        subprocess.run([datavo, "pack", source, "--root", store, "--dataset", DATASET, "--samples-per-shard",
+        make(source, samples)
+        subprocess.run([datavo, "pack", source, "--root", store, "--dataset", dataset, "--samples-per-shard",
                         str(per_shard)], check=True, stdout=subprocess.DEVNULL, env=env)
     port_file = os.path.join(work, "port")
     if os.path.exists(port_file):

@@ -1,12 +1,14 @@
 // cpp_loop: the C++ side of the Python SDK benchmark (bench/python/bench_sdk.py, docs/BENCHMARKS-python.md).
 //
-//   cpp_loop DATASET REVISION KEY[,KEY...]
+//   cpp_loop DATASET REVISION KEY[,KEY...] [PASSES]
 //
 // The exact loop that bench_sdk.py runs in Python, with the C++ SampleStream: from_dataset over the cache of
 // $DATAVO_SHARD_CACHE_DIR / $DATAVO_SHARD_CACHE_CONFIG and the origin of $DATAVO_SERVER, the revision pinned (a
 // cached manifest makes no request), the default prefetch; for every field its size and first byte. Prints one JSON
-// line with the set-up (from_dataset) and the loop timed apart, each as wall time and as process CPU time (every
-// thread, the prefetcher's included), as the Python side measures them.
+// line with the set-up (the first from_dataset) and the loop timed apart, each as wall time and as process CPU time
+// (every thread, the prefetcher's included), as the Python side measures them. PASSES (default 1) passes, each a
+// stream of its own (a SampleStream is one pass; the later ones' from_dataset is in the loop's time), so that a run
+// is long enough to time.
 #include <time.h>
 
 #include <chrono>
@@ -37,26 +39,33 @@ double cpu() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) die("usage: cpp_loop DATASET REVISION KEY[,KEY...]");
+  if (argc != 4 && argc != 5) die("usage: cpp_loop DATASET REVISION KEY[,KEY...] [PASSES]");
+  const int passes = argc == 5 ? std::stoi(argv[4]) : 1;
   datavo::SampleStreamOptions options;
   std::stringstream keys(argv[3]);
   for (std::string key; std::getline(keys, key, ',');) options.keys.push_back(key);
   options.revision = std::stoull(argv[2]);
 
   const double wall0 = wall(), cpu0 = cpu();
-  auto stream = datavo::SampleStream::from_dataset(argv[1], std::move(options));
+  auto stream = datavo::SampleStream::from_dataset(argv[1], options);
   if (!stream) die(stream.error().message);
   const double wall1 = wall(), cpu1 = cpu();
   std::uint64_t samples = 0, fields = 0, bytes = 0, checksum = 0;
-  for (;;) {
-    auto sample = stream->next();
-    if (!sample) die(sample.error().message);
-    if (!*sample) break;
-    ++samples;
-    for (const auto& field : (*sample)->fields) {
-      ++fields;
-      bytes += field.data.size();
-      if (!field.data.empty()) checksum += static_cast<unsigned char>(field.data[0]);
+  for (int pass = 0; pass < passes; ++pass) {
+    if (pass > 0) {
+      stream = datavo::SampleStream::from_dataset(argv[1], options);
+      if (!stream) die(stream.error().message);
+    }
+    for (;;) {
+      auto sample = stream->next();
+      if (!sample) die(sample.error().message);
+      if (!*sample) break;
+      ++samples;
+      for (const auto& field : (*sample)->fields) {
+        ++fields;
+        bytes += field.data.size();
+        if (!field.data.empty()) checksum += static_cast<unsigned char>(field.data[0]);
+      }
     }
   }
   const double wall2 = wall(), cpu2 = cpu();

@@ -19,7 +19,7 @@ mkdir -p "$BUILD/pybench"
 if [ ! -x "$LOOP" ] || [ "$REPO/bench/python/cpp_loop.cpp" -nt "$LOOP" ] || [ "$BUILD/src/libdatavo.a" -nt "$LOOP" ]; then
   # -O3 -DNDEBUG: CMake's Release flags, as libdatavo.a and the extension are built.
   g++ -std=c++20 -O3 -DNDEBUG -Wall -Wextra -I"$REPO/include" "$REPO/bench/python/cpp_loop.cpp" -o "$LOOP.tmp" \
-    "$BUILD/src/libdatavo.a" -lcurl -lcrypto -lyaml-cpp -lcpp-httplib -lexpat -lpthread
+    "$BUILD/src/libdatavo.a" -lcurl -lcrypto -lyaml-cpp -lcpp-httplib -lexpat -lzstd -lz -lpthread
   mv "$LOOP.tmp" "$LOOP"
 fi
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/datavo-pybench.XXXXXX")

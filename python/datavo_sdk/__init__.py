@@ -6,7 +6,8 @@
 
 The seven names of the spec ("Programmatic Access"): SampleStream, ShardCacheHierarchy, ShardCacheTier,
 S3ShardCacheTier, GcsShardCacheTier, AzureBlobShardCacheTier and get_default_shard_cache; plus DatavoError (the base
-of every exception; the classes are in datavo_sdk.errors), Sample, CacheInfo and TierStats; and the cache's
+of every exception; the classes are in datavo_sdk.errors), Sample, Batch and SampleBatches (stream.batches(n)),
+CacheInfo and TierStats; and the cache's
 operations: warm() (as `datavo warm`) and ShardCacheHierarchy's ls, rm, gc, verify, check and stats (as `datavo
 cache ...`), each with a typed report (WarmReport, LsReport, ...). Log lines go to the
 ``logging`` logger "datavo". See python/README.md.
@@ -15,9 +16,9 @@ cache ...`), each with a typed report (WarmReport, LsReport, ...). Log lines go 
 from . import _datavo
 from . import errors
 from .errors import DatavoError
-from ._sample import Sample
+from ._sample import Batch, Sample
 
-_datavo._init(errors.BY_CODE, DatavoError, Sample)
+_datavo._init(errors.BY_CODE, DatavoError, Sample, Batch)
 
 from . import _logging  # noqa: E402  (after _init: forwarding needs nothing else, but keep one order)
 
@@ -34,7 +35,7 @@ from ._tiers import (  # noqa: E402
     get_default_shard_cache,
 )
 
-from ._stream import SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
+from ._stream import SampleBatches, SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
 from ._ops import (  # noqa: E402
     CacheEntry,
     CheckReport,
@@ -68,6 +69,8 @@ __all__ = [
     "get_default_shard_cache",
     "DatavoError",
     "Sample",
+    "Batch",
+    "SampleBatches",
     "CacheInfo",
     "TierStats",
     "warm",

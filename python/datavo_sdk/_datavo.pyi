@@ -5,12 +5,12 @@ import logging
 import typing
 
 from .errors import DatavoError
-from ._sample import Sample
+from ._sample import Batch, Sample
 
 __version__: str
 
 def _init(error_types: typing.Dict[str, typing.Type[DatavoError]], error_base: typing.Type[DatavoError],
-          sample_type: typing.Type[Sample]) -> None: ...
+          sample_type: typing.Type[Sample], batch_type: typing.Type[Batch]) -> None: ...
 def _stop_pipelines() -> None: ...
 
 # Logging (logging.cpp)
@@ -86,12 +86,17 @@ class StreamArgs:
     prefetch: int
     shuffle_buffer: int
     copy: bool
+    batch_size: int
+    fixed: typing.Optional[typing.List[str]]
+    drop_last: bool
     def __init__(self) -> None: ...
+
+class FieldBlock: ...
 
 class NativeStream:
     def __init__(self, args: StreamArgs) -> None: ...
     def __iter__(self) -> NativeStream: ...
-    def __next__(self) -> Sample: ...
+    def __next__(self) -> Sample: ...  # a Batch when args.batch_size > 0 (typed by SampleBatches.__iter__)
     def close(self) -> None: ...
     def stats(self) -> typing.Dict[str, typing.Any]: ...
     @property

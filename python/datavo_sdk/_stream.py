@@ -15,14 +15,14 @@ import typing
 import weakref
 
 from . import _datavo, _logging, _progress, _torch
-from ._sample import Sample
+from ._sample import Batch, Sample
 from ._tiers import ShardCacheHierarchy
 
 # A pass reads its C++ stream on a thread of its own (started by the first next()); those still running at exit are
 # stopped and joined before the interpreter shuts down.
 atexit.register(_datavo._stop_pipelines)
 
-__all__ = ["SampleStream"]
+__all__ = ["SampleStream", "SampleBatches"]
 
 _T = typing.TypeVar("_T")
 
@@ -280,6 +280,38 @@ class SampleStream(_StreamBase[Sample]):
             return native
         return _ColdPassProgress(native, native.consumer_sample_count, "read " + self.dataset)
 
+    def batches(
+        self,
+        batch_size: int,
+        *,
+        fixed: "typing.Union[str, typing.Sequence[str]]" = "auto",
+        drop_last: bool = False,
+    ) -> "SampleBatches":
+        """The same passes, one :class:`Batch` of ``batch_size`` samples at a time: Python pays per batch, not per
+        sample. The samples, their order (shuffle, shuffle_buffer, epoch), the consumer's share and the errors are
+        those of iterating the stream; a pass's last batch may be short, unless ``drop_last``.
+
+        ``fixed`` says which keys come as one 2-D array (samples x field size; see :class:`Batch`):
+
+        - ``"auto"`` (the default): every key whose fields in the batch all have one size; other keys are lists.
+          Give the keys explicitly when a variable-size field could have one size by chance (a batch of one sample).
+        - a sequence of keys: those keys, always (a batch whose fields of such a key differ in size raises
+          ValueError naming both samples); every other key is a list. ``()``: lists only.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError("batch_size must be an int of 1 or more, not %r" % (batch_size,))
+        if isinstance(fixed, str):
+            if fixed != "auto":
+                raise ValueError("fixed must be 'auto' or a sequence of keys, not %r" % fixed)
+            stacked: typing.Optional[typing.List[str]] = None
+        else:
+            stacked = list(fixed)
+            unknown = [key for key in stacked if key not in self.keys]
+            if unknown:
+                raise ValueError("fixed names %s, which the stream does not read (keys: %s)" % (
+                    ", ".join(repr(k) for k in unknown), ", ".join(self.keys)))
+        return SampleBatches(self, batch_size, stacked, bool(drop_last))
+
     def __repr__(self) -> str:
         return "SampleStream(%r, keys=%r, revision=%r, shards=%r, samples=%r)" % (
             self.dataset,
@@ -288,6 +320,54 @@ class SampleStream(_StreamBase[Sample]):
             self.num_shards,
             self.num_samples,
         )
+
+
+class BatchIterator(typing.Protocol):
+    """What iterating SampleBatches gives: Batch objects, with close() and stats() as a pass over samples has."""
+
+    def __iter__(self) -> "BatchIterator": ...
+
+    def __next__(self) -> Batch: ...
+
+    def close(self) -> None: ...
+
+    def stats(self) -> typing.Dict[str, typing.Any]: ...
+
+
+class SampleBatches(_StreamBase[Batch]):
+    """The passes of a SampleStream in batches (made by :meth:`SampleStream.batches`). Each ``iter()`` starts a pass
+    over the stream's current epoch and consumer, as iterating the stream does; once torch is loaded it is a torch
+    IterableDataset too, for ``DataLoader(stream.batches(64), batch_size=None, num_workers=N)``."""
+
+    def __init__(
+        self, stream: SampleStream, batch_size: int, fixed: typing.Optional[typing.List[str]], drop_last: bool
+    ) -> None:
+        self.stream = stream
+        self.batch_size = batch_size
+        self.fixed = fixed
+        self.drop_last = drop_last
+
+    def __len__(self) -> int:
+        """The number of batches the next iter() yields (see SampleStream.__len__ for the share it counts)."""
+        samples = len(self.stream)
+        return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> BatchIterator:
+        """A pass: an iterator of Batch with ``close()`` and ``stats()``, as SampleStream.__iter__'s (read ahead by
+        one C++ thread, a batch at a time; no progress bar)."""
+        args = self.stream._args(*self.stream.consumer())
+        args.copy = _driven_by_dataloader() if self.stream.copy is None else bool(self.stream.copy)
+        args.batch_size = self.batch_size
+        args.fixed = self.fixed
+        args.drop_last = self.drop_last
+        return typing.cast(BatchIterator, _datavo.NativeStream(args))
+
+    def __repr__(self) -> str:
+        return "SampleBatches(%r, batch_size=%d, fixed=%r, drop_last=%r)" % (
+            self.stream, self.batch_size, "auto" if self.fixed is None else self.fixed, self.drop_last)
 
 
 class _ColdPassProgress:
@@ -339,8 +419,9 @@ _live_streams: "weakref.WeakSet[SampleStream]" = weakref.WeakSet()
 def _become_iterable_dataset(data: typing.Any) -> None:
     """Makes SampleStream a torch IterableDataset (in place: streams made before are ones too), and shares the epoch
     of every live stream. Runs once, when torch is loaded (_torch.when_loaded)."""
-    if not issubclass(SampleStream, data.IterableDataset):
-        SampleStream.__bases__ = (data.IterableDataset,) + SampleStream.__bases__
+    for cls in (SampleStream, SampleBatches):
+        if not issubclass(cls, data.IterableDataset):
+            cls.__bases__ = (data.IterableDataset,) + cls.__bases__
     for stream in list(_live_streams):
         stream._share_epoch()
 

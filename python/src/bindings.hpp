@@ -43,6 +43,7 @@ struct Globals {
   py::dict error_types;  // ErrorCode name -> exception class, set by datavo_sdk.errors
   py::object error_base;
   py::object sample_type;  // datavo_sdk._sample.Sample, a dict subclass
+  py::object batch_type;   // datavo_sdk._sample.Batch, a dict subclass
   py::object logger;       // logging.getLogger("datavo"), set with the forwarding switch
   py::str key_field{"__key__"};
   py::tuple empty_tuple{0};

@@ -37,13 +37,14 @@ void raise(const Error& error) {
 void bind_errors(py::module_& m) {
   m.def(
       "_init",
-      [](py::dict error_types, py::object error_base, py::object sample_type) {
+      [](py::dict error_types, py::object error_base, py::object sample_type, py::object batch_type) {
         auto& g = globals();
         g.error_types = std::move(error_types);
         g.error_base = std::move(error_base);
         g.sample_type = std::move(sample_type);
+        g.batch_type = std::move(batch_type);
       },
-      "Registers the exception classes and the Sample type (datavo_sdk does it at import).");
+      "Registers the exception classes and the Sample and Batch types (datavo_sdk does it at import).");
 }
 
 }  // namespace datavo::python

@@ -1,10 +1,14 @@
 // The samples: one pass over a C++ SampleStream as a Python iterator (NativeStream), read ahead by the library's
-// SamplePipeline, each sample a datavo_sdk.Sample of memoryviews into its shard's mapping.
+// SamplePipeline, each sample a datavo_sdk.Sample of memoryviews into its shard's mapping; or, for
+// SampleStream.batches(), each pipeline batch a datavo_sdk.Batch (fixed-size fields as one 2-D array).
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +26,17 @@ struct ShardBuffer {
   std::shared_ptr<const ShardMapping> mapping;
 };
 
+// The bytes of one fixed-size field over the samples of a batch, as a 2-D buffer (samples x field size): a strided
+// view into one shard's mapping, which it keeps alive (read-only), or a contiguous copy of its own (read-only unless
+// the stream copies: then every array is the caller's to write).
+struct FieldBlock {
+  std::shared_ptr<const ShardMapping> mapping;  // set for a view
+  std::vector<std::byte> copy;                  // holds the bytes of a copy
+  const std::byte* data = nullptr;              // a view's first field (a copy's bytes are copy.data())
+  py::ssize_t rows = 0, size = 0, stride = 0;
+  bool writable = false;
+};
+
 struct StreamArgs : DatasetArgs {
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
   bool shuffle = false;
@@ -29,6 +44,16 @@ struct StreamArgs : DatasetArgs {
   std::size_t prefetch = 2;
   std::size_t shuffle_buffer = 0;
   bool copy = false;
+  std::size_t batch_size = 0;                     // > 0: iteration yields Batch objects of this many samples
+  std::optional<std::vector<std::string>> fixed;  // the keys to stack (each batch's fields of one size); none: auto
+  bool drop_last = false;                         // drop a last batch of fewer than batch_size samples
+};
+
+// How a batch gives the fields of one key.
+enum class Stacking {
+  when_one_size,  // a 2-D array when the batch's fields all have one size, else a list (fixed="auto")
+  always,         // a 2-D array; fields of different sizes are a ValueError
+  never,          // a list of memoryviews (bytes when copying)
 };
 
 SampleStreamOptions stream_options(const StreamArgs& args) {
@@ -61,12 +86,23 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
 // rather than join threads that are not there.
 class NativeStream {
  public:
-  explicit NativeStream(const StreamArgs& args) : copy_(args.copy), prefetch_(args.prefetch) {
+  explicit NativeStream(const StreamArgs& args)
+      : copy_(args.copy), prefetch_(args.prefetch), batch_size_(args.batch_size), drop_last_(args.drop_last) {
     SampleStreamOptions options = stream_options(args);
     stream_ = std::make_unique<SampleStream>(
         unwrap(blocking([&] { return SampleStream::from_dataset(args.dataset, std::move(options)); })));
-    for (const auto& key : stream_->keys())
+    for (const auto& key : stream_->keys()) {
       key_objects_.push_back(py::reinterpret_steal<py::str>(PyUnicode_InternFromString(key.c_str())));
+      const bool named = args.fixed && std::find(args.fixed->begin(), args.fixed->end(), key) != args.fixed->end();
+      stacking_.push_back(!args.fixed ? Stacking::when_one_size : named ? Stacking::always : Stacking::never);
+    }
+    if (args.fixed) {
+      for (const auto& key : *args.fixed) {
+        const auto& keys = stream_->keys();
+        if (std::find(keys.begin(), keys.end(), key) == keys.end())
+          throw py::value_error("fixed names key '" + key + "', which the stream does not read");
+      }
+    }
   }
 
   // With the GIL held: the producer and the stream's threads never need it. The pipeline goes first (stopped and
@@ -100,7 +136,11 @@ class NativeStream {
         return py::object();
       }
       if (position_ < batch_.size()) {
-        return to_python(batch_[position_++]);  // the view stays in batch_: the producer destroys it (give_back())
+        if (batch_size_ == 0) return to_python(batch_[position_++]);  // the view stays in batch_ (give_back())
+        std::span<const SampleView> samples(batch_.data() + position_, batch_.size() - position_);
+        position_ = batch_.size();
+        if (!drop_last_ || samples.size() == batch_size_) return to_python(samples);
+        continue;  // a short last batch, dropped
       }
       if (pipeline_) pipeline_->give_back(std::move(batch_));
       batch_.clear();
@@ -110,7 +150,10 @@ class NativeStream {
         raise(error);
       }
       if (done_ || !stream_) return py::object();
-      if (!pipeline_) pipeline_ = std::make_unique<SamplePipeline>(*stream_);  // the producer starts here
+      if (!pipeline_) {  // the producer starts here
+        pipeline_ = std::make_unique<SamplePipeline>(
+            *stream_, batch_size_ > 0 ? batch_size_ : SamplePipeline::k_default_batch_size);
+      }
       std::optional<SampleBatch> batch = pipeline_->try_take();
       if (batch) {
         drain_logs();  // what the producer logged, as blocking() does below
@@ -226,6 +269,119 @@ class NativeStream {
     return sample;
   }
 
+  // One Batch of `samples` (at least one): "__key__" the list of ids, then per key a 2-D array (see Stacking) or a
+  // list. An array is a view of the mapping when the batch's fields of that key lie at one stride in one shard (as
+  // a tar of fixed-size members lays them out), else a copy.
+  py::object to_python(std::span<const SampleView> samples) {
+    auto& g = globals();
+    auto* type = reinterpret_cast<PyTypeObject*>(g.batch_type.ptr());
+    PyObject* raw = type->tp_new(type, g.empty_tuple.ptr(), nullptr);
+    if (raw == nullptr) throw py::error_already_set();
+    auto batch = py::reinterpret_steal<py::object>(raw);
+    const auto n = Py_ssize_t(samples.size());
+    auto ids = py::reinterpret_steal<py::object>(PyList_New(n));
+    if (!ids) throw py::error_already_set();
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      const std::string& id = samples[std::size_t(i)].id;
+      PyObject* str = PyUnicode_FromStringAndSize(id.data(), Py_ssize_t(id.size()));
+      if (str == nullptr) throw py::error_already_set();
+      PyList_SET_ITEM(ids.ptr(), i, str);
+    }
+    if (PyDict_SetItem(raw, g.key_field.ptr(), ids.ptr()) != 0) throw py::error_already_set();
+    for (std::size_t k = 0; k < key_objects_.size(); ++k) {
+      const SampleView* odd = nullptr;  // the first sample whose field differs in size from the first one's
+      const std::size_t size = field_of(samples.front(), k).size();
+      if (stacking_[k] != Stacking::never) {
+        for (const auto& sample : samples) {
+          if (field_of(sample, k).size() != size) {
+            odd = &sample;
+            break;
+          }
+        }
+      }
+      py::object value;
+      if (stacking_[k] == Stacking::never || (stacking_[k] == Stacking::when_one_size && odd != nullptr)) {
+        value = field_list(samples, k);
+      } else if (odd != nullptr) {
+        throw py::value_error("fixed key '" + stream_->keys()[k] + "' has fields of different sizes in one batch: " +
+                              std::to_string(size) + " bytes in sample '" + samples.front().id + "', " +
+                              std::to_string(field_of(*odd, k).size()) + " in sample '" + odd->id + "'");
+      } else {
+        value = field_array(samples, k, size);
+      }
+      if (PyDict_SetItem(raw, key_objects_[k].ptr(), value.ptr()) != 0) throw py::error_already_set();
+    }
+    return batch;
+  }
+
+  std::span<const std::byte> field_of(const SampleView& sample, std::size_t k) const {
+    // The stream gives every sample its fields in the order of keys() (sample_stream.hpp).
+    if (k >= sample.fields.size()) throw std::logic_error("SampleStream: a sample lacks a field of its key group");
+    return sample.fields[k].data;
+  }
+
+  py::object field_list(std::span<const SampleView> samples, std::size_t k) {
+    auto list = py::reinterpret_steal<py::object>(PyList_New(Py_ssize_t(samples.size())));
+    if (!list) throw py::error_already_set();
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const auto data = field_of(samples[i], k);
+      py::object value;
+      if (copy_ || !samples[i].mapping) {
+        value = py::reinterpret_steal<py::object>(
+            PyBytes_FromStringAndSize(reinterpret_cast<const char*>(data.data()), Py_ssize_t(data.size())));
+        if (!value) throw py::error_already_set();
+      } else {
+        value = field_view(base_view(samples[i].mapping), data);
+      }
+      PyList_SET_ITEM(list.ptr(), Py_ssize_t(i), value.release().ptr());
+    }
+    return list;
+  }
+
+  py::object field_array(std::span<const SampleView> samples, std::size_t k, std::size_t size) {
+    FieldBlock block;
+    block.rows = Py_ssize_t(samples.size());
+    block.size = Py_ssize_t(size);
+    const std::byte* first = field_of(samples.front(), k).data();
+    const std::ptrdiff_t stride = samples.size() > 1 ? field_of(samples[1], k).data() - first : std::ptrdiff_t(size);
+    bool view = !copy_ && samples.front().mapping && stride >= std::ptrdiff_t(size) && stride > 0;
+    for (std::size_t i = 1; view && i < samples.size(); ++i) {
+      view = samples[i].mapping == samples.front().mapping &&
+             field_of(samples[i], k).data() == first + std::ptrdiff_t(i) * stride;
+    }
+    if (view) {
+      block.mapping = samples.front().mapping;
+      block.data = first;
+      block.stride = stride;
+    } else {
+      block.copy.resize(samples.size() * size);
+      for (std::size_t i = 0; i < samples.size(); ++i)
+        std::memcpy(block.copy.data() + i * size, field_of(samples[i], k).data(), size);
+      block.stride = Py_ssize_t(size);
+      block.writable = copy_;
+    }
+    py::object buffer = py::cast(std::move(block));
+    const py::object& asarray = numpy_asarray();
+    if (!asarray.is_none()) return asarray(buffer);
+    auto memoryview = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(buffer.ptr()));
+    if (!memoryview) throw py::error_already_set();
+    return memoryview;
+  }
+
+  // numpy.asarray when NumPy is importable, else None; looked up by the first batch (importing NumPy costs a job
+  // that never asks for batches nothing).
+  static const py::object& numpy_asarray() {
+    static py::object* asarray = [] {
+      auto* found = new py::object(py::none());  // leaked, as Globals is: it outlives the interpreter
+      try {
+        *found = py::module_::import("numpy").attr("asarray");
+      } catch (py::error_already_set&) {
+      }
+      return found;
+    }();
+    return *asarray;
+  }
+
   // Whether this process is a fork of one that started threads reading this stream: the pipeline's producer, or
   // the C++ stream's prefetcher threads (made with the stream, when prefetch_ > 0). Those threads do not exist here.
   bool inherited() const { return (pipeline_ && pipeline_->forked()) || (prefetch_ > 0 && made_in_.forked()); }
@@ -261,9 +417,12 @@ class NativeStream {
 
   bool copy_;
   std::size_t prefetch_;
-  ForkDetector made_in_;  // the process that made the stream (and its prefetcher threads)
-  bool busy_ = false;     // set while next() runs (it releases the GIL to wait for a batch)
-  bool closing_ = false;  // close() was called while another thread was inside next()
+  std::size_t batch_size_;  // 0: next() yields samples, else batches of this many
+  bool drop_last_;
+  std::vector<Stacking> stacking_;  // per key, in the order of the stream's keys()
+  ForkDetector made_in_;            // the process that made the stream (and its prefetcher threads)
+  bool busy_ = false;               // set while next() runs (it releases the GIL to wait for a batch)
+  bool closing_ = false;            // close() was called while another thread was inside next()
   std::unique_ptr<SampleStream> stream_;
   std::unique_ptr<SamplePipeline> pipeline_;  // after stream_: destroyed first. Made by the first next()
   std::vector<py::str> key_objects_;
@@ -303,6 +462,14 @@ void bind_stream(py::module_& m) {
                                /*readonly=*/true);
       });
 
+  py::class_<FieldBlock>(m, "FieldBlock", py::buffer_protocol(),
+                         "The bytes of one fixed-size field over a batch (samples x size).")
+      .def_buffer([](FieldBlock& b) {
+        const std::byte* data = b.mapping ? b.data : b.copy.data();
+        return py::buffer_info(const_cast<std::byte*>(data), 1, "B", 2, {b.rows, b.size}, {b.stride, py::ssize_t(1)},
+                               /*readonly=*/!b.writable);
+      });
+
   py::class_<StreamArgs> stream_args(m, "StreamArgs");
   bind_dataset_args(stream_args);
   stream_args.def(py::init<>())
@@ -315,7 +482,10 @@ void bind_stream(py::module_& m) {
       .def_readwrite("epoch", &StreamArgs::epoch)
       .def_readwrite("prefetch", &StreamArgs::prefetch)
       .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)
-      .def_readwrite("copy", &StreamArgs::copy);
+      .def_readwrite("copy", &StreamArgs::copy)
+      .def_readwrite("batch_size", &StreamArgs::batch_size)
+      .def_readwrite("fixed", &StreamArgs::fixed)
+      .def_readwrite("drop_last", &StreamArgs::drop_last);
 
   py::class_<NativeStream>(m, "NativeStream", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
                              heap_type->ht_type.tp_iter = PyObject_SelfIter;

@@ -59,7 +59,8 @@ def test_exports_exactly_the_spec_names_plus_the_documented_extras():
     operations = {"warm", "WarmReport", "WarmTier", "WarmFailure", "UploadSummary", "LsReport", "CacheEntry",
                   "RmReport", "RemovedEntry", "GcReport", "TierGc", "VerifyReport", "TierVerify", "CheckReport",
                   "TierCheck", "CheckStep", "TierFailure"}  # python/README.md, "Operations"
-    assert set(datavo_sdk.__all__) - set(SPEC_NAMES) == {"DatavoError", "Sample", "CacheInfo", "TierStats"} | operations
+    extras = {"DatavoError", "Sample", "Batch", "SampleBatches", "CacheInfo", "TierStats"}
+    assert set(datavo_sdk.__all__) - set(SPEC_NAMES) == extras | operations
     for name in datavo_sdk.__all__:
         assert getattr(datavo_sdk, name) is not None
     assert datavo_sdk.__version__.count(".") == 2

@@ -17,8 +17,8 @@ import hashlib
 import typing
 
 import datavo_sdk
-from datavo_sdk import (AzureBlobShardCacheTier, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
-                        Sample, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
+from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
+                        Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
                         WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
 from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, TierCheck,
                         TierFailure, TierGc, TierVerify, VerifyReport)
@@ -72,6 +72,11 @@ def main() -> int:
         plain: typing.Dict[str, typing.Any] = sample.to_bytes()
         with sample:
             pass
+    batches: SampleBatches = stream.batches(64, fixed=["audio.wav"], drop_last=True)
+    for batch in stream.batches(8):
+        assert isinstance(batch, Batch)
+        ids: typing.List[str] = batch.ids
+        warmed += batch.num_samples + len(ids) + len(batches)
     try:
         pass
     except (IntegrityError, NotFoundError, UnreachableError) as error:
