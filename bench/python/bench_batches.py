@@ -8,14 +8,16 @@ pinned, so no request is made):
     batch path is for: each key of a batch is one (64 x size) array;
   - voice: the other Python benchmarks' dataset (a 3-5 KB WAV and a transcript, sizes vary), where a batch's fields
     are lists of memoryviews.
-Every loop does the same work per field: its size and first byte. The C++ loop (bench/python/cpp_loop.cpp) per
-sample; the per-sample Python iterator per sample; the batch loop per batch, with NumPy for the arrays
+Every loop does the same work per field: its size and first byte, over --passes passes (default 5; one pass is
+about 0.1 s, too short to time). The C++ loop (bench/python/cpp_loop.cpp) per sample; the per-sample Python
+iterator per sample; the batch loop per batch, with NumPy for the arrays
 (`arr.size`, `arr[:, 0].sum()`) and a Python loop over the lists. Each variant runs in a fresh process, timed inside
 it (the loop apart from `from_dataset`, as wall time and as the process's CPU time, every thread included);
 variants interleaved and their order rotated per repetition; ratios within each repetition; medians (min-max) of
 --reps (default 5).
 
-    bench_batches.py --datavo BIN --cpp-loop BIN --work DIR [--samples 20000] [--reps 5] [--batch 64] [--markdown OUT]
+    bench_batches.py --datavo BIN --cpp-loop BIN --work DIR [--samples 20000] [--reps 5] [--batch 64] [--passes 5]
+                     [--markdown OUT]
 with datavo_sdk importable (PYTHONPATH) by /usr/bin/python3 (or --python), and python3-numpy installed.
 """
 import argparse
@@ -36,23 +38,46 @@ import json, sys, time
 import numpy
 from datavo_sdk import SampleStream
 dataset, revision, keys, size = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+passes = int(sys.argv[5])
 wall0, cpu0 = time.perf_counter(), time.process_time()
 batches = SampleStream.from_dataset(dataset, keys=keys, revision=revision).batches(size)
 wall1, cpu1 = time.perf_counter(), time.process_time()
 samples = fields = total = checksum = 0
-for batch in batches:
-    samples += batch.num_samples
-    for key in keys:
-        value = batch[key]
-        if isinstance(value, numpy.ndarray):  # one (samples x size) array: every field's size and first byte at once
-            fields += value.shape[0]
-            total += value.size
-            checksum += int(value[:, 0].sum())
-        else:
-            for field in value:
-                fields += 1
-                total += len(field)
-                checksum += field[0]
+for _ in range(passes):
+    for batch in batches:
+        samples += batch.num_samples
+        for key in keys:
+            value = batch[key]
+            if isinstance(value, numpy.ndarray):  # one (samples x size) array: each field's size and first byte
+                fields += value.shape[0]
+                total += value.size
+                checksum += int(value[:, 0].sum())
+            else:
+                for field in value:
+                    fields += 1
+                    total += len(field)
+                    checksum += field[0]
+wall2, cpu2 = time.perf_counter(), time.process_time()
+print(json.dumps(dict(samples=samples, fields=fields, bytes=total, checksum=checksum, setup_seconds=wall1 - wall0,
+                      loop_seconds=wall2 - wall1, setup_cpu=cpu1 - cpu0, loop_cpu=cpu2 - cpu1, seconds=wall2 - wall0)))
+"""
+
+SAMPLE_LOOP = r"""
+import json, sys, time
+from datavo_sdk import SampleStream
+dataset, revision, keys, passes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+wall0, cpu0 = time.perf_counter(), time.process_time()
+stream = SampleStream.from_dataset(dataset, keys=keys, revision=revision)
+wall1, cpu1 = time.perf_counter(), time.process_time()
+samples = fields = total = checksum = 0
+for _ in range(passes):
+    for sample in stream:
+        samples += 1
+        for key in keys:
+            value = sample[key]
+            fields += 1
+            total += len(value)
+            checksum += value[0]
 wall2, cpu2 = time.perf_counter(), time.process_time()
 print(json.dumps(dict(samples=samples, fields=fields, bytes=total, checksum=checksum, setup_seconds=wall1 - wall0,
                       loop_seconds=wall2 - wall1, setup_cpu=cpu1 - cpu0, loop_cpu=cpu2 - cpu1, seconds=wall2 - wall0)))
@@ -79,20 +104,19 @@ def measure(args, work, dataset, keys, make):
     """{variant: [result per repetition]} over `dataset`, served from `work`."""
     with served_dataset(args.datavo, work, args.samples, args.per_shard, dataset=dataset, make=make) as env:
         revision = str(warm(args.datavo, env, dataset, keys))
-        joined = ",".join(keys)
+        joined, passes = ",".join(keys), str(args.passes)
         variants = {
-            "cpp": lambda: run_json([args.cpp_loop, dataset, revision, joined], env),
-            "batches": lambda: run_json([args.python, "-c", BATCH_LOOP, dataset, revision, joined, str(args.batch)],
-                                        env),
-            "samples": lambda: run_json([args.python, "-c", bench_sdk.PY_LOOP, dataset, revision, "0", joined, "1"],
-                                        env),
+            "cpp": lambda: run_json([args.cpp_loop, dataset, revision, joined, passes], env),
+            "batches": lambda: run_json([args.python, "-c", BATCH_LOOP, dataset, revision, joined, str(args.batch),
+                                         passes], env),
+            "samples": lambda: run_json([args.python, "-c", SAMPLE_LOOP, dataset, revision, joined, passes], env),
         }
         results = {name: [] for name in variants}
         names = list(variants)
         for rep in range(args.reps):
             for name in names[rep % len(names):] + names[:rep % len(names)]:
                 result = variants[name]()
-                assert result["samples"] == args.samples, (name, result)
+                assert result["samples"] == args.samples * args.passes, (name, result)
                 results[name].append(result)
         for name in names:  # the same work: every field's size and first byte, summed alike
             assert all((r["fields"], r["bytes"], r["checksum"]) == (results["cpp"][0]["fields"],
@@ -140,14 +164,15 @@ def main():
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--per-shard", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--passes", type=int, default=5, help="passes per process (a pass alone is ~0.1 s)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--markdown")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
     tokens = measure(args, os.path.join(work, "tokens"), TOKENS, TOKEN_KEYS, make_tokens)
     voice = measure(args, os.path.join(work, "voice"), bench_sdk.DATASET, bench_sdk.KEYS, bench_sdk.make_source)
-    lines = ["%d samples in shards of %d, batches of %d; %d repetitions, median (min-max)." % (
-        args.samples, args.per_shard, args.batch, args.reps), ""]
+    lines = ["%d samples in shards of %d, batches of %d, %d passes per process (each a stream of its own); %d "
+             "repetitions, median (min-max)." % (args.samples, args.per_shard, args.batch, args.passes, args.reps), ""]
     lines += table("tokens: fixed-size fields (`tokens.bin` 2 KiB, `label.cls` 8 B), as arrays", tokens, args.samples)
     lines += table("voice: fields of varying size (`audio.wav`, `transcript.txt`), as lists", voice, args.samples)
     text = "\n".join(lines)

@@ -4,6 +4,7 @@
 # loop's work) against the same libdatavo.a, then runs bench/python/bench_sdk.py with /usr/bin/python3 in a work directory that it
 # removes at the end.
 #   bench/python/run.sh [bench_sdk.py options, e.g. --reps 5 --samples 20000 --markdown OUT]
+#   bench/python/run.sh batches [bench_batches.py options]   (the batch path: stream.batches(n) against C++)
 # JOBS=N sets the build parallelism (default 1: the machine's 2 cores are shared).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,5 +25,10 @@ if [ ! -x "$LOOP" ] || [ "$REPO/bench/python/cpp_loop.cpp" -nt "$LOOP" ] || [ "$
 fi
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/datavo-pybench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-PYTHONPATH="$BUILD/python" "$PY" "$REPO/bench/python/bench_sdk.py" --datavo "$BUILD/cli/datavo" --cpp-loop "$LOOP" \
+SCRIPT=bench_sdk.py
+if [ "${1:-}" = batches ]; then
+  SCRIPT=bench_batches.py
+  shift
+fi
+PYTHONPATH="$BUILD/python" "$PY" "$REPO/bench/python/$SCRIPT" --datavo "$BUILD/cli/datavo" --cpp-loop "$LOOP" \
   --work "$WORK" --python "$PY" "$@"
