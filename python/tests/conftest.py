@@ -25,6 +25,19 @@ PER_SHARD = 10
 SHARDS = SAMPLES // PER_SHARD
 
 
+def pytest_collection_finish(session):
+    """No test module may put the source tree's python/ on sys.path: its datavo_sdk/ has no extension, and
+    DataLoader's spawned workers, which inherit sys.path, would import it instead of the package under test."""
+    import datavo_sdk
+
+    source = os.path.realpath(os.path.join(REPO, "python"))
+    under_test = os.path.dirname(os.path.dirname(os.path.realpath(datavo_sdk.__file__)))
+    if under_test != source and any(entry and os.path.realpath(entry) == source for entry in sys.path):
+        raise pytest.UsageError("a test module put %s on sys.path: spawned workers would import the source "
+                                "datavo_sdk, which has no extension, instead of the one under test in %s"
+                                % (source, under_test))
+
+
 def datavo_binary():
     path = os.environ.get("DATAVO_BIN")
     if path:

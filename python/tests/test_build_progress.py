@@ -1,5 +1,6 @@
 """python/build_progress.py: setup.py's CMake build shows its progress on the terminal while pip captures its output
 (issue 17, "the build shows its progress"), and changes nothing without a terminal."""
+import importlib.util
 import io
 import os
 import shutil
@@ -10,8 +11,12 @@ import pytest
 
 from conftest import REPO
 
-sys.path.insert(0, os.path.join(REPO, "python"))
-import build_progress  # noqa: E402
+# Loaded from its file, not by putting python/ on sys.path: that directory also holds the source datavo_sdk/ (without
+# its extension), which DataLoader's spawned workers would then import instead of the installed package.
+_spec = importlib.util.spec_from_file_location("build_progress", os.path.join(REPO, "python", "build_progress.py"))
+assert _spec is not None and _spec.loader is not None
+build_progress = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_progress)
 
 # A stand-in for `cmake --build`: Ninja's progress lines, a line without progress, then an exit status.
 FAKE_BUILD = r"""
