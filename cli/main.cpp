@@ -20,7 +20,7 @@ int report_failure(bool json, int exit_code, const Error& error, nlohmann::json 
   datavo::log::write(datavo::log::Level::error, error.message);
   if (json) {
     if (!report.is_object()) report = nlohmann::json::object();
-    report["error"] = {{"code", to_string(error.code)}, {"message", error.message}};
+    report["error"] = {{"code", reported_code(error)}, {"message", error.message}};
     print_json(report);
   }
   return exit_code;
