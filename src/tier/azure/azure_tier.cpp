@@ -59,6 +59,7 @@ class AzureBackend final : public cloud::HeaderBackend {
 
   std::string_view type() const override { return "azure_blob"; }
   std::string location() const override { return container_; }
+  std::string_view conditional_create() const override { return "If-None-Match: *"; }
 
   Result<std::string> credentials() override {
     DATAVO_TRY(resolve());

@@ -461,8 +461,9 @@ CheckReport BlobTier::check() {
     step("conditional put", true, "a second create of the same object was refused (412/409), as it must be");
   } else if (options_.single_flight) {
     step("conditional put", false,
-         "the server accepted a second create of the same object: it ignores conditional writes, which "
-         "single_flight: true needs (set single_flight: false, or use a server that honours If-None-Match)");
+         "the server accepted a second create of the same object: it ignores conditional writes (" +
+             std::string(backend_->conditional_create()) +
+             "), which single_flight: true needs (set single_flight: false, or use a server that honours them)");
   } else {
     step("conditional put", true, "ignored by the server (it overwrote the object)");
     report.warnings.push_back(

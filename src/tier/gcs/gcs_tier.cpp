@@ -125,6 +125,7 @@ class GcsBackend final : public BlobBackend {
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
 
   std::string_view type() const override { return "gcs"; }
+  std::string_view conditional_create() const override { return "ifGenerationMatch=0"; }
   std::string location() const override { return "gs://" + options_.bucket; }
 
   Result<std::string> credentials() override {

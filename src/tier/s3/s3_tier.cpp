@@ -63,6 +63,7 @@ class S3Backend final : public cloud::HeaderBackend {
 
   std::string_view type() const override { return "s3"; }
   std::string location() const override { return "s3://" + options_.bucket; }
+  std::string_view conditional_create() const override { return "If-None-Match: *"; }
 
   Result<std::string> credentials() override {
     DATAVO_TRY(resolve());
