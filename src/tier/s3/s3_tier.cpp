@@ -220,7 +220,8 @@ class S3Backend final : public cloud::HeaderBackend {
       region_ = region->value_or(k_default_region);
       auto endpoint = s3::resolve_endpoint(options_.endpoint_url, env_);
       const bool custom = endpoint.has_value();
-      endpoint_ = custom ? *endpoint : "https://s3." + region_ + ".amazonaws.com";
+      // Its path encoded here, once: canonical_uri() signs each request's path encoded, so it must be sent so.
+      endpoint_ = custom ? s3::encode_endpoint_path(*endpoint) : "https://s3." + region_ + ".amazonaws.com";
       while (endpoint_.ends_with('/')) endpoint_.pop_back();
       switch (options_.addressing_style) {
         case AddressingStyle::path: path_style_ = true; break;
