@@ -617,7 +617,11 @@ Outcome HttpClient::Impl::classify_response(const Attempt& attempt, bool idempot
   Error error = attempt.status == 0 ? Error{ErrorCode::remote, context + ": no HTTP status in the response"}
                                     : error_for_status(attempt.status, context);
   if (!attempt.reason.empty()) error.message += " " + attempt.reason;
-  if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
+  std::string text;
+  if (attempt.request.describe_error_body != nullptr)
+    text = attempt.request.describe_error_body(attempt.status, attempt.body);
+  if (text.empty()) text = excerpt(attempt.body);
+  if (!text.empty()) error.message += ": " + text;
   // A stale credential (an expired session token, a rotated key): refreshed, the same request is worth one more
   // attempt at once; only this request is repeated, never a whole transfer.
   if (may_refresh && attempt.status >= 400 &&

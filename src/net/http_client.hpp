@@ -182,6 +182,9 @@ struct HttpRequest {
   // The most the whole perform() may take, retries and backoff included. nullopt: no limit (a slow but moving
   // download goes on).
   std::optional<Milliseconds> deadline;
+  // Words the body of an error response for the Error's message (a cloud service's own error, in a sentence
+  // that keeps its code); nullptr, or "" from it: a printable excerpt of the body.
+  std::string (*describe_error_body)(long status, std::string_view body) = nullptr;
 };
 
 struct HttpResponse {

@@ -202,6 +202,27 @@ TEST_F(HttpClientTest, EmptyBodyLeavesSinkEmpty) {
   EXPECT_EQ(response->entity_size, 0u);
 }
 
+TEST_F(HttpClientTest, AnErrorBodyIsWordedByTheRequestsDescriberElseExcerpted) {
+  auto http = client();
+  auto plain = http.perform(get(server_->url("/missing.bin"), nullptr));
+  ASSERT_FALSE(plain);
+  HttpRequest worded_request = get(server_->url("/missing.bin"), nullptr);
+  worded_request.describe_error_body = [](long status, std::string_view) {
+    return std::string("worded for HTTP ") + std::to_string(status);
+  };
+  auto worded = http.perform(worded_request);
+  ASSERT_FALSE(worded);
+  EXPECT_EQ(worded.error().code, ErrorCode::not_found);
+  EXPECT_THAT(worded.error().message, HasSubstr("HTTP 404"));
+  EXPECT_THAT(worded.error().message, ::testing::EndsWith(": worded for HTTP 404"));
+  // A describer with nothing to say (not its service's error body) leaves the excerpt.
+  HttpRequest unworded_request = get(server_->url("/missing.bin"), nullptr);
+  unworded_request.describe_error_body = [](long, std::string_view) { return std::string(); };
+  auto unworded = http.perform(unworded_request);
+  ASSERT_FALSE(unworded);
+  EXPECT_EQ(unworded.error().message, plain.error().message);
+}
+
 TEST_F(HttpClientTest, NotFoundIsPermanentAndNotRetried) {
   auto http = client();
   StringSink sink;
