@@ -79,6 +79,8 @@ Result<LeaseWait> wait_for_lease(Walk& walk, std::size_t index) {
   for (bool told = false;; told = true) {
     auto attempt = coordination.try_lease(walk.key());
     if (!attempt) {
+      // An interruption says nothing about the tier: no degrading it, no fetch without a lease.
+      if (attempt.error().code == ErrorCode::cancelled) return std::move(attempt).error();
       walk.degrade(tier, "lease", attempt.error());
       return LeaseWait{nullptr, &tier, std::nullopt};
     }

@@ -542,6 +542,25 @@ TEST(HierarchyLease, ALeaseErrorDegradesAndTheVmFetchesWithoutOne) {
   EXPECT_TRUE(holds(s.remote->inner(), make_key(440))) << "the shard should still go up";
 }
 
+// An interrupted lease request (cancelled: the process is being stopped) says nothing about the tier: the read
+// ends with it, without degrading the tier and without fetching from the origin.
+TEST(HierarchyLease, AnInterruptedLeaseRequestEndsTheReadWithoutDegradingTheTier) {
+  LeaseSetup s;
+  s.remote->lease = [](const ShardKey&) -> Result<LeaseAttempt> {
+    return Error{ErrorCode::cancelled, "lease: interrupted by SIGINT"};
+  };
+  s.build();
+  CountingFetcher fetch(random_bytes(1000, 445));
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  const std::string logged = warnings_of([&] { got = s.h->get_or_fetch(make_key(445), fetch.fetcher()); });
+  ASSERT_FALSE(got) << "fetched " << fetch.calls() << ", lease asked " << s.remote->lease_attempts.load() << ": "
+                    << logged;
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 0);
+  EXPECT_EQ(s.remote->counters().snapshot().errors, 0u);
+  EXPECT_EQ(logged.find("lease failed"), std::string::npos) << logged;
+}
+
 TEST(HierarchyLease, ConcurrentReadersOfOneMachineAskForTheLeaseOnce) {
   LeaseSetup s;
   s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
