@@ -27,6 +27,7 @@
 #include "unit/core/remote_double.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo {
 namespace {
@@ -430,6 +431,36 @@ TEST(HierarchyLease, AVmThatFindsALiveLeaseWaitsAndReadsTheObjectInsteadOfFetchi
   EXPECT_GE(s.remote->lookups.load(), 2) << "it should have polled the bucket";
   EXPECT_LT(took, 10s);
   EXPECT_EQ(s.remote->uploads_started.load(), 0) << "the waiter must not upload what it read from the bucket";
+}
+
+TEST(HierarchyLease, AWaitingVmSaysOnceAtTheDefaultLevelWhoHoldsTheLeaseAndWhenItExpires) {
+  LeaseSetup s;
+  const auto expires = std::chrono::time_point_cast<std::chrono::seconds>(SystemClock::now() + 40s);
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    LeaseAttempt attempt;
+    attempt.holder = "vm-a 4242";
+    attempt.expires = expires;
+    return attempt;
+  };
+  s.build();
+  const ShardKey key = make_key(405);
+  const std::string bytes = random_bytes(20'000, 405);
+  std::thread other_vm([&] {
+    // Late enough for several polls, so that "once" means once per shard and not once per poll.
+    while (s.remote->lease_attempts.load() < 3) std::this_thread::sleep_for(10ms);
+    s.upload_elsewhere(key, bytes);
+  });
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::optional<Result<FetchResult>> got;
+  const std::string logged = warnings_of([&] { got.emplace(s.h->get_or_fetch(key, failing_fetcher(calls))); });
+  other_vm.join();
+  ASSERT_TRUE(*got) << got->error().message;
+  EXPECT_EQ(calls->load(), 0);
+  EXPECT_GE(s.remote->lease_attempts.load(), 3);
+  const auto lines = lines_with(logged, "waiting for its upload");
+  ASSERT_EQ(lines.size(), 1u) << logged;
+  EXPECT_NE(lines[0].find("vm-a 4242 is fetching shard " + key.hash.hex()), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("its lease expires at " + util::format_rfc3339(expires)), std::string::npos) << lines[0];
 }
 
 TEST(HierarchyLease, ItTakesOverAnExpiredLease) {
