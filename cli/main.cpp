@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "cli/cli.hpp"
 #include "datavo/tier_registry.hpp"
@@ -19,7 +20,7 @@ int report_failure(bool json, int exit_code, const Error& error, nlohmann::json 
   datavo::log::write(datavo::log::Level::error, error.message);
   if (json) {
     if (!report.is_object()) report = nlohmann::json::object();
-    report["error"] = {{"code", to_string(error.code)}, {"message", error.message}};
+    report["error"] = {{"code", reported_code(error)}, {"message", error.message}};
     print_json(report);
   }
   return exit_code;
@@ -85,6 +86,29 @@ bool wants_json(int argc, char** argv) {
   return false;
 }
 
+// The usage error of a parse failure. A word where the deepest command given expects a subcommand (`frobnicate`
+// in `datavo frobnicate` or `datavo cache frobnicate`) is named as an unknown command, with the commands there;
+// CLI11 would only say that a subcommand is required.
+datavo::Error usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::App* deepest = &app;
+  std::string path = "datavo";
+  while (!deepest->get_subcommands().empty()) {
+    deepest = deepest->get_subcommands().front();
+    path += " " + deepest->get_name();
+  }
+  const auto commands = deepest->get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
+  const auto unparsed = app.remaining(true);
+  if (commands.empty() || unparsed.empty() || unparsed.front().starts_with("-"))
+    return datavo::Error{datavo::ErrorCode::invalid_argument,
+                         std::string(e.what()) + " (run " + path + " --help for more information)"};
+  std::string names;
+  for (const CLI::App* command : commands) names += (names.empty() ? "" : ", ") + command->get_name();
+  std::string where = deepest == &app ? "" : " of '" + path + "'";
+  return datavo::Error{datavo::ErrorCode::invalid_argument, "unknown command '" + unparsed.front() + "'" + where +
+                                                                "; the commands are " + names + " (run " + path +
+                                                                " --help for more information)"};
+}
+
 }  // namespace
 
 }  // namespace datavo::cli
@@ -125,11 +149,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    if (!json) return app.exit(e) == 0 ? k_exit_ok : k_exit_usage;
-    return report_failure(json, k_exit_usage,
-                          datavo::Error{datavo::ErrorCode::invalid_argument,
-                                        std::string(e.what()) + " (run with --help for more information)"},
-                          nullptr);
+    return report_failure(json, k_exit_usage, usage_error(app, e), nullptr);
   } catch (const Fatal& fatal) {
     // A failure caused by the interruption (the transfers it stopped) is reported as the interruption.
     if (datavo::util::cancel_requested()) return report_interrupted(json, fatal.report);

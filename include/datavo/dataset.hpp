@@ -6,7 +6,8 @@
 // Errors, as one vocabulary for every front end:
 //   - invalid_argument: a malformed name (naming the part at fault), no key;
 //   - invalid_argument with sys_errno ENOENT: a dataset, split, revision or key the origin does not have (bad input
-//     that names something absent; the Python SDK raises FileNotFoundError for it, the CLI exits 2);
+//     that names something absent; reported_code() names it not_found in both front ends: the Python SDK raises
+//     FileNotFoundError for it, the CLI exits 2);
 //   - whatever OriginClient::manifest() returns otherwise (an unreachable server, offline with nothing cached, ...).
 //
 // Thread safety: functions only; resolve_dataset() is as thread-safe as the OriginClient it is given.

@@ -50,6 +50,12 @@ struct Error {
 // request never reached the server, so repeating it changes nothing there.
 bool is_unreachable(const Error& error);
 
+// The code every front end reports for `error` (the CLI's JSON "code", the Python SDK's exception .code), so that
+// one failure has one name: to_string(error.code), except "not_found" for bad input that names something absent
+// (invalid_argument with sys_errno ENOENT: an unknown dataset, split, revision or key, include/datavo/dataset.hpp),
+// which stays bad input (the CLI's exit 2) while its name says what is wrong.
+const char* reported_code(const Error& error);
+
 // Either a T or an Error. Deliberately small: has_value(), value(), error(), operator bool/*/->.
 template <typename T>
 class [[nodiscard]] Result {

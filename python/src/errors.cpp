@@ -1,5 +1,4 @@
 // The one mapping of datavo::Error to the Python exception classes of datavo_sdk/errors.py.
-#include <cerrno>
 #include <stdexcept>
 
 #include "bindings.hpp"
@@ -14,10 +13,8 @@ Globals& globals() {
 py::object exception_of(const Error& error) {
   auto& g = globals();
   py::object type = g.error_base;
-  const char* code = to_string(error.code);
-  // A bad argument that names something absent (a dataset, revision or key the origin does not have) is a
-  // FileNotFoundError to Python, whatever its code.
-  if (error.code == ErrorCode::invalid_argument && error.sys_errno == ENOENT) code = "not_found";
+  // The CLI's name for it too: "not_found" (FileNotFoundError) for a dataset, revision or key the origin lacks.
+  const char* code = reported_code(error);
   // A server that could not be reached at all is also a ConnectionError to Python; its code stays "remote".
   const char* kind = is_unreachable(error) ? "unreachable" : code;
   if (g.error_types && g.error_types.contains(kind)) type = g.error_types[kind];

@@ -50,4 +50,9 @@ bool is_unreachable(const Error& error) {
          (error.sys_errno == ECONNREFUSED || error.sys_errno == EHOSTUNREACH || error.sys_errno == ENETUNREACH);
 }
 
+const char* reported_code(const Error& error) {
+  if (error.code == ErrorCode::invalid_argument && error.sys_errno == ENOENT) return to_string(ErrorCode::not_found);
+  return to_string(error.code);
+}
+
 }  // namespace datavo

@@ -8,6 +8,7 @@
 #include "datavo/cloud_tier.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo {
 namespace {
@@ -79,6 +80,8 @@ Result<LeaseWait> wait_for_lease(Walk& walk, std::size_t index) {
   for (bool told = false;; told = true) {
     auto attempt = coordination.try_lease(walk.key());
     if (!attempt) {
+      // An interruption says nothing about the tier: no degrading it, no fetch without a lease.
+      if (attempt.error().code == ErrorCode::cancelled) return std::move(attempt).error();
       walk.degrade(tier, "lease", attempt.error());
       return LeaseWait{nullptr, &tier, std::nullopt};
     }
@@ -89,9 +92,14 @@ Result<LeaseWait> wait_for_lease(Walk& walk, std::size_t index) {
       if (found && *found) return LeaseWait{nullptr, &tier, std::move(**found)};  // the lease is released here
       return LeaseWait{std::move(attempt->held), &tier, std::nullopt};
     }
+    // At the default level: a VM that sits waiting without a word looks hung (issue 16).
     if (!told) {
-      LOG_INFO(describe(tier) << ": " << attempt->holder << " is fetching shard " << hash
-                              << "; waiting for its upload instead of calling the origin");
+      const auto left =
+          std::chrono::duration_cast<std::chrono::seconds>(attempt->expires - std::chrono::system_clock::now());
+      LOG_WARNING(describe(tier) << ": " << attempt->holder << " is fetching shard " << hash
+                                 << "; waiting for its upload instead of calling the origin (its lease expires at "
+                                 << util::format_rfc3339(attempt->expires) << ", in "
+                                 << std::max<long long>(0, left.count()) << " s, unless renewed)");
     }
     if (std::chrono::steady_clock::now() >= give_up) {
       LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << hash << " for "

@@ -2,12 +2,14 @@
 
 #include <optional>
 
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo::core {
 
 UploadQueue::~UploadQueue() {
   std::vector<std::thread> workers;
+  std::deque<Job> dropped;  // destroyed after the lock: each releases its lease, a request
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -16,11 +18,12 @@ UploadQueue::~UploadQueue() {
       LOG_WARNING(jobs_.size() << " upload(s) to remote tiers were still queued and are dropped; the shards stay "
                                   "cached locally and go up at their next read");
     }
-    jobs_.clear();
+    dropped.swap(jobs_);
     workers.swap(workers_);
   }
   changed_.notify_all();
   for (auto& worker : workers) worker.join();
+  dropped.clear();
 }
 
 void UploadQueue::push(Job job) {
@@ -36,6 +39,13 @@ void UploadQueue::push(Job job) {
 
 void UploadQueue::run(Job job) {
   const std::string what = "upload of " + job.key.hash.hex() + " to tier '" + job.tier->name() + "'";
+  if (util::cancel_requested()) {
+    // Not begun: it would fail at its first request. Its lease is released here (a cleanup, sent anyway).
+    job.lease.reset();
+    std::lock_guard lock(mu_);
+    ++totals_.failed;
+    return;
+  }
   auto installed = job.tier->install_copy(job.key, job.source, job.digest);
   job.lease.reset();  // released whatever the outcome: a waiting VM then reads the object or takes over
   std::lock_guard lock(mu_);
@@ -43,7 +53,9 @@ void UploadQueue::run(Job job) {
     ++totals_.failed;
     job.tier->counters().upload_failures.fetch_add(1, std::memory_order_relaxed);
     job.tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
-    LOG_WARNING(what << " failed: " << installed.error().message << " (the read it served succeeded)");
+    // An upload stopped by a cancellation is no failure worth a line: the command reports the interruption.
+    if (installed.error().code != ErrorCode::cancelled)
+      LOG_WARNING(what << " failed: " << installed.error().message << " (the read it served succeeded)");
     return;
   }
   if (*installed == InstallOutcome::already_present) {

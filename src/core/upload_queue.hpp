@@ -6,8 +6,12 @@
 // Bounds: k_workers uploads run at once; push() blocks while k_max_pending jobs wait, so that a fast reader
 // cannot pile up descriptors and memory behind a slow bucket.
 //
+// Cancellation (util/cancel.hpp): no upload starts after it; the one under way stops at its next chunk and aborts
+// what it began; every job's lease, queued or under way, is released (util::CleanupScope), and the job counts as
+// failed.
+//
 // Thread safety: all methods are thread-safe. The destructor waits for the jobs under way and drops the rest
-// (counted as failed): call flush() first to wait for them, with a bound.
+// (counted as failed, their leases released): call flush() first to wait for them, with a bound.
 #pragma once
 
 #include <chrono>

@@ -88,6 +88,15 @@ std::optional<ContentRange> parse_content_range(std::string_view value) {
 
 bool is_success(long status) { return status >= 200 && status < 300; }
 
+// Why a request stopped on a cancellation: at once, or, for a cleanup (util::CleanupScope), at the cleanup deadline.
+Error stopped_error(const std::string& context) {
+  Error error = util::cancelled_error(context);
+  if (util::in_cleanup_scope()) {
+    error.message += "; the cleanup after it ran out of its " + std::to_string(util::k_cleanup_budget.count()) + " ms";
+  }
+  return error;
+}
+
 bool has_token(std::string_view list, std::string_view token) {
   while (!list.empty()) {
     const auto comma = list.find(',');
@@ -217,8 +226,9 @@ int on_progress(void* user, curl_off_t, curl_off_t download_now, curl_off_t, cur
   // curl's own low-speed check averages over a window of several seconds, so a burst followed by silence is seen
   // late; this one fires once no byte has moved for stall_timeout.
   auto& attempt = *static_cast<Attempt*>(user);
-  // curl calls this several times a second, also while connecting or waiting: a cancelled transfer stops here.
-  if (util::cancel_requested()) {
+  // curl calls this several times a second, also while connecting or waiting: a cancelled transfer stops here (a
+  // cleanup's at the cleanup deadline). curl calls it on the thread of perform(), the one the scope marks.
+  if (util::must_stop()) {
     attempt.cancelled = true;
     return 1;
   }
@@ -585,7 +595,7 @@ Outcome HttpClient::Impl::classify(CURLcode code, const Attempt& attempt, bool i
     return Outcome::retry_at_once(Error{ErrorCode::remote, context + ": the Content-Range of the resumed response "
                                                                      "does not start at the bytes already received"});
   }
-  if (code == CURLE_ABORTED_BY_CALLBACK && attempt.cancelled) return Outcome::fail(util::cancelled_error(context));
+  if (code == CURLE_ABORTED_BY_CALLBACK && attempt.cancelled) return Outcome::fail(stopped_error(context));
   if (code == CURLE_ABORTED_BY_CALLBACK && attempt.stalled) {
     return Outcome::retry_if(idempotent,
                              Error{ErrorCode::timeout, context + ": stalled: no byte moved for " +
@@ -617,7 +627,11 @@ Outcome HttpClient::Impl::classify_response(const Attempt& attempt, bool idempot
   Error error = attempt.status == 0 ? Error{ErrorCode::remote, context + ": no HTTP status in the response"}
                                     : error_for_status(attempt.status, context);
   if (!attempt.reason.empty()) error.message += " " + attempt.reason;
-  if (auto text = excerpt(attempt.body); !text.empty()) error.message += ": " + text;
+  std::string text;
+  if (attempt.request.describe_error_body != nullptr)
+    text = attempt.request.describe_error_body(attempt.status, attempt.body);
+  if (text.empty()) text = excerpt(attempt.body);
+  if (!text.empty()) error.message += ": " + text;
   // A stale credential (an expired session token, a rotated key): refreshed, the same request is worth one more
   // attempt at once; only this request is repeated, never a whole transfer.
   if (may_refresh && attempt.status >= 400 &&
@@ -805,7 +819,7 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
     DATAVO_TRY(request.sink->restart());
 
   for (int attempt_number = 1;; ++attempt_number) {
-    if (util::cancel_requested()) return util::cancelled_error(context);
+    if (util::must_stop()) return stopped_error(context);
     Attempt attempt(request, options.stall_timeout);
     DATAVO_TRY(transfer.plan_resume(attempt, attempt_number));
     char error_buffer[CURL_ERROR_SIZE] = {};

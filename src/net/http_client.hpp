@@ -31,7 +31,9 @@
 //   - Deadline: HttpRequest::deadline bounds the whole perform(), retries and backoff included (ErrorCode::timeout).
 //   - Cancellation: once util::request_cancel() was called (the CLI does on SIGINT / SIGTERM), a transfer stops
 //     within a fraction of a second, a backoff sleep ends, no new attempt starts, and perform() returns
-//     ErrorCode::cancelled (never retried). The sink keeps what it had; its owner's RAII discards it.
+//     ErrorCode::cancelled (never retried). The sink keeps what it had; its owner's RAII discards it. A request
+//     made inside a util::CleanupScope (releasing a lease, aborting an upload) is exempt: it is sent and retried
+//     as usual, but stops at util::cleanup_deadline() (k_cleanup_budget after the cancellation) with cancelled.
 //   - Connections: kept alive and reused between requests, with TCP_NODELAY (no wait for a delayed ACK).
 //   - Logging: one DEBUG line per attempt, an INFO line per retry. URLs pass through log::redact_url (query string
 //     and user:password@ removed); Authorization and other credential headers are never logged, and Error messages
@@ -182,6 +184,9 @@ struct HttpRequest {
   // The most the whole perform() may take, retries and backoff included. nullopt: no limit (a slow but moving
   // download goes on).
   std::optional<Milliseconds> deadline;
+  // Words the body of an error response for the Error's message (a cloud service's own error, in a sentence
+  // that keeps its code); nullptr, or "" from it: a printable excerpt of the body.
+  std::string (*describe_error_body)(long status, std::string_view body) = nullptr;
 };
 
 struct HttpResponse {

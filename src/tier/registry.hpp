@@ -47,7 +47,16 @@ const TierType& azure_blob_tier_type();  // src/tier/azure/azure_type.cpp
 
 // The fields every cloud tier shares (CloudTierOptions), parsed once for all three: src/tier/cloud/cloud_fields.cpp.
 struct CloudTierOptions;
-Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, CloudTierOptions& out);
+// The part_size a cloud tier type accepts, and whose limits those are (named in the error of a value outside them,
+// e.g. "S3's multipart part limits").
+struct PartSizeLimits {
+  Bytes min;
+  Bytes max;
+  Bytes multiple_of{1};
+  std::string_view whose;
+};
+Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, const PartSizeLimits& part_size,
+                                CloudTierOptions& out);
 // The make() of a cloud type: the Options that its parse() stored in config.backend, given the hierarchy's name,
 // max_bytes and access, built by `make` (make_s3_tier, ...). `what` names the type in the internal error of a
 // config that its parse() did not fill.
@@ -67,7 +76,8 @@ Result<std::shared_ptr<Tier>> make_cloud_tier(const TierConfig& config, std::str
 // Helpers of the cloud types' name checks.
 inline bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool looks_like_ipv4(std::string_view text);
-// Why `url` is not an http(s) URL of a host without credentials or a query; empty when it is one.
+// Why `url` is not an http(s) URL of a host without credentials, a query, whitespace or control characters
+// (naming the byte offset of the first); empty when it is one.
 std::string endpoint_problem(const std::string& url);
 
 // A cloud tier's hint for max_age.

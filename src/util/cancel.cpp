@@ -2,10 +2,12 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace datavo::util {
 namespace {
@@ -14,6 +16,14 @@ std::atomic<int>& requested() {
   static std::atomic<int> signal{0};
   return signal;
 }
+
+// steady_clock ticks of the first request, written before the flag (release) and read after it (acquire).
+std::atomic<std::chrono::steady_clock::rep>& requested_at() {
+  static std::atomic<std::chrono::steady_clock::rep> ticks{0};
+  return ticks;
+}
+
+thread_local int cleanup_depth = 0;
 
 // Wakes every sleep_unless_cancelled() at once when a cancellation is requested.
 struct Wakeup {
@@ -28,8 +38,14 @@ Wakeup& wakeup() {
 }  // namespace
 
 void request_cancel(int signal) {
+  // The first request's instant wins too: later requests find the flag set and leave both alone.
+  if (requested().load(std::memory_order_acquire) == 0) {
+    std::chrono::steady_clock::rep none_at = 0;
+    requested_at().compare_exchange_strong(none_at, std::chrono::steady_clock::now().time_since_epoch().count(),
+                                           std::memory_order_release);
+  }
   int none = 0;
-  requested().compare_exchange_strong(none, signal);
+  requested().compare_exchange_strong(none, signal, std::memory_order_acq_rel);
   // Taking the lock orders the flag before the notification: a sleeper that checked the flag just before is
   // already waiting, and is woken.
   std::lock_guard lock(wakeup().mu);
@@ -37,12 +53,41 @@ void request_cancel(int signal) {
 }
 
 Result<void> sleep_unless_cancelled(Milliseconds duration, std::string_view what) {
+  if (in_cleanup_scope()) {
+    // A cleanup's backoff must not turn into a busy loop once the flag is set; its deadline bounds it instead.
+    const auto until = std::chrono::steady_clock::now() + duration;
+    {
+      std::unique_lock lock(wakeup().mu);
+      wakeup().cv.wait_until(lock, until, [] { return cancel_requested(); });
+    }
+    if (auto deadline = cleanup_deadline()) std::this_thread::sleep_until(std::min(until, *deadline));
+    if (must_stop()) return cancelled_error(what);
+    return {};
+  }
   std::unique_lock lock(wakeup().mu);
   if (wakeup().cv.wait_for(lock, duration, [] { return cancel_requested(); })) return cancelled_error(what);
   return {};
 }
 
-int cancel_signal() { return requested().load(std::memory_order_relaxed); }
+int cancel_signal() { return requested().load(std::memory_order_acquire); }
+
+CleanupScope::CleanupScope() { ++cleanup_depth; }
+CleanupScope::~CleanupScope() { --cleanup_depth; }
+
+bool in_cleanup_scope() { return cleanup_depth > 0; }
+
+std::optional<std::chrono::steady_clock::time_point> cleanup_deadline() {
+  if (!cancel_requested()) return std::nullopt;
+  const std::chrono::steady_clock::time_point at{
+      std::chrono::steady_clock::duration{requested_at().load(std::memory_order_acquire)}};
+  return at + k_cleanup_budget;
+}
+
+bool must_stop() {
+  if (!cancel_requested()) return false;
+  if (!in_cleanup_scope()) return true;
+  return std::chrono::steady_clock::now() >= *cleanup_deadline();
+}
 
 std::string signal_name(int signal) {
   switch (signal) {

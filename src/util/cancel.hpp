@@ -7,6 +7,9 @@
 // Thread safety: every function may be called from any thread (one atomic).
 #pragma once
 
+#include <chrono>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "datavo/result.hpp"
@@ -28,5 +31,30 @@ Error cancelled_error(std::string_view what);
 Result<void> sleep_unless_cancelled(Milliseconds duration, std::string_view what);
 // "SIGINT", "SIGTERM", or "signal <n>".
 std::string signal_name(int signal);
+
+// --- Cleanup after a cancellation -----------------------------------------------------------------------------
+// What a cancelled operation must still undo on a remote service (release a lease, abort a multipart upload,
+// cancel a resumable session) runs inside a CleanupScope: the HTTP transport then sends it although a cancellation
+// was requested, but ends it, retries and backoff included, by cleanup_deadline(): k_cleanup_budget after the
+// request, for all the cleanups of the process together. sleep_unless_cancelled() in a scope sleeps up to that
+// deadline. Without a cancellation a scope changes nothing.
+inline constexpr Milliseconds k_cleanup_budget{2000};
+
+// Marks the calling thread as cleaning up for its lifetime (scopes nest). Not movable: it belongs to its thread.
+class CleanupScope {
+ public:
+  CleanupScope();
+  ~CleanupScope();
+  CleanupScope(const CleanupScope&) = delete;
+  CleanupScope& operator=(const CleanupScope&) = delete;
+};
+// Whether the calling thread is inside a CleanupScope.
+bool in_cleanup_scope();
+// When the cleanups must have ended: the instant of the cancellation request plus k_cleanup_budget; nullopt when
+// none was requested.
+std::optional<std::chrono::steady_clock::time_point> cleanup_deadline();
+// Whether the calling thread must stop now: a cancellation was requested and the thread is outside a CleanupScope,
+// or inside one past cleanup_deadline().
+bool must_stop();
 
 }  // namespace datavo::util

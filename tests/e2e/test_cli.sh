@@ -29,8 +29,14 @@ expect_empty_dir "bad hashes created nothing in the tier" "$tier"
 
 run cache frobnicate
 expect_eq "unknown cache subcommand: exit 2" 2 "$RC"
+expect_contains "unknown cache subcommand: named, with the cache commands" \
+  "datavo: ERROR: unknown command 'frobnicate' of 'datavo cache'; the commands are " "$ERR"
+expect_contains "unknown cache subcommand: points to cache --help" "(run datavo cache --help" "$ERR"
 run frobnicate
 expect_eq "unknown top-level command: exit 2" 2 "$RC"
+expect_contains "unknown top-level command: named, with the commands" \
+  "datavo: ERROR: unknown command 'frobnicate'; the commands are cache, " "$ERR"
+expect_contains "unknown top-level command: points to --help" "(run datavo --help for more information)" "$ERR"
 run cache fetch "$(hash_for x)"
 expect_eq "cache fetch without --url: exit 2" 2 "$RC"
 run cache
@@ -351,6 +357,8 @@ expect_contains "--json, bad hash: the message on stderr too" "content hash must
 run --json frobnicate
 expect_eq "--json, unknown command: exit 2" 2 "$RC"
 expect_eq "--json, unknown command: an error object on stdout" invalid_argument "$(json "j['error']['code']" <<<"$OUT")"
+expect_contains "--json, unknown command: the message names it" "unknown command 'frobnicate'" \
+  "$(json "j['error']['message']" <<<"$OUT")"
 run --json cache fetch "$h404" --url "$SERVER_URL/no-such-shard.bin"
 expect_eq "--json, 404: exit 1" 1 "$RC"
 expect_eq "--json, 404: error code not_found" not_found "$(json "j['error']['code']" <<<"$OUT")"

@@ -213,13 +213,19 @@ run read nope/train --key audio.wav
 expect_eq "unknown dataset: exit 2 (bad input)" 2 "$RC"
 expect_contains "unknown dataset: names it" "nope/train" "$ERR"
 run --json warm nope/train --key audio.wav
-expect_eq "--json warm, unknown dataset: exit 2 and an error object" "[2, \"invalid_argument\"]" \
+expect_eq "--json warm, unknown dataset: exit 2 and error code not_found (the SDK's code)" "[2, \"not_found\"]" \
   "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
 run read "$DS" --key audio.wav --revision 999
 expect_eq "unknown revision: exit 2 (bad input)" 2 "$RC"
 expect_contains "unknown revision: names it" "999" "$ERR"
+run --json read "$DS" --key audio.wav --revision 999
+expect_eq "--json, unknown revision: exit 2 and error code not_found" "[2, \"not_found\"]" \
+  "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
+run --json read no-split --key audio.wav
+expect_eq "--json, malformed dataset name: exit 2 and error code invalid_argument" "[2, \"invalid_argument\"]" \
+  "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
 run --json read "$DS" --key video.mp4
-expect_eq "--json, unknown key: exit 2 and an error object" "[2, \"invalid_argument\"]" \
+expect_eq "--json, unknown key: exit 2 and error code not_found" "[2, \"not_found\"]" \
   "[$RC, \"$(json "j['error']['code']" <<<"$OUT")\"]"
 run read no-split --key audio.wav
 expect_eq "bad dataset name: exit 2" 2 "$RC"

@@ -3,7 +3,8 @@
 # in the middle of a slow download (the fault proxy's `slow` mode in front of `datavo serve`, the fault server's
 # rate= for cache fetch). Each exits 130 (SIGINT) or 143 (SIGTERM) within seconds, prints one line saying so (and,
 # under --json, an error object with code "cancelled"), closes the progress bar's line, and leaves no staging file,
-# no per-shard lock and no entry behind.
+# no per-shard lock and no entry behind. A second SIGINT ends a process whose clean stop waits (for another
+# process's shard lock) at once, saying so.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
@@ -120,5 +121,44 @@ expect_contains "warm on a terminal: the bar was drawn" "shards" "$typescript"
 expect_match "warm on a terminal: the bar's line is ended before the message" \
   $'\n''datavo: interrupted by SIGINT' "$typescript"
 expect_eq "warm on a terminal: no staging file left" "" "$(find "$cache/.staging" -name '*.tmp' 2>/dev/null)"
+
+# A second signal ends the process at once, also where the clean stop would wait: warm B waits for a per-shard lock
+# that warm A holds (A is stopped with SIGSTOP, so it holds it for as long as the case lasts). B takes the first
+# SIGINT (no longer pending: /proc/PID/status ShdPnd), is still waiting, and exits at the second.
+rm -rf "$cache"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
+  >"$E2E_TMP/holder.out" 2>"$E2E_TMP/holder.err" &
+holder=$!
+track_pid "$holder"
+three_locks() { [ "$(shard_locks "$cache" | grep -c .)" -ge 3 ]; }
+wait_until 30 three_locks || fail "second signal: warm A holds every shard's lock" "$(shard_locks "$cache")"
+kill -STOP "$holder"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
+  >"$E2E_TMP/second.out" 2>"$E2E_TMP/second.err" &
+waiter=$!
+track_pid "$waiter"
+# /proc/locks lists a blocked flock as "N: -> FLOCK ADVISORY WRITE <pid> ...".
+waits_for_lock() { awk -v pid="$waiter" '$2 == "->" && $6 == pid { found = 1 } END { exit !found }' /proc/locks; }
+sigint_taken() {
+  local pending
+  pending=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
+  (((16#$pending & 2) == 0))
+}
+wait_until 30 waits_for_lock ||
+  fail "second signal: warm B ($waiter) waits for A's lock ($holder)" "$(cat /proc/locks; cat "$E2E_TMP/second.err")"
+kill -INT "$waiter"
+wait_until 10 sigint_taken "$waiter" || fail "second signal: B took the first SIGINT" "still pending"
+expect_eq "second signal: after the first, B is still waiting for the lock" yes "$(alive "$waiter" && waits_for_lock && echo yes)"
+start=$(date +%s%N)
+kill -INT "$waiter"
+wait_until 5 eval '! alive '"$waiter"
+wait "$waiter" && RC=0 || RC=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+expect_eq "second signal: exit 130" 130 "$RC"
+expect_cmp "second signal: exits at once (${ms} ms)" "$ms" -le 2000
+expect_contains "second signal: says so" "datavo: SIGINT again: exiting at once" "$(cat "$E2E_TMP/second.err")"
+kill -KILL "$holder"
+kill -CONT "$holder"
+wait "$holder" 2>/dev/null
 
 finish

@@ -17,6 +17,7 @@
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/percent.hpp"
+#include "util/text.hpp"
 
 namespace datavo {
 namespace {
@@ -58,6 +59,7 @@ class AzureBackend final : public cloud::HeaderBackend {
   }
 
   std::string_view type() const override { return "azure_blob"; }
+  std::string_view conditional_create() const override { return "If-None-Match: *"; }
   std::string location() const override { return container_; }
 
   Result<std::string> credentials() override {
@@ -184,6 +186,7 @@ class AzureBackend final : public cloud::HeaderBackend {
   Result<net::HttpResponse> perform(net::HttpRequest& request) override {
     DATAVO_TRY(resolve());
     request.auth = auth_.get();
+    request.describe_error_body = &azure::describe_azure_error;
     return http_->perform(request);
   }
 
@@ -237,6 +240,30 @@ class AzureBackend final : public cloud::HeaderBackend {
 };
 
 }  // namespace
+
+std::string azure::describe_azure_error(long, std::string_view body) {
+  auto fields = cloud::xml_child_texts(body, "Error");
+  if (!fields) return "";
+  const std::string code = (*fields)["Code"];
+  // Azure's message goes on with "RequestId:..." and "Time:..." lines: its first line says it.
+  std::string message = (*fields)["Message"];
+  message = std::string(util::trim(message.substr(0, message.find('\n'))));
+  if (code.empty()) return "";
+  const std::string said = "Azure " + code + (message.empty() ? "" : ": " + message);
+  if (code == "ContainerNotFound") {
+    return "the container does not exist (" + said + "); check container_url, or create the container";
+  }
+  if (code == "AuthenticationFailed") {
+    return "the service refused the request's authentication (" + said +
+           "); check the account key or the SAS token (and its expiry), and the machine's clock";
+  }
+  if (code == "AuthorizationPermissionMismatch" || code == "AuthorizationFailure") {
+    return "access denied (" + said +
+           "); the identity in use needs the Storage Blob Data Contributor role (or a SAS with read, write, delete "
+           "and list) on the container";
+  }
+  return said;
+}
 
 Result<std::shared_ptr<Tier>> make_azure_blob_tier(AzureBlobTierOptions options) {
   return azure::make_azure_blob_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());

@@ -57,7 +57,9 @@ Result<void> parse_azure(TierFields& fields, TierConfig& config) {
   options.managed_identity_client_id = std::move(*client_id);
   fields.effective("managed_identity_client_id", options.managed_identity_client_id.value_or("(none)"));
 
-  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
+  constexpr PartSizeLimits k_part_size{k_min_part_size, MiB(4000), Bytes{1},
+                                       "Azure's largest block is 4000 MiB; 5 MiB is the cloud tiers' smallest part"};
+  DATAVO_TRY(parse_cloud_fields(fields, config, k_part_size, options.remote));
   config.backend = std::move(options);
   return {};
 }

@@ -72,6 +72,9 @@ class BlobBackend {
 
   // "s3", "gcs" or "azure_blob".
   virtual std::string_view type() const = 0;
+  // How this service's API makes a create conditional on the object's absence ("If-None-Match: *",
+  // "ifGenerationMatch=0"): named in `cache check`'s advice to a server that ignores it.
+  virtual std::string_view conditional_create() const = 0;
   // "s3://bucket", "gs://bucket", the container URL: for messages and `cache info`, never with a secret.
   virtual std::string location() const = 0;
 

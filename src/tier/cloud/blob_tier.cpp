@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/cancel.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -82,6 +83,8 @@ class HeldLease final : public Lease {
     }
     wake_.notify_all();
     renewer_.join();
+    // Also after a cancellation: a lease left behind would make every other VM wait for its expiry.
+    util::CleanupScope cleanup;
     if (auto removed = backend_->remove(object_); !removed) {
       LOG_WARNING("tier '" << tier_name_ << "': cannot release lease " << object_ << ": " << removed.error().message
                            << "; it expires on its own");
@@ -200,8 +203,14 @@ class BlobTier final : public Tier, public RemoteCoordination {
   Result<LeaseAttempt> try_lease(const ShardKey& key) override {
     const std::string object = lease_object_name(options_, key);
     for (int round = 1;; ++round) {
-      auto created =
-          backend_->put(object, std::string(HeldLease::body(options_.lease_duration)), std::nullopt, Overwrite::no);
+      if (util::cancel_requested()) return util::cancelled_error("lease " + object);
+      // Once sent, the create completes even if a cancellation comes meanwhile: a lease created without our knowing
+      // could not be released, and other VMs would wait for its expiry.
+      auto created = [&] {
+        util::CleanupScope cleanup;
+        return backend_->put(object, std::string(HeldLease::body(options_.lease_duration)), std::nullopt,
+                             Overwrite::no);
+      }();
       if (!created) return std::move(created).error();
       if (*created == InstallOutcome::installed) {
         LeaseAttempt attempt;
@@ -364,7 +373,13 @@ class BlobTier final : public Tier, public RemoteCoordination {
     if ((size + part - 1) / part > k_max_parts) part = (size + k_max_parts - 1) / k_max_parts;
     const int parts = int((size + part - 1) / part);
 
-    auto upload_id = backend_->start_upload(object, metadata);
+    if (util::cancel_requested()) return util::cancelled_error("upload of " + object);
+    // Once sent, a start completes even if a cancellation comes meanwhile: an upload the server opened without our
+    // knowing its id could never be aborted.
+    auto upload_id = [&] {
+      util::CleanupScope cleanup;
+      return backend_->start_upload(object, metadata);
+    }();
     if (!upload_id) return std::move(upload_id).error();
     // Whatever happens below, an unfinished upload is aborted: its parts would otherwise stay billed.
     struct AbortUnlessFinished {
@@ -374,6 +389,7 @@ class BlobTier final : public Tier, public RemoteCoordination {
       bool finished = false;
       ~AbortUnlessFinished() {
         if (finished) return;
+        util::CleanupScope cleanup;  // also (above all) when a cancellation stopped the upload
         if (auto aborted = backend.abort_upload(object, id); !aborted) {
           LOG_WARNING("cannot abort the upload of " << object << ": " << aborted.error().message);
         }
@@ -461,8 +477,9 @@ CheckReport BlobTier::check() {
     step("conditional put", true, "a second create of the same object was refused (412/409), as it must be");
   } else if (options_.single_flight) {
     step("conditional put", false,
-         "the server accepted a second create of the same object: it ignores conditional writes, which "
-         "single_flight: true needs (set single_flight: false, or use a server that honours If-None-Match)");
+         "the server accepted a second create of the same object: it ignores conditional writes (" +
+             std::string(backend_->conditional_create()) +
+             "), which single_flight: true needs (set single_flight: false, or use a server that honours them)");
   } else {
     step("conditional put", true, "ignored by the server (it overwrote the object)");
     report.warnings.push_back(

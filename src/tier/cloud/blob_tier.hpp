@@ -15,6 +15,9 @@
 //   - Leases (RemoteCoordination), when single_flight is on and the tier is writable: a conditional create of the
 //     lease object holding "<host> <pid> <expiry>", renewed by a background thread every lease_duration / 3,
 //     deleted on release; an expired lease is taken over (removed, then created again: one VM wins).
+//   - After a cancellation (util/cancel.hpp) nothing is left on the service: a lease release and a multipart abort
+//     run in a util::CleanupScope (sent anyway, within the cleanup budget), and so do a lease create and a
+//     multipart start already sent when it came (their result is needed to undo them). None is begun after it.
 //   - Construction does no I/O; the backend resolves credentials at first use.
 //
 // Thread safety: every method may be called from several threads at once.

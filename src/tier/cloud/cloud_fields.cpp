@@ -1,14 +1,10 @@
 // The shards.yaml fields every cloud tier shares (CloudTierOptions), parsed once for S3, GCS and Azure Blob.
+#include <algorithm>
+
 #include "datavo/cloud_tier.hpp"
 #include "tier/registry.hpp"
 
 namespace datavo {
-namespace {
-
-// S3's limit on one part (and well above what anyone wants as a parallel-read unit).
-constexpr Bytes k_max_part_size = GiB(5);
-
-}  // namespace
 
 bool looks_like_ipv4(std::string_view text) {
   int dots = 0;
@@ -26,13 +22,20 @@ std::string endpoint_problem(const std::string& url) {
   const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
   if (scheme != "http" && scheme != "https") return "expected an http:// or https:// URL";
   const std::string rest = url.substr(scheme_end + 3);
+  // A space typed for %20 would be sent raw, and the request line would end at it.
+  const auto bad = std::find_if(url.begin(), url.end(), [](unsigned char c) { return c <= 0x20 || c == 0x7f; });
+  if (bad != url.end()) {
+    return "must not contain whitespace or control characters (byte offset " + std::to_string(bad - url.begin()) +
+           "; percent-encode a space as %20)";
+  }
   if (rest.empty() || rest.front() == '/') return "has no host";
   if (rest.find_first_of("?#") != std::string::npos) return "must not have a query string";
   if (rest.substr(0, rest.find('/')).find('@') != std::string::npos) return "must not carry credentials";
   return "";
 }
 
-Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, CloudTierOptions& out) {
+Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, const PartSizeLimits& part_size_limits,
+                                CloudTierOptions& out) {
   out.name = config.name;
   out.max_bytes = config.max_bytes;
   out.access = config.access;
@@ -55,10 +58,14 @@ Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, Cl
   auto part_size = fields.optional_size("part_size");
   if (!part_size) return std::move(part_size).error();
   if (*part_size) {
-    if (**part_size < k_min_part_size || **part_size > k_max_part_size) {
-      return fields.fail("part_size", "must be from " + format_byte_size(k_min_part_size) + " to " +
-                                          format_byte_size(k_max_part_size) +
-                                          " (S3's part limits, which every cloud tier keeps)");
+    const PartSizeLimits& limits = part_size_limits;
+    if (**part_size < limits.min || **part_size > limits.max ||
+        (*part_size)->count() % limits.multiple_of.count() != 0) {
+      const std::string multiple =
+          limits.multiple_of == Bytes{1} ? "" : " and a multiple of " + format_byte_size(limits.multiple_of);
+      return fields.fail("part_size", "must be from " + format_byte_size(limits.min) + " to " +
+                                          format_byte_size(limits.max) + multiple + " (" + std::string(limits.whose) +
+                                          ")");
     }
     out.part_size = **part_size;
   }

@@ -125,6 +125,7 @@ class GcsBackend final : public BlobBackend {
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
 
   std::string_view type() const override { return "gcs"; }
+  std::string_view conditional_create() const override { return "ifGenerationMatch=0"; }
   std::string location() const override { return "gs://" + options_.bucket; }
 
   Result<std::string> credentials() override {
@@ -468,6 +469,7 @@ class GcsBackend final : public BlobBackend {
   Result<net::HttpResponse> perform(net::HttpRequest& request) {
     DATAVO_TRY(resolve());
     request.auth = auth_.get();
+    request.describe_error_body = &gcs::describe_gcs_error;
     return http_->perform(request);
   }
 
@@ -540,6 +542,31 @@ class GcsBackend final : public BlobBackend {
 };
 
 }  // namespace
+
+std::string gcs::describe_gcs_error(long status, std::string_view body) {
+  const auto document = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object() || !document.contains("error") || !document["error"].is_object()) return "";
+  const auto& error = document["error"];
+  std::string message;
+  if (error.contains("message") && error["message"].is_string()) message = error["message"].get<std::string>();
+  const long code = error.contains("code") && error["code"].is_number_integer() ? error["code"].get<long>() : status;
+  if (message.empty()) return "";
+  const std::string said = "GCS " + std::to_string(code) + ": " + message;
+  std::string lower = message;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (code == 404 && lower.find("bucket") != std::string::npos) {
+    return "the bucket does not exist (" + said + "); check the tier's bucket and endpoint_url";
+  }
+  if (code == 401) {
+    return "the service refused the credentials (" + said +
+           "); check GOOGLE_APPLICATION_CREDENTIALS, or run gcloud auth application-default login";
+  }
+  if (code == 403) {
+    return "access denied (" + said +
+           "); the account in use needs roles/storage.objectAdmin (or storage.objects.* permissions) on the bucket";
+  }
+  return said;
+}
 
 Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {
   return gcs::make_gcs_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "datavo/gcs_tier.hpp"
 #include "tier/cloud/credential_env.hpp"
@@ -12,5 +14,10 @@ namespace datavo::gcs {
 
 // make_gcs_tier(), with $STORAGE_EMULATOR_HOST and the Application Default Credentials looked up in `env`.
 Result<std::shared_ptr<Tier>> make_gcs_tier_with_env(GcsTierOptions options, cloud::CredentialEnv env);
+
+// The sentence for a GCS JSON API error response ({"error": {"code", "message"}}): what went wrong and what to do,
+// keeping the service's code; "" when `body` is not such a response. The HttpRequest::describe_error_body of every
+// request of the tier, so that no raw body reaches a message.
+std::string describe_gcs_error(long status, std::string_view body);
 
 }  // namespace datavo::gcs

@@ -63,7 +63,12 @@ Result<void> parse_gcs(TierFields& fields, TierConfig& config) {
                    options.endpoint_url.value_or("(STORAGE_EMULATOR_HOST, else https://storage.googleapis.com)"),
                    "resolved at first use");
 
-  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
+  // GCS's resumable uploads take chunks in multiples of 256 KiB; its objects may be larger than 5 GiB, a chunk
+  // is kept below that as on the other clouds.
+  constexpr PartSizeLimits k_part_size{k_min_part_size, GiB(5), KiB(256),
+                                       "GCS takes resumable-upload chunks in multiples of 256 KiB; 5 MiB to 5 GiB "
+                                       "are the cloud tiers' bounds"};
+  DATAVO_TRY(parse_cloud_fields(fields, config, k_part_size, options.remote));
   config.backend = std::move(options);
   return {};
 }

@@ -20,6 +20,7 @@
 #include "util/log.hpp"
 #include "util/percent.hpp"
 #include "util/rfc3339.hpp"
+#include "util/text.hpp"
 
 namespace datavo {
 namespace {
@@ -62,6 +63,7 @@ class S3Backend final : public cloud::HeaderBackend {
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}
 
   std::string_view type() const override { return "s3"; }
+  std::string_view conditional_create() const override { return "If-None-Match: *"; }
   std::string location() const override { return "s3://" + options_.bucket; }
 
   Result<std::string> credentials() override {
@@ -219,7 +221,8 @@ class S3Backend final : public cloud::HeaderBackend {
       region_ = region->value_or(k_default_region);
       auto endpoint = s3::resolve_endpoint(options_.endpoint_url, env_);
       const bool custom = endpoint.has_value();
-      endpoint_ = custom ? *endpoint : "https://s3." + region_ + ".amazonaws.com";
+      // Its path encoded here, once: canonical_uri() signs each request's path encoded, so it must be sent so.
+      endpoint_ = custom ? s3::encode_endpoint_path(*endpoint) : "https://s3." + region_ + ".amazonaws.com";
       while (endpoint_.ends_with('/')) endpoint_.pop_back();
       switch (options_.addressing_style) {
         case AddressingStyle::path: path_style_ = true; break;
@@ -242,6 +245,7 @@ class S3Backend final : public cloud::HeaderBackend {
   Result<net::HttpResponse> perform(net::HttpRequest& request) override {
     DATAVO_TRY(resolve());
     request.auth = auth_.get();
+    request.describe_error_body = &s3::describe_s3_error;
     return http_->perform(request);
   }
 
@@ -288,6 +292,34 @@ class S3Backend final : public cloud::HeaderBackend {
 };
 
 }  // namespace
+
+std::string s3::describe_s3_error(long, std::string_view body) {
+  auto fields = cloud::xml_child_texts(body, "Error");
+  if (!fields) return "";
+  const std::string code = (*fields)["Code"];
+  const std::string message(util::trim((*fields)["Message"]));
+  if (code.empty()) return "";
+  const std::string said = "S3 " + code + (message.empty() ? "" : ": " + message);
+  if (code == "NoSuchBucket")
+    return "the bucket does not exist (" + said + "); check the tier's bucket and endpoint_url";
+  if (code == "SignatureDoesNotMatch") {
+    return "the server computed another signature (" + said +
+           "); check the secret access key of the credentials in use and that endpoint_url is the server's URL";
+  }
+  if (code == "InvalidAccessKeyId") {
+    return "the server does not know the access key id (" + said +
+           "); check the credentials in use (AWS_ACCESS_KEY_ID, the profile) and that endpoint_url is the right server";
+  }
+  if (code == "ExpiredToken") {
+    return "the session token has expired (" + said +
+           "); renew the temporary credentials (aws sso login, a new AWS_SESSION_TOKEN)";
+  }
+  if (code == "AccessDenied") {
+    return "access denied (" + said +
+           "); the credentials in use need s3:GetObject, s3:PutObject, s3:DeleteObject and s3:ListBucket on the bucket";
+  }
+  return said;
+}
 
 Result<std::shared_ptr<Tier>> make_s3_tier(S3TierOptions options) {
   return s3::make_s3_tier_with_env(std::move(options), cloud::CredentialEnv::from_process());

@@ -74,7 +74,9 @@ Result<void> parse_s3(TierFields& fields, TierConfig& config) {
   options.profile = std::move(*profile);
   fields.effective("profile", options.profile.value_or("(AWS_PROFILE, else default)"), "resolved at first use");
 
-  DATAVO_TRY(parse_cloud_fields(fields, config, options.remote));
+  // S3 takes parts of 5 MiB to 5 GiB.
+  constexpr PartSizeLimits k_part_size{k_min_part_size, GiB(5), Bytes{1}, "S3's multipart part limits"};
+  DATAVO_TRY(parse_cloud_fields(fields, config, k_part_size, options.remote));
   config.backend = std::move(options);
   return {};
 }

@@ -200,6 +200,13 @@ std::string canonical_uri(std::string_view path) {
   return out;
 }
 
+std::string encode_endpoint_path(std::string_view endpoint) {
+  const auto scheme_end = endpoint.find("://");
+  const auto path_start = scheme_end == std::string_view::npos ? scheme_end : endpoint.find('/', scheme_end + 3);
+  if (path_start == std::string_view::npos) return std::string(endpoint);
+  return std::string(endpoint.substr(0, path_start)) + canonical_uri(endpoint.substr(path_start));
+}
+
 std::string canonical_query_string(std::string_view query) {
   std::vector<std::pair<std::string, std::string>> params;
   while (!query.empty()) {

@@ -50,6 +50,11 @@ inline constexpr Seconds k_max_presign_expiry{7 * 24 * 3600};
 // The canonical URI of a URL path ("/test$file.text" and "/test%24file.text" both give "/test%24file.text").
 std::string canonical_uri(std::string_view path);
 
+// `endpoint` (an http(s) URL, perhaps with a path: "http://host/g+w", "http://host/ü") with its path encoded once
+// the canonical way, so that a URL built on it is sent with the very path that is signed ("http://host/g%2Bw",
+// "http://host/%C3%BC"). A path already encoded stays as it is; an endpoint without a path is returned unchanged.
+std::string encode_endpoint_path(std::string_view endpoint);
+
 // The canonical query string of a raw query (without '?'): see the top of this file.
 std::string canonical_query_string(std::string_view query);
 

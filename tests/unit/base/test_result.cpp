@@ -40,5 +40,14 @@ TEST(Result, UnreachableIsARemoteErrorThatNeverReachedAServer) {
   EXPECT_FALSE(is_unreachable(Error{ErrorCode::io, "x", ECONNREFUSED}));
 }
 
+TEST(Result, BadInputNamingSomethingAbsentIsReportedAsNotFound) {
+  // An unknown dataset, split, revision or key (include/datavo/dataset.hpp): one name in the CLI and the SDK.
+  EXPECT_STREQ(reported_code(Error{ErrorCode::invalid_argument, "no such dataset", ENOENT}), "not_found");
+  EXPECT_STREQ(reported_code(Error{ErrorCode::invalid_argument, "bad name"}), "invalid_argument");
+  EXPECT_STREQ(reported_code(Error{ErrorCode::io, "x", ENOENT}), "io");
+  EXPECT_STREQ(reported_code(Error::from_errno(ENOENT, "x")), "not_found");
+  EXPECT_STREQ(reported_code(Error{ErrorCode::remote, "HTTP 503"}), "remote");
+}
+
 }  // namespace
 }  // namespace datavo

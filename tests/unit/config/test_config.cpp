@@ -323,6 +323,52 @@ TEST_F(ConfigParse, CloudTiersTakeTheRemoteFields) {
               HasSubstr(":5: tiers[1].lease_duration: must be at least 3s"));
 }
 
+TEST_F(ConfigParse, PartSizeOutOfRangeNamesTheLimitsOfItsOwnService) {
+  auto error_for = [this](const std::string& tier, const std::string& part_size) {
+    return error_of("tiers:\n  - path: /a\n  - " + tier + "\n    part_size: " + part_size + "\n");
+  };
+  EXPECT_EQ(error_for("type: s3\n    bucket: abc", "6GiB"),
+            "/etc/datavo/shards.yaml:5: tiers[1].part_size: must be from 5 MiB to 5 GiB (S3's multipart part limits)");
+  const std::string gcs = error_for("type: gcs\n    bucket: abc", "6GiB");
+  EXPECT_EQ(gcs,
+            "/etc/datavo/shards.yaml:5: tiers[1].part_size: must be from 5 MiB to 5 GiB and a multiple of 256 KiB (GCS "
+            "takes resumable-upload chunks in multiples of 256 KiB; 5 MiB to 5 GiB are the cloud tiers' bounds)");
+  EXPECT_THAT(gcs, Not(HasSubstr("S3")));
+  // A chunk size GCS refuses is now a config error naming the line, not a failure when the tier is made.
+  EXPECT_THAT(error_for("type: gcs\n    bucket: abc", "5000000"),
+              HasSubstr(":5: tiers[1].part_size: must be from 5 MiB to 5 GiB and a multiple of 256 KiB"));
+  EXPECT_TRUE(parse("tiers:\n  - path: /a\n  - type: gcs\n    bucket: abc\n    part_size: 5376KiB\n"));
+  const std::string azure = error_for("type: azure_blob\n    container_url: https://a.b/c", "4001MiB");
+  EXPECT_EQ(azure,
+            "/etc/datavo/shards.yaml:5: tiers[1].part_size: must be from 5 MiB to 4000 MiB (Azure's largest block is "
+            "4000 MiB; 5 MiB is the cloud tiers' smallest part)");
+  EXPECT_TRUE(
+      parse("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: https://a.b/c\n"
+            "    part_size: 4000MiB\n"));
+}
+
+TEST_F(ConfigParse, EndpointUrlWithWhitespaceOrControlCharactersIsRefusedNamingTheLine) {
+  auto error_for = [this](const std::string& type, const std::string& url) {
+    return error_of("tiers:\n  - path: /a\n  - type: " + type + "\n    bucket: abc\n    endpoint_url: \"" + url +
+                    "\"\n");
+  };
+  for (const std::string type : {"s3", "gcs"}) {
+    SCOPED_TRACE(type);
+    EXPECT_EQ(error_for(type, "http://127.0.0.1:9000/my path"),
+              "/etc/datavo/shards.yaml:5: tiers[1].endpoint_url: invalid endpoint_url \"http://127.0.0.1:9000/my "
+              "path\": must not contain whitespace or control characters (byte offset 24; percent-encode a space as "
+              "%20)");
+    EXPECT_THAT(error_for(type, "http://my host:9000"), HasSubstr(":5: tiers[1].endpoint_url: "));
+    EXPECT_THAT(error_for(type, "http://my host:9000"), HasSubstr("(byte offset 9;"));
+    EXPECT_THAT(error_for(type, "http://host/a\\tb"), HasSubstr(":5: tiers[1].endpoint_url: "));
+    EXPECT_THAT(error_for(type, "http://host/a\\tb"), HasSubstr("control characters"));
+  }
+  // Azure's container_url refuses the same (its own check, with the query redacted).
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: \"https://a.b/c d\"\n"),
+              HasSubstr(":4: tiers[1].container_url: invalid container_url \"https://a.b/c d\": must not contain "
+                        "spaces or control characters"));
+}
+
 TEST_F(ConfigParse, BadDurabilityIsAnErrorNamingTheLine) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    durability: fast\n"),
             "/etc/datavo/shards.yaml:3: tiers[0].durability: unknown durability \"fast\" (expected fsync (the "

@@ -27,6 +27,7 @@
 #include "unit/core/remote_double.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo {
 namespace {
@@ -432,6 +433,36 @@ TEST(HierarchyLease, AVmThatFindsALiveLeaseWaitsAndReadsTheObjectInsteadOfFetchi
   EXPECT_EQ(s.remote->uploads_started.load(), 0) << "the waiter must not upload what it read from the bucket";
 }
 
+TEST(HierarchyLease, AWaitingVmSaysOnceAtTheDefaultLevelWhoHoldsTheLeaseAndWhenItExpires) {
+  LeaseSetup s;
+  const auto expires = std::chrono::time_point_cast<std::chrono::seconds>(SystemClock::now() + 40s);
+  s.remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    LeaseAttempt attempt;
+    attempt.holder = "vm-a 4242";
+    attempt.expires = expires;
+    return attempt;
+  };
+  s.build();
+  const ShardKey key = make_key(405);
+  const std::string bytes = random_bytes(20'000, 405);
+  std::thread other_vm([&] {
+    // Late enough for several polls, so that "once" means once per shard and not once per poll.
+    while (s.remote->lease_attempts.load() < 3) std::this_thread::sleep_for(10ms);
+    s.upload_elsewhere(key, bytes);
+  });
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::optional<Result<FetchResult>> got;
+  const std::string logged = warnings_of([&] { got.emplace(s.h->get_or_fetch(key, failing_fetcher(calls))); });
+  other_vm.join();
+  ASSERT_TRUE(*got) << got->error().message;
+  EXPECT_EQ(calls->load(), 0);
+  EXPECT_GE(s.remote->lease_attempts.load(), 3);
+  const auto lines = lines_with(logged, "waiting for its upload");
+  ASSERT_EQ(lines.size(), 1u) << logged;
+  EXPECT_NE(lines[0].find("vm-a 4242 is fetching shard " + key.hash.hex()), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("its lease expires at " + util::format_rfc3339(expires)), std::string::npos) << lines[0];
+}
+
 TEST(HierarchyLease, ItTakesOverAnExpiredLease) {
   LeaseSetup s;
   auto released = std::make_shared<std::atomic<bool>>(false);
@@ -540,6 +571,25 @@ TEST(HierarchyLease, ALeaseErrorDegradesAndTheVmFetchesWithoutOne) {
   EXPECT_NE(logged.find("lease failed"), std::string::npos) << logged;
   (void)s.h->flush_uploads(Milliseconds{10'000});
   EXPECT_TRUE(holds(s.remote->inner(), make_key(440))) << "the shard should still go up";
+}
+
+// An interrupted lease request (cancelled: the process is being stopped) says nothing about the tier: the read
+// ends with it, without degrading the tier and without fetching from the origin.
+TEST(HierarchyLease, AnInterruptedLeaseRequestEndsTheReadWithoutDegradingTheTier) {
+  LeaseSetup s;
+  s.remote->lease = [](const ShardKey&) -> Result<LeaseAttempt> {
+    return Error{ErrorCode::cancelled, "lease: interrupted by SIGINT"};
+  };
+  s.build();
+  CountingFetcher fetch(random_bytes(1000, 445));
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  const std::string logged = warnings_of([&] { got = s.h->get_or_fetch(make_key(445), fetch.fetcher()); });
+  ASSERT_FALSE(got) << "fetched " << fetch.calls() << ", lease asked " << s.remote->lease_attempts.load() << ": "
+                    << logged;
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 0);
+  EXPECT_EQ(s.remote->counters().snapshot().errors, 0u);
+  EXPECT_EQ(logged.find("lease failed"), std::string::npos) << logged;
 }
 
 TEST(HierarchyLease, ConcurrentReadersOfOneMachineAskForTheLeaseOnce) {

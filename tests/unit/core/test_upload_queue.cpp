@@ -3,10 +3,12 @@
 // already present / failed, a failed upload is a WARNING and an upload_failures count rather than a failed read,
 // `upload: sync` uploads before the read returns, the queue is bounded, and a lease is released after its upload.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "core/upload_queue.hpp"
 #include "datavo/hierarchy.hpp"
@@ -14,6 +16,7 @@
 #include "support/temp_dir.hpp"
 #include "unit/core/hierarchy_fixtures.hpp"
 #include "unit/core/remote_double.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -37,6 +40,43 @@ std::string stderr_of(F body) {
   std::string logged = testing::internal::GetCapturedStderr();
   log::set_level(saved);
   return logged;
+}
+
+// A cancellation starts no queued upload, and the leases of the queued jobs are released all the same (another VM
+// would otherwise wait for their expiry). Both workers are held in their uploads when it comes, so that the other
+// two jobs are queued. The request is process-wide and sticky: in a child process (a death test).
+void cancel_with_queued_uploads() {
+  TempDir dir;
+  auto local = make_folder(dir.sub("local"), "local");
+  auto remote = std::make_shared<ScriptedRemote>();
+  std::vector<std::shared_ptr<std::atomic<bool>>> released;
+  for (int i = 0; i < 4; ++i) released.push_back(std::make_shared<std::atomic<bool>>(false));
+  std::atomic<std::size_t> leases{0};
+  remote->lease = [&](const ShardKey&) -> Result<LeaseAttempt> {
+    LeaseAttempt mine;
+    mine.held = std::make_unique<FlagLease>(released.at(leases++));
+    return mine;
+  };
+  auto h = hierarchy({local, remote});
+  remote->upload_gate.close();
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    CountingFetcher fetch(random_bytes(1000 + i, 500 + i));
+    if (!h->get_or_fetch(make_key(500 + i), fetch.fetcher())) std::_Exit(2);
+  }
+  while (remote->uploads_started.load() < int(core::UploadQueue::k_workers)) std::this_thread::sleep_for(5ms);
+  util::request_cancel(SIGINT);
+  remote->upload_gate.open();
+  const UploadSummary summary = h->flush_uploads(Milliseconds{10'000});
+  bool all_released = true;
+  for (const auto& flag : released) all_released = all_released && flag->load();
+  const bool ok = all_released && remote->uploads_started.load() == 2 && summary.pending == 0 &&
+                  summary.uploaded == 2 && summary.failed == 2;
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST(UploadQueueDeathTest, ACancellationStartsNoQueuedUploadAndReleasesTheirLeases) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(cancel_with_queued_uploads(), testing::ExitedWithCode(0), "");
 }
 
 TEST(UploadQueue, TheReaderGetsItsLocalPathBeforeTheUploadFinishes) {

@@ -165,6 +165,87 @@ TEST_F(HttpClientTest, TheRealClocksSleepEndsOnCancellation) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// What undoes a cancelled operation on a server (a lease release, a multipart abort) runs in a util::CleanupScope:
+// the transport sends it although the cancellation was requested, and retries it as usual. In a child process.
+TEST_F(HttpClientTest, ARequestInACleanupScopeIsSentAndRetriedAfterACancellation) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        TransportOptions options;
+        options.initial_backoff = 100ms;
+        HttpClient http(options);  // the real clock: its sleeps see the cancellation
+        util::request_cancel(SIGINT);
+        auto refused = http.perform(get(server_->url("/small.txt")));
+        const bool refused_ok =
+            !refused && refused.error().code == ErrorCode::cancelled && server_->requests("/small.txt") == 0;
+        util::CleanupScope cleanup;
+        auto sent = http.perform(get(server_->url("/faults/status503/small.txt")));  // 503, then 200
+        const bool sent_ok = sent && sent->status == 200 && sent->body == "hello, shard\n" && sent->attempts == 2;
+        std::_Exit(refused_ok && sent_ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A cleanup request already under way when the cancellation comes goes on (it must not leave a lease behind).
+TEST_F(HttpClientTest, ACancellationDoesNotStopACleanupRequestUnderWay) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        HttpClient http(TransportOptions{});
+        std::thread canceller([] {
+          std::this_thread::sleep_for(200ms);
+          util::request_cancel(SIGTERM);
+        });
+        util::CleanupScope cleanup;
+        auto sent = http.perform(get(server_->url("/small.txt?delay_ms=800")));
+        canceller.join();
+        std::_Exit(sent && sent->status == 200 && util::cancel_requested() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// But a cleanup is bounded: a server that does not answer, or keeps failing, is given up at util::cleanup_deadline()
+// (k_cleanup_budget after the cancellation), with cancelled, whatever the attempts and timeouts would allow.
+TEST_F(HttpClientTest, ACleanupRequestEndsAtTheCleanupDeadline) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        HttpClient http(TransportOptions{});  // no deadline, stall timeout of many seconds
+        const auto requested = std::chrono::steady_clock::now();
+        util::request_cancel(SIGINT);
+        util::CleanupScope cleanup;
+        auto silent = http.perform(get(server_->url("/small.txt?delay_ms=30000")));
+        const auto took = std::chrono::steady_clock::now() - requested;
+        const bool ok = !silent && silent.error().code == ErrorCode::cancelled &&
+                        silent.error().message.find("cleanup") != std::string::npos && took >= util::k_cleanup_budget &&
+                        took < util::k_cleanup_budget + 2s;
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(HttpClientTest, ACleanupRequestThatKeepsFailingEndsAtTheCleanupDeadline) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        TransportOptions options;
+        options.max_attempts = 1000;
+        options.initial_backoff = 50ms;
+        options.max_backoff = 200ms;
+        HttpClient http(options);
+        const auto requested = std::chrono::steady_clock::now();
+        util::request_cancel(SIGINT);
+        util::CleanupScope cleanup;
+        auto failing = http.perform(get(server_->url("/faults/status503/small.txt?count=100000")));
+        const auto took = std::chrono::steady_clock::now() - requested;
+        const int sent = server_->requests("/faults/status503/small.txt");
+        const bool ok = !failing && failing.error().code == ErrorCode::cancelled && sent >= 2 &&
+                        took >= util::k_cleanup_budget && took < util::k_cleanup_budget + 2s;
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(HttpClientTest, GetsBodyIntoStringWithContentLength) {
   auto http = client();
   auto response = http.perform(get(server_->url("/small.txt")));
@@ -200,6 +281,27 @@ TEST_F(HttpClientTest, EmptyBodyLeavesSinkEmpty) {
   ASSERT_TRUE(response) << response.error().message;
   EXPECT_EQ(sink.data(), "");
   EXPECT_EQ(response->entity_size, 0u);
+}
+
+TEST_F(HttpClientTest, AnErrorBodyIsWordedByTheRequestsDescriberElseExcerpted) {
+  auto http = client();
+  auto plain = http.perform(get(server_->url("/missing.bin"), nullptr));
+  ASSERT_FALSE(plain);
+  HttpRequest worded_request = get(server_->url("/missing.bin"), nullptr);
+  worded_request.describe_error_body = [](long status, std::string_view) {
+    return std::string("worded for HTTP ") + std::to_string(status);
+  };
+  auto worded = http.perform(worded_request);
+  ASSERT_FALSE(worded);
+  EXPECT_EQ(worded.error().code, ErrorCode::not_found);
+  EXPECT_THAT(worded.error().message, HasSubstr("HTTP 404"));
+  EXPECT_THAT(worded.error().message, ::testing::EndsWith(": worded for HTTP 404"));
+  // A describer with nothing to say (not its service's error body) leaves the excerpt.
+  HttpRequest unworded_request = get(server_->url("/missing.bin"), nullptr);
+  unworded_request.describe_error_body = [](long, std::string_view) { return std::string(); };
+  auto unworded = http.perform(unworded_request);
+  ASSERT_FALSE(unworded);
+  EXPECT_EQ(unworded.error().message, plain.error().message);
 }
 
 TEST_F(HttpClientTest, NotFoundIsPermanentAndNotRetried) {

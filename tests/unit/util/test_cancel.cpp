@@ -50,5 +50,50 @@ TEST(CancelDeathTest, ASleepAfterACancellationReturnsAtOnceNamingTheFirstSignal)
   EXPECT_EXIT(sleep_after_a_cancellation(), testing::ExitedWithCode(0), "");
 }
 
+TEST(Cancel, WithoutACancellationACleanupScopeChangesNothing) {
+  ASSERT_FALSE(cancel_requested());
+  EXPECT_FALSE(in_cleanup_scope());
+  {
+    CleanupScope outer;
+    {
+      CleanupScope inner;  // scopes nest
+      EXPECT_TRUE(in_cleanup_scope());
+    }
+    EXPECT_TRUE(in_cleanup_scope());
+    EXPECT_FALSE(must_stop());
+    EXPECT_FALSE(cleanup_deadline());
+    auto slept = sleep_unless_cancelled(Milliseconds(30), "a cleanup's backoff");
+    EXPECT_TRUE(slept) << slept.error().message;
+  }
+  EXPECT_FALSE(in_cleanup_scope());
+}
+
+void cleanup_scope_after_a_cancellation() {
+  const auto requested = std::chrono::steady_clock::now();
+  request_cancel(SIGINT);
+  bool ok = must_stop() && cleanup_deadline() && *cleanup_deadline() >= requested + k_cleanup_budget &&
+            *cleanup_deadline() <= std::chrono::steady_clock::now() + k_cleanup_budget;
+  std::thread other([&] { ok = ok && must_stop(); });  // the scope is the thread's own
+  {
+    CleanupScope cleanup;
+    ok = ok && !must_stop();
+    // A backoff inside the scope is not cut short by the cancellation (no busy retry loop)...
+    auto start = std::chrono::steady_clock::now();
+    ok = ok && sleep_unless_cancelled(Milliseconds(200), "a cleanup's backoff") &&
+         std::chrono::steady_clock::now() - start >= Milliseconds(200);
+    // ... but ends at the cleanup deadline, which then stops the scope's work too.
+    auto slept = sleep_unless_cancelled(Milliseconds(3'600'000), "a cleanup's backoff");
+    ok = ok && !slept && slept.error().code == ErrorCode::cancelled &&
+         std::chrono::steady_clock::now() >= *cleanup_deadline() &&
+         std::chrono::steady_clock::now() - requested < k_cleanup_budget + Milliseconds(2000) && must_stop();
+  }
+  other.join();
+  std::exit(ok ? 0 : 1);
+}
+
+TEST(CancelDeathTest, ACleanupScopeIsExemptFromACancellationUntilTheCleanupDeadline) {
+  EXPECT_EXIT(cleanup_scope_after_a_cancellation(), testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace datavo::util

@@ -201,5 +201,30 @@ TEST_F(AzureTierTest, PutBlobIsAConditionalCreateWithContentMd5AndTheMetadata) {
   EXPECT_EQ((*read)->size, Bytes{bytes.size()});
 }
 
+// Azure's error bodies are worded, keeping the code, never pasted as XML (nor its RequestId and Time lines).
+TEST(AzureErrorWords, KnownCodesSayWhatToDoAndKeepTheCode) {
+  auto body = [](const std::string& code, const std::string& message) {
+    return "\xEF\xBB\xBF<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>" + code + "</Code><Message>" + message +
+           "\nRequestId:3e1f5a4e-301e-0005-4c5c-5d1ab4000000\nTime:2026-12-02T22:00:00.0000000Z</Message></Error>";
+  };
+  EXPECT_EQ(describe_azure_error(404, body("ContainerNotFound", "The specified container does not exist.")),
+            "the container does not exist (Azure ContainerNotFound: The specified container does not exist.); check "
+            "container_url, or create the container");
+  const std::string auth = describe_azure_error(403, body("AuthenticationFailed", "Server failed to authenticate."));
+  EXPECT_THAT(auth,
+              ::testing::StartsWith("the service refused the request's authentication (Azure "
+                                    "AuthenticationFailed: Server failed to authenticate.); check the account key"));
+  const std::string denied = describe_azure_error(403, body("AuthorizationPermissionMismatch", "Not allowed."));
+  EXPECT_THAT(denied, ::testing::StartsWith("access denied (Azure AuthorizationPermissionMismatch: Not allowed.)"));
+  EXPECT_THAT(denied, ::testing::HasSubstr("Storage Blob Data Contributor"));
+  for (const std::string& text : {auth, denied}) {
+    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("RequestId")));
+    EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("<")));
+  }
+  EXPECT_EQ(describe_azure_error(503, body("ServerBusy", "Ingress is over the account limit.")),
+            "Azure ServerBusy: Ingress is over the account limit.");
+  EXPECT_EQ(describe_azure_error(502, "Bad Gateway"), "");
+}
+
 }  // namespace
 }  // namespace datavo::azure

@@ -117,6 +117,7 @@ class TestBackend final : public HeaderBackend {
   using HeaderBackend::list_pages;
 
   std::string_view type() const override { return "test"; }
+  std::string_view conditional_create() const override { return "If-None-Match: *"; }
   std::string location() const override { return server_.url("/c"); }
   Result<std::string> credentials() override { return std::string("none"); }
   Result<InstallOutcome> put(const std::string&, const net::RequestBody&, const std::optional<EntryMetadata>&,

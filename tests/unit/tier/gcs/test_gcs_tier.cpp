@@ -536,5 +536,29 @@ TEST_F(GcsTierTest, AShortLivedTokenIsRefreshedAheadOfItsExpiryBetweenChunks) {
   for (const auto& r : gcs_.requests()) EXPECT_NE(r.status, 401);
 }
 
+// GCS's JSON error bodies are worded from error.message, keeping the code, never pasted as JSON.
+TEST(GcsErrorWords, KnownStatusesSayWhatToDoAndKeepTheCode) {
+  auto body = [](int code, const std::string& message) {
+    return nlohmann::json{{"error",
+                           {{"code", code},
+                            {"message", message},
+                            {"errors", {{{"message", message}, {"domain", "global"}, {"reason", "x"}}}}}}}
+        .dump();
+  };
+  EXPECT_EQ(describe_gcs_error(404, body(404, "The specified bucket does not exist.")),
+            "the bucket does not exist (GCS 404: The specified bucket does not exist.); check the tier's bucket and "
+            "endpoint_url");
+  EXPECT_THAT(describe_gcs_error(401, body(401, "Invalid Credentials")),
+              ::testing::StartsWith("the service refused the credentials (GCS 401: Invalid Credentials); check "
+                                    "GOOGLE_APPLICATION_CREDENTIALS"));
+  EXPECT_THAT(describe_gcs_error(403, body(403, "x@y.iam.gserviceaccount.com does not have storage.objects.get")),
+              ::testing::StartsWith("access denied (GCS 403: x@y.iam.gserviceaccount.com does not have "
+                                    "storage.objects.get); the account in use needs roles/storage.objectAdmin"));
+  EXPECT_EQ(describe_gcs_error(404, body(404, "No such object: b/o")), "GCS 404: No such object: b/o");
+  EXPECT_THAT(describe_gcs_error(429, body(429, "rate")), ::testing::Not(HasSubstr("{")));
+  EXPECT_EQ(describe_gcs_error(502, "<html>Bad Gateway</html>"), "");
+  EXPECT_EQ(describe_gcs_error(500, "{\"error\": \"text\"}"), "");
+}
+
 }  // namespace
 }  // namespace datavo::gcs

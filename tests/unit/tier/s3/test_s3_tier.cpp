@@ -387,5 +387,39 @@ TEST_F(S3TierTest, ADamagedUploadIsRefusedThroughItsPayloadHashAndNothingIsStore
   EXPECT_EQ(s3_.open_uploads(), 0);
 }
 
+// S3's error bodies are worded, keeping the code, never pasted as XML.
+TEST(S3ErrorWords, KnownCodesSayWhatToDoAndKeepTheCode) {
+  auto body = [](const std::string& code, const std::string& message) {
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + code + "</Code><Message>" + message +
+           "</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"NoSuchBucket",
+       "the bucket does not exist (S3 NoSuchBucket: The specified bucket does not exist); check the "
+       "tier's bucket and endpoint_url"},
+      {"SignatureDoesNotMatch", "the server computed another signature (S3 SignatureDoesNotMatch: "},
+      {"InvalidAccessKeyId", "the server does not know the access key id (S3 InvalidAccessKeyId: "},
+      {"ExpiredToken", "the session token has expired (S3 ExpiredToken: "},
+      {"AccessDenied", "access denied (S3 AccessDenied: "},
+  };
+  for (const auto& [code, words] : cases) {
+    SCOPED_TRACE(code);
+    const std::string message = code == "NoSuchBucket" ? "The specified bucket does not exist" : "Some text";
+    const std::string text = describe_s3_error(403, body(code, message));
+    EXPECT_THAT(text, ::testing::StartsWith(words));
+    EXPECT_THAT(text, ::testing::Not(HasSubstr("<")));
+    EXPECT_THAT(text, ::testing::Not(HasSubstr("RequestId")));
+  }
+  EXPECT_THAT(describe_s3_error(403, body("SignatureDoesNotMatch", "x")), HasSubstr("secret access key"));
+  EXPECT_THAT(describe_s3_error(400, body("ExpiredToken", "x")), HasSubstr("renew the temporary credentials"));
+  EXPECT_THAT(describe_s3_error(403, body("InvalidAccessKeyId", "x")), HasSubstr("AWS_ACCESS_KEY_ID"));
+  EXPECT_THAT(describe_s3_error(403, body("AccessDenied", "x")), HasSubstr("s3:GetObject"));
+  // Another code is the service's own words; a body that is not an S3 error is left to the HTTP layer's excerpt.
+  EXPECT_EQ(describe_s3_error(503, body("SlowDown", "Please reduce your request rate.")),
+            "S3 SlowDown: Please reduce your request rate.");
+  EXPECT_EQ(describe_s3_error(502, "<html>Bad Gateway</html>"), "");
+  EXPECT_EQ(describe_s3_error(500, ""), "");
+}
+
 }  // namespace
 }  // namespace datavo::s3

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# An interrupt releases what the process holds on a bucket (issue 16, item 1). A `datavo warm` that uploads to an S3
+# tier on moto, behind tests/support/cloud_proxy.py, is sent SIGINT while its multipart uploads are in flight (the
+# proxy throttles UploadPart) and the leases of its queued uploads are held:
+#   1. it exits 130 within seconds, having released every lease (one DELETE each) and aborted every multipart
+#      upload: the bucket holds no `.leases/` object and no incomplete multipart upload;
+#   2. a cleanup the bucket does not answer (the proxy holds the lease DELETEs) is given up after the cleanup budget
+#      (util::k_cleanup_budget, 2 s): the process still exits 130 within seconds.
+: "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
+: "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
+export DATAVO_EMULATOR_DIR PYENV_ROOT
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/s3_lib.sh"
+unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
+E2E_CMD_TIMEOUT=120
+SHARDS_WANTED=6
+
+s3_up moto
+start_proxy MOTO "$MOTO_S3_ENDPOINT"
+
+# 6 shards of 6 MiB: each goes up as a multipart upload (part_size 5 MiB).
+python3 - "$E2E_TMP/src" "$SHARDS_WANTED" <<'PY'
+import os, random, sys
+root, shards = sys.argv[1], int(sys.argv[2])
+os.makedirs(root, exist_ok=True)
+rng = random.Random(16)
+for i in range(shards * 2):
+    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
+        f.write(rng.randbytes(3 * 1024 * 1024))
+PY
+DS=interrupt/train
+run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard 2
+[ "$RC" -eq 0 ] || die "pack" "$ERR"
+expect_eq "the dataset has $SHARDS_WANTED shards" "$SHARDS_WANTED" "$(json "j['total_shards']" <<<"$OUT")"
+start_origin "$E2E_TMP/store"
+
+# See tests/e2e/test_signals.sh: a background job starts with SIGINT ignored; this stands in for a foreground one.
+WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
+alive() { kill -0 "$1" 2>/dev/null && ! e2e_is_zombie "$1"; }
+leases_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if '/.leases/' in o['key']])"; }
+# ready EXPR: the proxy's counters satisfy EXPR (over its stats JSON as j).
+ready() { [ "$(proxy_json "$MOTO_URL" "int(bool($1))")" = 1 ]; }
+
+# interrupt NAME BUCKET READY_EXPR: a warm into BUCKET (a fresh cache), SIGINT once the proxy's counters satisfy
+# READY_EXPR; sets RC, ERR and MS_TO_EXIT.
+interrupt() {
+  local name=$1 bucket=$2 ready_expr=$3 pid start deadline
+  make_bucket "$MOTO_S3_ENDPOINT" "$bucket"
+  printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/$name.cache" \
+    "$(s3_tier_yaml region "$bucket" "$MOTO_URL" 'part_size: 5MiB')" >"$E2E_TMP/$name.yaml"
+  "${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/$name.yaml" warm "$DS" --key bin --jobs 4 \
+    >"$E2E_TMP/$name.out" 2>"$E2E_TMP/$name.err" &
+  pid=$!
+  track_pid "$pid"
+  wait_until 60 ready "$ready_expr" || fail "$name: the uploads were under way" "$(proxy_json "$MOTO_URL" "j['ops']")"
+  start=$(date +%s%N)
+  kill -INT "$pid"
+  deadline=$(($(date +%s) + 30))
+  while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  alive "$pid" && kill -KILL "$pid"
+  wait "$pid"
+  RC=$?
+  MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+  ERR=$(cat "$E2E_TMP/$name.err")
+}
+
+# --- 1. uploads in flight, leases held ------------------------------------------------------------------------
+
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "throttle rate=131072 op=UploadPart"  # a 5 MiB part takes 40 s
+# Every shard's lease is taken (the fetches from the local origin are quick) and both upload workers are sending.
+interrupt held interrupt-held "j['ops'].get('Lease:PutObject', 0) >= $SHARDS_WANTED and j['ops'].get('UploadPart', 0) >= 2"
+expect_eq "in flight: exit 130" 130 "$RC"
+expect_cmp "in flight: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+expect_eq "in flight: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGINT' <<<"$ERR")"
+expect_eq "in flight: and the uploads it stopped are not reported as failures" 0 "$(grep -c 'WARNING.*failed' <<<"$ERR")"
+expect_eq "in flight: no lease release failed" 0 "$(grep -c 'cannot release lease' <<<"$ERR")"
+expect_eq "in flight: no upload abort failed" 0 "$(grep -c 'cannot abort' <<<"$ERR")"
+proxy_mode "$MOTO_URL" ok
+expect_eq "in flight: one lease DELETE per lease taken" "$(proxy_op "$MOTO_URL" Lease:PutObject)" \
+  "$(proxy_op "$MOTO_URL" Lease:DeleteObject)"
+expect_eq "in flight: every multipart upload begun was aborted" "$(proxy_op "$MOTO_URL" CreateMultipartUpload)" \
+  "$(proxy_op "$MOTO_URL" AbortMultipartUpload)"
+expect_eq "in flight: no .leases/ object left in the bucket" 0 "$(leases_in interrupt-held)"
+expect_eq "in flight: no incomplete multipart upload left in the bucket" 0 "$(s3tool "$MOTO_S3_ENDPOINT" uploads interrupt-held)"
+
+# --- 2. a bucket that does not answer the cleanup -------------------------------------------------------------
+
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "delay seconds=120 op=Lease:DeleteObject"  # held until the mode is set again
+# An upload is done and its lease's release is held by the proxy.
+interrupt silent interrupt-silent "j['ops'].get('Lease:DeleteObject', 0) >= 1"
+expect_eq "silent bucket: exit 130" 130 "$RC"
+expect_cmp "silent bucket: exits within 8 s of SIGINT, the cleanup given up after 2 s (${MS_TO_EXIT} ms)" \
+  "$MS_TO_EXIT" -le 8000
+expect_contains "silent bucket: says the lease is left to expire" "it expires on its own" "$ERR"
+expect_contains "silent bucket: and why" "ran out of its 2000 ms" "$ERR"
+proxy_mode "$MOTO_URL" ok
+
+finish
