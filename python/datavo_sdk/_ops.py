@@ -213,15 +213,26 @@ class LsReport(_Report):
 class RemovedEntry:
     content_hash: str
     reason: str  #: "named" (given by its hash) or "of_dataset"
-    removed_from: typing.List[str]  #: the writable tiers that held it
+    removed_from: typing.List[str]  #: the tiers in scope that held it
     failures: typing.List[TierFailure]
+
+
+@dataclasses.dataclass(frozen=True)
+class RmTier:
+    tier: str
+    type: str
+    location: str
+    shared: bool  #: other machines reach it (a bucket)
+    touched: bool  #: in the removal's scope
 
 
 @dataclasses.dataclass(frozen=True)
 class RmReport(_Report):
     entry_list: typing.List[RemovedEntry]
+    tiers: typing.List[RmTier]  #: every tier, and whether the removal touched it
+    skipped_tiers: typing.List[str]  #: the tiers left alone (shared ones unless asked for, read-only ones)
     removed: int  #: entries removed from at least one tier
-    not_cached: int  #: named entries that no writable tier held
+    not_cached: int  #: named entries that no tier in scope held
     error: typing.Optional[DatavoError]  #: also set when there was nothing to remove (a typo in a hash)
 
 
@@ -303,12 +314,13 @@ def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
 
 
 def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing.Optional[str],
-       instance: typing.Optional[str]) -> RmReport:
+       instance: typing.Optional[str], tier: typing.Sequence[str], all_tiers: bool) -> RmReport:
     _logging.sync_level()
-    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance)
+    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance, list(tier), all_tiers)
     entries = [RemovedEntry(content_hash=row["content_hash"], reason=row["reason"], removed_from=row["removed_from"],
                             failures=_failures(row["failures"])) for row in answer.pop("entry_list")]
-    return RmReport(entry_list=entries, **answer)
+    tiers = [RmTier(**row) for row in answer.pop("tiers")]
+    return RmReport(entry_list=entries, tiers=tiers, **answer)
 
 
 def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:

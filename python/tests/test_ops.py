@@ -184,6 +184,32 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
         cache.rm()
 
 
+def test_rm_leaves_a_shared_tier_alone_unless_it_is_named(env, tmp_path, monkeypatch):
+    cache, _ = warmed_cache(tmp_path)
+    entries = cache.ls().entry_list
+    instance = entries[0].instance
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "unused")
+    # The bucket's endpoint is a closed port: any request to it would be a failure in the report.
+    with_bucket = ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "tier"), name="local"),
+        S3ShardCacheTier(bucket="b-1", region="us-east-1", endpoint_url="http://127.0.0.1:9", name="bucket"),
+    ])
+    default = with_bucket.rm(entries[0].content_hash, instance=instance)
+    assert default.error is None and default.removed == 1
+    assert [e.removed_from for e in default.entry_list] == [["local"]] and default.entry_list[0].failures == []
+    assert default.skipped_tiers == ["bucket"]
+    assert [(t.tier, t.type, t.shared, t.touched) for t in default.tiers] == [
+        ("local", "folder", False, True), ("bucket", "s3", True, False)]
+    named = with_bucket.rm(entries[1].content_hash, instance=instance, tier="local")
+    assert named.error is None and named.entry_list[0].removed_from == ["local"] and named.skipped_tiers == ["bucket"]
+    with pytest.raises(ValueError, match="no tier named 'nope'"):
+        with_bucket.rm(entries[2].content_hash, instance=instance, tier=["nope"])
+    with pytest.raises(ValueError, match="tier or all_tiers"):
+        with_bucket.rm(entries[2].content_hash, instance=instance, tier="bucket", all_tiers=True)
+    assert len(cache.ls().entry_list) == SHARDS - 2
+
+
 def test_verify_finds_and_quarantines_a_corrupt_entry(env, tmp_path):
     cache, _ = warmed_cache(tmp_path)
     clean = cache.verify()
