@@ -344,8 +344,9 @@ class ShardCacheHierarchy:
         (``f.write(b)``, ``shutil.copyfileobj(src, f)``; a tool that downloads to a path of its own hands that file
         over with ``f.write_file(path)``; ``f.restart()`` starts over). It may return None, or a dict with ``size``
         and/or ``sha256`` that the bytes must match. An exception it raises propagates and nothing is installed.
-        The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the host of
-        $DATAVO_SERVER, else "local").
+        The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the instance
+        of $DATAVO_SERVER as the CLI, warm() and SampleStream resolve it: the server's instance_id, remembered by
+        the first request any of them made to it; the URL's host_port until then; "local" without a server).
 
         The file at the path may be evicted later; open it right away (``tarfile.open(path)``): an open file stays
         readable."""

@@ -50,6 +50,31 @@ def test_warm_reports_what_the_cli_reports(env, datavo_bin):
     assert [row["cached"] for row in cli["tiers"]] == [t.cached for t in report.tiers]
 
 
+def test_the_cli_warm_sample_stream_and_get_or_fetch_share_one_instance(env, origin, datavo_bin):
+    """Issue 16, "one namespace": `datavo warm`, warm() (examples/12_warm_and_read_cache.py's way), SampleStream and
+    get_default_shard_cache().get_or_fetch with DATAVO_SERVER all key the shards by the server's instance_id."""
+    from datavo_sdk import get_default_shard_cache
+
+    server_id = json.loads(urllib.request.urlopen(origin.url + "/v1/instance", timeout=10).read())["instance_id"]
+    subprocess.run([datavo_bin, "warm", DATASET, "--key", "audio.wav"], capture_output=True, text=True, check=True)
+    assert warm(DATASET, ["audio.wav"], progress=False).origin_shards == 0, "the example's warm() finds the CLI's"
+    shards_before = origin.requests("shard")
+    stream = SampleStream.from_dataset(DATASET, keys=["audio.wav"])
+    assert sum(1 for _ in stream) == SAMPLES
+    assert origin.requests("shard") == shards_before, "SampleStream reads the CLI's copies"
+    cache = get_default_shard_cache()
+    listed = cache.ls().entry_list
+    fetched = []
+    for entry in listed:
+        path = cache.get_or_fetch(entry.content_hash, lambda f, h=entry.content_hash: fetched.append(h))
+        assert os.path.getsize(path) == entry.size_bytes
+    assert fetched == [], "get_or_fetch with DATAVO_SERVER finds the same entries: no fetch"
+    after = cache.ls().entry_list
+    assert len(after) == SHARDS and {e.instance for e in after} == {server_id}, "one copy per shard, one instance"
+    instance_dirs = [d for d in os.listdir(env / "cache") if not d.startswith(".") and (env / "cache" / d).is_dir()]
+    assert instance_dirs == [server_id]
+
+
 def test_a_progress_bar_on_a_terminal_unless_turned_off(env, capsys, monkeypatch):
     __import__("tqdm")  # scripts/install-deps.sh installs python3-tqdm; without it, this test fails here
     warm(DATASET, ["audio.wav"], progress=True)
