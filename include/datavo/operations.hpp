@@ -134,10 +134,19 @@ struct CacheLsRequest {
   std::optional<std::string> manifest_cache_dir;
 };
 
+// What one tier holds of a listing: a copy in a local tier and one in a bucket are two copies, counted apart.
+struct TierLsTotal {
+  std::string tier;
+  std::uint64_t entries = 0;
+  Bytes size;
+  bool listed = true;  // false: the tier could not be listed (see failures); entries and size are 0
+};
+
 struct CacheLsReport {
   std::optional<std::string> instance;  // nullopt: every instance
   std::vector<CacheEntry> entries;      // tier by tier, fastest first, each in the order its list() gives
-  Bytes size;                           // the sum of the entries' sizes
+  std::vector<TierLsTotal> tiers;       // one per tier, fastest first
+  Bytes size;                           // every copy in every tier: an entry two tiers hold counts twice
   std::vector<TierError> failures;      // tiers that could not be listed
   std::optional<Error> error;           // the first of them
 };

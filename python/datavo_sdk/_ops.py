@@ -200,11 +200,20 @@ class CacheEntry:
 
 
 @dataclasses.dataclass(frozen=True)
-class LsReport(_Report):
-    instance: typing.Optional[str]  #: None: every instance's entries
+class TierLsTotal:
+    tier: str
     entries: int
     size_bytes: int
+    listed: bool  #: False: the tier could not be listed (see failures)
+
+
+@dataclasses.dataclass(frozen=True)
+class LsReport(_Report):
+    instance: typing.Optional[str]  #: None: every instance's entries
+    entries: int  #: copies: an entry two tiers hold counts twice
+    size_bytes: int  #: of every copy in every tier; per tier: ``tiers``
     entry_list: typing.List[CacheEntry]  #: tier by tier, fastest first
+    tiers: typing.List[TierLsTotal]  #: a total per tier, fastest first
     failures: typing.List[TierFailure]  #: tiers that could not be listed
     error: typing.Optional[DatavoError]
 
@@ -310,7 +319,8 @@ def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
     _logging.sync_level()
     answer = _datavo.cache_ls(cache._native, instance)
     entries = [CacheEntry(**row) for row in answer.pop("entry_list")]
-    return LsReport(entry_list=entries, failures=_failures(answer.pop("failures")), **answer)
+    tiers = [TierLsTotal(**row) for row in answer.pop("tiers")]
+    return LsReport(entry_list=entries, tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
 
 
 def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing.Optional[str],

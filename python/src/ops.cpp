@@ -202,8 +202,18 @@ py::dict ls_dict(ShardCacheHierarchy& cache, const std::optional<std::string>& i
     row["keys"] = e.shard ? py::object(py::cast(e.shard->keys)) : py::none();
     entries.append(row);
   }
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["entries"] = t.entries;
+    row["size_bytes"] = t.size.count();
+    row["listed"] = t.listed;
+    tiers.append(row);
+  }
   out["entries"] = r.entries.size();
   out["entry_list"] = entries;
+  out["tiers"] = tiers;
   out["size_bytes"] = r.size.count();
   out["failures"] = failure_dicts(r.failures);
   out["error"] = exception_or_none(r.error);

@@ -178,6 +178,8 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
     listing = cache.ls()
     assert listing.error is None and listing.failures == [] and listing.instance is None
     assert listing.entries == len(listing.entry_list) == SHARDS and listing.size_bytes == report.size_bytes
+    assert [(t.tier, t.entries, t.size_bytes, t.listed) for t in listing.tiers] == [
+        ("local", SHARDS, report.size_bytes, True)]
     assert {(e.tier, e.dataset + "/" + e.split, e.revision, tuple(e.keys)) for e in listing.entry_list} == {
         ("local", DATASET, report.revision, ("audio.wav",))}
     assert sorted(e.shard_index for e in listing.entry_list) == list(range(SHARDS))
@@ -189,6 +191,7 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
     cli = json.loads(subprocess.run([datavo_bin, "--json", "--config", str(config), "cache", "ls"],
                                     capture_output=True, text=True, check=True).stdout)
     assert cli["entries"] == listing.entries and cli["size_bytes"] == listing.size_bytes
+    assert cli["tiers"] == [{"tier": "local", "entries": SHARDS, "size_bytes": report.size_bytes, "listed": True}]
     assert sorted(e["content_hash"] for e in cli["entry_list"]) == sorted(e.content_hash for e in listing.entry_list)
 
     missing = cache.rm(["0" * 64], instance=instance)
