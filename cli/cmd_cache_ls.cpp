@@ -65,6 +65,20 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
   for (const auto& row : table) print_row(row);
 }
 
+// A total per tier (a local copy and a bucket's copy of one entry are two copies), then all copies, labelled so.
+void print_totals(const CacheLsReport& report, bool all_instances) {
+  for (const auto& t : report.tiers) {
+    std::cout << "tier " << t.tier << ": ";
+    if (t.listed)
+      std::cout << t.entries << " entries, " << human_bytes(t.size.count()) << "\n";
+    else
+      std::cout << "not listed (see the error above)\n";
+  }
+  std::cout << "all tiers: " << report.entries.size() << " copies, " << human_bytes(report.size.count())
+            << " (a copy per tier that holds an entry; "
+            << (all_instances ? std::string("every instance") : "instance " + *report.instance) << ")\n";
+}
+
 void cmd_ls(const GlobalOptions& global, bool all_instances) {
   CacheSession session = open_session(global);
   CacheLsRequest request;
@@ -78,17 +92,21 @@ void cmd_ls(const GlobalOptions& global, bool all_instances) {
     rows.push_back(entry_json(e, age_seconds(e.entry, now)));
     table.push_back(entry_row(e, age_seconds(e.entry, now), all_instances));
   }
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const auto& t : report.tiers) {
+    tiers.push_back({{"tier", t.tier}, {"entries", t.entries}, {"size_bytes", t.size.count()}, {"listed", t.listed}});
+  }
   const nlohmann::json json = {{"instance", report.instance ? nlohmann::json(*report.instance) : nullptr},
                                {"entries", rows.size()},
                                {"size_bytes", report.size.count()},
+                               {"tiers", tiers},
                                {"entry_list", rows}};
   if (!global.json) {
     std::vector<std::string> header = {"tier"};
     if (all_instances) header.push_back("instance");
     header.insert(header.end(), {"content hash", "size", "last used", "dataset", "shard", "keys"});
     print_table(header, table);
-    std::cout << "total: " << rows.size() << " entries, " << human_bytes(report.size.count())
-              << (all_instances ? std::string(" (every instance)") : " (instance " + *report.instance + ")") << "\n";
+    print_totals(report, all_instances);
   }
   fail_if(report.error, json);
   if (global.json) print_json(json);

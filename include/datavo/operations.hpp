@@ -134,10 +134,19 @@ struct CacheLsRequest {
   std::optional<std::string> manifest_cache_dir;
 };
 
+// What one tier holds of a listing: a copy in a local tier and one in a bucket are two copies, counted apart.
+struct TierLsTotal {
+  std::string tier;
+  std::uint64_t entries = 0;
+  Bytes size;
+  bool listed = true;  // false: the tier could not be listed (see failures); entries and size are 0
+};
+
 struct CacheLsReport {
   std::optional<std::string> instance;  // nullopt: every instance
   std::vector<CacheEntry> entries;      // tier by tier, fastest first, each in the order its list() gives
-  Bytes size;                           // the sum of the entries' sizes
+  std::vector<TierLsTotal> tiers;       // one per tier, fastest first
+  Bytes size;                           // every copy in every tier: an entry two tiers hold counts twice
   std::vector<TierError> failures;      // tiers that could not be listed
   std::optional<Error> error;           // the first of them
 };
@@ -146,13 +155,44 @@ CacheLsReport cache_ls(ShardCacheHierarchy& cache, const CacheLsRequest& request
 
 // ---- rm ----------------------------------------------------------------------------------------------------------
 
+// Which tiers `cache rm` removes from. Read-only tiers are never touched.
+enum class RmScope {
+  this_machine,  // the writable tiers only this machine reaches (TierReach::this_machine): the default
+  named,         // exactly the tiers named in CacheRmRequest::tiers, shared or not
+  every_tier,    // every writable tier, shared ones included
+};
+
 struct CacheRmRequest {
   Instance instance = Instance::local();
   std::vector<ContentHash> hashes;
   // Also every entry recorded (see RecordedShard) of "<dataset>/<split>", or of every split of "<dataset>".
   std::optional<std::string> dataset;
   std::optional<std::string> manifest_cache_dir;  // as in CacheLsRequest
+  RmScope scope = RmScope::this_machine;
+  std::vector<std::string> tiers;  // with RmScope::named: tier names, each a writable tier of the hierarchy
 };
+
+// Why `cache rm` touches a tier or leaves it alone.
+enum class RmTierChoice {
+  removes,    // in the scope
+  shared,     // left alone: a shared tier outside the default scope (name it, or ask for every tier)
+  not_named,  // left alone: RmScope::named did not name it
+  read_only,  // left alone: never written
+};
+
+// One tier of the hierarchy, as a removal sees it (fastest first).
+struct RmTier {
+  std::string tier;
+  std::string type;
+  std::string location;
+  TierReach reach = TierReach::this_machine;
+  RmTierChoice choice = RmTierChoice::removes;
+};
+
+// How a request's scope applies to each tier of `cache`, before anything is removed: a front end shows it, and
+// asks before a shared tier is touched. invalid_argument naming the tier (and the tiers there are) when
+// RmScope::named names no tier of the hierarchy or a read-only one, or names none at all.
+Result<std::vector<RmTier>> cache_rm_tiers(const ShardCacheHierarchy& cache, const CacheRmRequest& request);
 
 // How an entry came to be removed: named by its hash, or recorded as part of the dataset.
 enum class RmReason { named, of_dataset };
@@ -160,23 +200,27 @@ enum class RmReason { named, of_dataset };
 struct RemovedEntry {
   ContentHash hash;
   RmReason reason = RmReason::named;
-  std::vector<std::string> removed_from;  // the writable tiers that held it
-  std::vector<TierError> failures;        // the tiers that could not remove it
+  std::vector<std::string> removed_from;  // the tiers in scope that held it
+  std::vector<TierError> failures;        // the tiers in scope that could not remove it
 };
 
 struct CacheRmReport {
+  std::vector<RmTier> tiers;  // every tier, and whether the removal touched it (cache_rm_tiers)
   // Every named entry, then each entry of the dataset that some tier held or failed to remove (one recorded once
   // and evicted since is no entry).
   std::vector<RemovedEntry> entries;
   std::uint64_t removed = 0;     // entries removed from at least one tier
-  std::uint64_t not_cached = 0;  // named entries no writable tier held
+  std::uint64_t not_cached = 0;  // named entries no tier in scope held
   // A tier failed, a named entry is not cached, or the dataset has no cached entry: nothing else to remove is no
-  // success (not_found), so that a typo in a hash is not mistaken for a removal.
+  // success (not_found), so that a typo in a hash is not mistaken for a removal. Its message names the shared tiers
+  // left alone, where the entry may still be.
   std::optional<Error> error;
 };
 
-// Removes from every writable tier. invalid_argument when neither hashes nor a dataset are given, or the dataset
-// name is malformed; nothing is removed then.
+// Removes from the tiers of request.scope (by default the writable tiers only this machine reaches; never a shared
+// one unless asked). The library never asks for confirmation: that is a front end's. invalid_argument when neither
+// hashes nor a dataset are given, the dataset name is malformed, or the scope is bad (cache_rm_tiers); nothing is
+// removed then.
 Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest& request);
 
 // ---- gc ----------------------------------------------------------------------------------------------------------

@@ -110,11 +110,6 @@ struct OriginClientOptions {
   Seconds preparing_timeout{3600};
 };
 
-// The instance of this process's server, from the URL alone: `explicit_name` when given, else
-// Instance::from_server($DATAVO_SERVER), else "local" when DATAVO_SERVER is unset or empty. No I/O.
-// (OriginClient::remembered_instance also looks up the identity the server gave for that URL.)
-Result<Instance> instance_from_environment(const std::string* explicit_name);
-
 class OriginClient {
  public:
   // Resolves the options against the environment. Does no network I/O. invalid_argument when there is no server
@@ -140,6 +135,8 @@ class OriginClient {
   // ls` and `cache rm --dataset`), once per content hash. Best effort: a failure is logged at DEBUG.
   void remember_shard(const Manifest& manifest, std::size_t position, const std::vector<std::string>& keys) const;
 
+  // The one resolver of the instance every front end uses (the CLI's cache commands, the SDK's get_or_fetch and
+  // cache.rm; SampleStream and warm settle the same identity through manifest()), so that they share one namespace.
   // The instance whose cache entries belong to `server` (empty: $DATAVO_SERVER), without asking it: `explicit_name`
   // when given, else the identity remembered for that URL, else Instance::from_server(server), else "local" when
   // there is no server. `manifest_cache_dir` as in OriginClientOptions. Reads one small file; no network I/O.

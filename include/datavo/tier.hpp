@@ -157,6 +157,9 @@ struct CheckReport {
 enum class UploadMode { background, sync };
 const char* to_string(UploadMode mode);
 
+// Who reaches a tier's entries (Tier::reach).
+enum class TierReach { this_machine, shared };
+
 class Tier {
  public:
   virtual ~Tier() = default;
@@ -204,6 +207,9 @@ class Tier {
   virtual UploadMode upload_mode() const { return UploadMode::sync; }
   // Cross-VM single flight (leases in a bucket), or nullptr when the tier offers none.
   virtual RemoteCoordination* coordination() { return nullptr; }
+  // Who reaches this tier's entries: this machine alone (folder and memory tiers), or other machines as well (a
+  // bucket). `datavo cache rm` leaves shared tiers alone unless they are asked for.
+  virtual TierReach reach() const { return TierReach::this_machine; }
   // Probes whether the tier can be read and written (`datavo cache check`), leaving nothing behind.
   virtual CheckReport check() = 0;
 

@@ -200,11 +200,20 @@ class CacheEntry:
 
 
 @dataclasses.dataclass(frozen=True)
-class LsReport(_Report):
-    instance: typing.Optional[str]  #: None: every instance's entries
+class TierLsTotal:
+    tier: str
     entries: int
     size_bytes: int
+    listed: bool  #: False: the tier could not be listed (see failures)
+
+
+@dataclasses.dataclass(frozen=True)
+class LsReport(_Report):
+    instance: typing.Optional[str]  #: None: every instance's entries
+    entries: int  #: copies: an entry two tiers hold counts twice
+    size_bytes: int  #: of every copy in every tier; per tier: ``tiers``
     entry_list: typing.List[CacheEntry]  #: tier by tier, fastest first
+    tiers: typing.List[TierLsTotal]  #: a total per tier, fastest first
     failures: typing.List[TierFailure]  #: tiers that could not be listed
     error: typing.Optional[DatavoError]
 
@@ -213,15 +222,26 @@ class LsReport(_Report):
 class RemovedEntry:
     content_hash: str
     reason: str  #: "named" (given by its hash) or "of_dataset"
-    removed_from: typing.List[str]  #: the writable tiers that held it
+    removed_from: typing.List[str]  #: the tiers in scope that held it
     failures: typing.List[TierFailure]
+
+
+@dataclasses.dataclass(frozen=True)
+class RmTier:
+    tier: str
+    type: str
+    location: str
+    shared: bool  #: other machines reach it (a bucket)
+    touched: bool  #: in the removal's scope
 
 
 @dataclasses.dataclass(frozen=True)
 class RmReport(_Report):
     entry_list: typing.List[RemovedEntry]
+    tiers: typing.List[RmTier]  #: every tier, and whether the removal touched it
+    skipped_tiers: typing.List[str]  #: the tiers left alone (shared ones unless asked for, read-only ones)
     removed: int  #: entries removed from at least one tier
-    not_cached: int  #: named entries that no writable tier held
+    not_cached: int  #: named entries that no tier in scope held
     error: typing.Optional[DatavoError]  #: also set when there was nothing to remove (a typo in a hash)
 
 
@@ -299,16 +319,18 @@ def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
     _logging.sync_level()
     answer = _datavo.cache_ls(cache._native, instance)
     entries = [CacheEntry(**row) for row in answer.pop("entry_list")]
-    return LsReport(entry_list=entries, failures=_failures(answer.pop("failures")), **answer)
+    tiers = [TierLsTotal(**row) for row in answer.pop("tiers")]
+    return LsReport(entry_list=entries, tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
 
 
 def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing.Optional[str],
-       instance: typing.Optional[str]) -> RmReport:
+       instance: typing.Optional[str], tier: typing.Sequence[str], all_tiers: bool) -> RmReport:
     _logging.sync_level()
-    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance)
+    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance, list(tier), all_tiers)
     entries = [RemovedEntry(content_hash=row["content_hash"], reason=row["reason"], removed_from=row["removed_from"],
                             failures=_failures(row["failures"])) for row in answer.pop("entry_list")]
-    return RmReport(entry_list=entries, **answer)
+    tiers = [RmTier(**row) for row in answer.pop("tiers")]
+    return RmReport(entry_list=entries, tiers=tiers, **answer)
 
 
 def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:

@@ -344,8 +344,9 @@ class ShardCacheHierarchy:
         (``f.write(b)``, ``shutil.copyfileobj(src, f)``; a tool that downloads to a path of its own hands that file
         over with ``f.write_file(path)``; ``f.restart()`` starts over). It may return None, or a dict with ``size``
         and/or ``sha256`` that the bytes must match. An exception it raises propagates and nothing is installed.
-        The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the host of
-        $DATAVO_SERVER, else "local").
+        The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the instance
+        of $DATAVO_SERVER as the CLI, warm() and SampleStream resolve it: the server's instance_id, remembered by
+        the first request any of them made to it; the URL's host_port until then; "local" without a server).
 
         The file at the path may be evicted later; open it right away (``tarfile.open(path)``): an open file stays
         readable."""
@@ -378,16 +379,22 @@ class ShardCacheHierarchy:
         return _ops.ls(self, instance)
 
     def rm(self, content_hashes: typing.Sequence[str] = (), *, dataset: typing.Optional[str] = None,
-           instance: typing.Optional[str] = None) -> "RmReport":
+           instance: typing.Optional[str] = None, tier: typing.Union[str, typing.Sequence[str], None] = None,
+           all_tiers: bool = False) -> "RmReport":
         """``datavo cache rm``: removes the entries ``content_hashes`` and, with ``dataset`` ("<dataset>/<split>" or
-        "<dataset>"), every entry recorded as part of it, from every writable tier (``instance``: default as in
-        get_or_fetch). A hash that is not cached, or a dataset with no cached entry, sets ``report.error``
-        (not_found): nothing to remove is no success. ValueError when neither is given."""
+        "<dataset>"), every entry recorded as part of it (``instance``: default as in get_or_fetch). By default only
+        from the tiers this machine alone reaches (folder and memory tiers): a shared tier (a bucket) is left alone
+        unless ``tier`` names it (a name or a list: exactly those tiers) or ``all_tiers=True`` (every writable
+        tier). Nothing asks for a confirmation. ``report.tiers`` says which tiers were touched, ``skipped_tiers``
+        which were left alone. A hash that is not cached, or a dataset with no cached entry, sets ``report.error``
+        (not_found): nothing to remove is no success. ValueError when neither is given, when both ``tier`` and
+        ``all_tiers`` are, or when ``tier`` names no writable tier."""
         from . import _ops
 
         if isinstance(content_hashes, str):
             content_hashes = [content_hashes]
-        return _ops.rm(self, content_hashes, dataset, instance)
+        tiers = [tier] if isinstance(tier, str) else list(tier or ())
+        return _ops.rm(self, content_hashes, dataset, instance, tiers, bool(all_tiers))
 
     def gc(self, *, dry_run: bool = False) -> "GcReport":
         """``datavo cache gc [--dry-run]``: evicts each writable folder tier to its max_bytes and max_age and sweeps

@@ -225,7 +225,8 @@ ContentHash parse_hash(const py::str& text) {
 
 Instance resolve_instance(const std::optional<std::string>& name) {
   if (name) return unwrap(Instance::parse(*name));
-  return unwrap(instance_from_environment(nullptr));
+  // The CLI's resolver: the server's instance_id remembered for $DATAVO_SERVER, not the URL's host_port.
+  return unwrap(OriginClient::remembered_instance(nullptr));
 }
 
 py::dict tier_info_dict(const TierInfo& info) {

@@ -202,20 +202,38 @@ py::dict ls_dict(ShardCacheHierarchy& cache, const std::optional<std::string>& i
     row["keys"] = e.shard ? py::object(py::cast(e.shard->keys)) : py::none();
     entries.append(row);
   }
+  py::list tiers;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["entries"] = t.entries;
+    row["size_bytes"] = t.size.count();
+    row["listed"] = t.listed;
+    tiers.append(row);
+  }
   out["entries"] = r.entries.size();
   out["entry_list"] = entries;
+  out["tiers"] = tiers;
   out["size_bytes"] = r.size.count();
   out["failures"] = failure_dicts(r.failures);
   out["error"] = exception_or_none(r.error);
   return out;
 }
 
+// `tier` names the tiers to remove from; `all_tiers` takes every writable tier; neither: the local tiers only.
+// Python never asks for a confirmation: a shared tier is reached only when named or by all_tiers.
 py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes, std::optional<std::string> dataset,
-                 const std::optional<std::string>& instance) {
+                 const std::optional<std::string>& instance, const std::vector<std::string>& tier, bool all_tiers) {
   CacheRmRequest request;
   request.instance = resolve_instance(instance);
   for (const auto& hash : hashes) request.hashes.push_back(parse_hash(hash));
   request.dataset = std::move(dataset);
+  if (all_tiers && !tier.empty()) throw py::value_error("cache.rm: give tier or all_tiers, not both");
+  if (all_tiers) request.scope = RmScope::every_tier;
+  if (!tier.empty()) {
+    request.scope = RmScope::named;
+    request.tiers = tier;
+  }
   const CacheRmReport r = unwrap(blocking([&] { return cache_rm(cache, request); }));
   py::dict out;
   py::list entries;
@@ -227,7 +245,21 @@ py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes,
     row["failures"] = failure_dicts(e.failures);
     entries.append(row);
   }
+  py::list tiers;
+  py::list skipped;
+  for (const auto& t : r.tiers) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["type"] = t.type;
+    row["location"] = t.location;
+    row["shared"] = t.reach == TierReach::shared;
+    row["touched"] = t.choice == RmTierChoice::removes;
+    tiers.append(row);
+    if (t.choice != RmTierChoice::removes) skipped.append(t.tier);
+  }
   out["entry_list"] = entries;
+  out["tiers"] = tiers;
+  out["skipped_tiers"] = skipped;
   out["removed"] = r.removed;
   out["not_cached"] = r.not_cached;
   out["error"] = exception_or_none(r.error);
@@ -323,7 +355,8 @@ py::list stats_rows(ShardCacheHierarchy& cache, bool reset) {
 
 void bind_ops(py::module_& m) {
   m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
-  m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"));
+  m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"),
+        py::arg("tier"), py::arg("all_tiers"));
   m.def("cache_gc", &gc_dict, py::arg("cache"), py::arg("dry_run"));
   m.def("cache_verify", &verify_dict, py::arg("cache"), py::arg("repair"));
   m.def("cache_check", &check_dict, py::arg("cache"));

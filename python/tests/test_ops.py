@@ -50,6 +50,31 @@ def test_warm_reports_what_the_cli_reports(env, datavo_bin):
     assert [row["cached"] for row in cli["tiers"]] == [t.cached for t in report.tiers]
 
 
+def test_the_cli_warm_sample_stream_and_get_or_fetch_share_one_instance(env, origin, datavo_bin):
+    """Issue 16, "one namespace": `datavo warm`, warm() (examples/12_warm_and_read_cache.py's way), SampleStream and
+    get_default_shard_cache().get_or_fetch with DATAVO_SERVER all key the shards by the server's instance_id."""
+    from datavo_sdk import get_default_shard_cache
+
+    server_id = json.loads(urllib.request.urlopen(origin.url + "/v1/instance", timeout=10).read())["instance_id"]
+    subprocess.run([datavo_bin, "warm", DATASET, "--key", "audio.wav"], capture_output=True, text=True, check=True)
+    assert warm(DATASET, ["audio.wav"], progress=False).origin_shards == 0, "the example's warm() finds the CLI's"
+    shards_before = origin.requests("shard")
+    stream = SampleStream.from_dataset(DATASET, keys=["audio.wav"])
+    assert sum(1 for _ in stream) == SAMPLES
+    assert origin.requests("shard") == shards_before, "SampleStream reads the CLI's copies"
+    cache = get_default_shard_cache()
+    listed = cache.ls().entry_list
+    fetched = []
+    for entry in listed:
+        path = cache.get_or_fetch(entry.content_hash, lambda f, h=entry.content_hash: fetched.append(h))
+        assert os.path.getsize(path) == entry.size_bytes
+    assert fetched == [], "get_or_fetch with DATAVO_SERVER finds the same entries: no fetch"
+    after = cache.ls().entry_list
+    assert len(after) == SHARDS and {e.instance for e in after} == {server_id}, "one copy per shard, one instance"
+    instance_dirs = [d for d in os.listdir(env / "cache") if not d.startswith(".") and (env / "cache" / d).is_dir()]
+    assert instance_dirs == [server_id]
+
+
 def test_a_progress_bar_on_a_terminal_unless_turned_off(env, capsys, monkeypatch):
     __import__("tqdm")  # scripts/install-deps.sh installs python3-tqdm; without it, this test fails here
     warm(DATASET, ["audio.wav"], progress=True)
@@ -153,6 +178,8 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
     listing = cache.ls()
     assert listing.error is None and listing.failures == [] and listing.instance is None
     assert listing.entries == len(listing.entry_list) == SHARDS and listing.size_bytes == report.size_bytes
+    assert [(t.tier, t.entries, t.size_bytes, t.listed) for t in listing.tiers] == [
+        ("local", SHARDS, report.size_bytes, True)]
     assert {(e.tier, e.dataset + "/" + e.split, e.revision, tuple(e.keys)) for e in listing.entry_list} == {
         ("local", DATASET, report.revision, ("audio.wav",))}
     assert sorted(e.shard_index for e in listing.entry_list) == list(range(SHARDS))
@@ -164,6 +191,7 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
     cli = json.loads(subprocess.run([datavo_bin, "--json", "--config", str(config), "cache", "ls"],
                                     capture_output=True, text=True, check=True).stdout)
     assert cli["entries"] == listing.entries and cli["size_bytes"] == listing.size_bytes
+    assert cli["tiers"] == [{"tier": "local", "entries": SHARDS, "size_bytes": report.size_bytes, "listed": True}]
     assert sorted(e["content_hash"] for e in cli["entry_list"]) == sorted(e.content_hash for e in listing.entry_list)
 
     missing = cache.rm(["0" * 64], instance=instance)
@@ -182,6 +210,32 @@ def test_ls_lists_what_warm_recorded_as_the_cli_does_and_rm_removes_a_dataset(en
         cache.rm(["not a hash"])
     with pytest.raises(ValueError):
         cache.rm()
+
+
+def test_rm_leaves_a_shared_tier_alone_unless_it_is_named(env, tmp_path, monkeypatch):
+    cache, _ = warmed_cache(tmp_path)
+    entries = cache.ls().entry_list
+    instance = entries[0].instance
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "unused")
+    # The bucket's endpoint is a closed port: any request to it would be a failure in the report.
+    with_bucket = ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "tier"), name="local"),
+        S3ShardCacheTier(bucket="b-1", region="us-east-1", endpoint_url="http://127.0.0.1:9", name="bucket"),
+    ])
+    default = with_bucket.rm(entries[0].content_hash, instance=instance)
+    assert default.error is None and default.removed == 1
+    assert [e.removed_from for e in default.entry_list] == [["local"]] and default.entry_list[0].failures == []
+    assert default.skipped_tiers == ["bucket"]
+    assert [(t.tier, t.type, t.shared, t.touched) for t in default.tiers] == [
+        ("local", "folder", False, True), ("bucket", "s3", True, False)]
+    named = with_bucket.rm(entries[1].content_hash, instance=instance, tier="local")
+    assert named.error is None and named.entry_list[0].removed_from == ["local"] and named.skipped_tiers == ["bucket"]
+    with pytest.raises(ValueError, match="no tier named 'nope'"):
+        with_bucket.rm(entries[2].content_hash, instance=instance, tier=["nope"])
+    with pytest.raises(ValueError, match="tier or all_tiers"):
+        with_bucket.rm(entries[2].content_hash, instance=instance, tier="bucket", all_tiers=True)
+    assert len(cache.ls().entry_list) == SHARDS - 2
 
 
 def test_verify_finds_and_quarantines_a_corrupt_entry(env, tmp_path):

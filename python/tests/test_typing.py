@@ -20,8 +20,8 @@ import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
                         Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
                         WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
-from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, TierCheck,
-                        TierFailure, TierGc, TierVerify, VerifyReport)
+from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, RmTier,
+                        TierCheck, TierFailure, TierGc, TierLsTotal, TierVerify, VerifyReport)
 from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
 
 
@@ -52,8 +52,10 @@ def main() -> int:
     listing: LsReport = cache.ls(instance="local")
     entries: typing.List[CacheEntry] = listing.entry_list
     broken: typing.List[TierFailure] = listing.failures
+    per_tier: typing.List[TierLsTotal] = listing.tiers
     removed: RmReport = cache.rm(["0" * 64], dataset="voice/train")
     gone: typing.List[RemovedEntry] = removed.entry_list
+    scope: typing.List[RmTier] = cache.rm(["0" * 64], tier=["fast"], all_tiers=False).tiers
     swept: GcReport = cache.gc(dry_run=True)
     gc_rows: typing.List[TierGc] = swept.tiers
     verified: VerifyReport = cache.verify(repair=False)

@@ -435,13 +435,6 @@ Result<Instance> OriginClient::remembered_instance(const std::string* explicit_n
   return Instance::from_server(server);
 }
 
-Result<Instance> instance_from_environment(const std::string* explicit_name) {
-  if (explicit_name != nullptr && !explicit_name->empty()) return Instance::parse(*explicit_name);
-  if (const char* server = std::getenv("DATAVO_SERVER"); server != nullptr && *server != '\0')
-    return Instance::from_server(server);
-  return Instance::local();
-}
-
 Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,
                                                   const std::vector<std::string>& keys) {
   return impl_->request_ticket(

@@ -9,6 +9,7 @@ CacheLsReport cache_ls(ShardCacheHierarchy& cache, const CacheLsRequest& request
   ops::ShardIndex index(request.manifest_cache_dir);
   for (const auto& tier : cache.tiers()) {
     auto entries = tier->list();
+    TierLsTotal& total = report.tiers.emplace_back(TierLsTotal{tier->name(), 0, Bytes{0}, bool(entries)});
     if (!entries) {
       if (!report.error) report.error = Error{entries.error().code, "cannot list tier '" + tier->name() + "'"};
       report.failures.push_back(TierError{tier->name(), std::move(entries).error()});
@@ -17,6 +18,8 @@ CacheLsReport cache_ls(ShardCacheHierarchy& cache, const CacheLsRequest& request
     for (auto& entry : *entries) {
       if (report.instance && entry.instance != *report.instance) continue;
       report.size += entry.size;
+      total.size += entry.size;
+      ++total.entries;
       std::optional<RecordedShard> shard = index.find(entry.instance, entry.hash);
       report.entries.push_back(CacheEntry{tier->name(), std::move(entry), std::move(shard)});
     }

@@ -53,6 +53,28 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   return std::chrono::system_clock::from_time_t(seconds) - *offset;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) {
+  static constexpr std::string_view k_months = "JanFebMarAprMayJunJulAugSepOctNovDec";
+  if (text.size() != 29 || text[3] != ',' || text[4] != ' ' || text[7] != ' ' || text[11] != ' ' || text[16] != ' ' ||
+      text[19] != ':' || text[22] != ':' || text.substr(25) != " GMT")
+    return std::nullopt;
+  const std::size_t month = k_months.find(text.substr(8, 3));
+  if (month == std::string_view::npos || month % 3 != 0) return std::nullopt;
+  const auto year = field(text, 12, 4, 0, 9999), day = field(text, 5, 2, 1, 31);
+  const auto hour = field(text, 17, 2, 0, 23), minute = field(text, 20, 2, 0, 59), second = field(text, 23, 2, 0, 60);
+  if (!year || !day || !hour || !minute || !second) return std::nullopt;
+  struct tm utc {};
+  utc.tm_year = *year - 1900;
+  utc.tm_mon = int(month / 3);
+  utc.tm_mday = *day;
+  utc.tm_hour = *hour;
+  utc.tm_min = *minute;
+  utc.tm_sec = *second;
+  const time_t seconds = ::timegm(&utc);
+  if (seconds == time_t(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(seconds);
+}
+
 std::string format_rfc3339(std::chrono::system_clock::time_point when) {
   const time_t seconds = std::chrono::system_clock::to_time_t(when);
   struct tm utc {};

@@ -10,7 +10,8 @@
 #      (one Put Blob; Put Block + Put Block List above part_size); a second VM reads it from the container without
 #      asking the origin;
 #   4. `warm` from `datavo serve`: each shard fetched from the origin once and uploaded once; a second VM warms
-#      from the container with 0 shard requests to the origin.
+#      from the container with 0 shard requests to the origin; `cache ls` shows the blobs' Last-Modified and a
+#      total per tier.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 export DATAVO_EMULATOR_DIR
 . "$(dirname "$0")/lib.sh"
@@ -157,5 +158,20 @@ expect_eq "warm: one blob per shard in the container" "$SHARDS" "$entries"
 expect_eq "warm: each shard uploaded once (Put Blob 201)" "$SHARDS" \
   "$(azurite_count PUT 'warm/[^/ ]+/[0-9a-f]{64}\.tar' 201)"
 expect_eq "warm: no lease left" "" "$(aztool list warm | grep '\.leases/')"
+
+# cache ls: the container's entries carry their real Last-Modified (not 1970), and the totals are per tier.
+out=$(with_key timeout 60 "$DATAVO_BIN" --config "$E2E_TMP/warm1.yaml" --json cache ls 2>"$E2E_TMP/ls.err") &&
+  rc=0 || rc=$?
+expect_eq "cache ls (Azurite): exit 0" 0 "$rc"
+expect_eq "cache ls (Azurite): every blob listed with a time of this run (age under an hour, not 1970)" \
+  "[$SHARDS, true]" \
+  "$(json "[len([e for e in j['entry_list'] if e['tier'] == 'region']), all(e['age_seconds'] < 3600 and e['last_access'] >= '$(date -u -d '-1 hour' +%Y-%m-%dT%H:%M:%SZ)' for e in j['entry_list'] if e['tier'] == 'region')]" <<<"$out")"
+expect_eq "cache ls (Azurite): a total per tier, the local copies and the blobs apart" \
+  "[[\"local\", $SHARDS], [\"region\", $SHARDS]]" "$(json "[[t['tier'], t['entries']] for t in j['tiers']]" <<<"$out")"
+expect_eq "cache ls (Azurite): all copies is the sum of the tiers" "true" \
+  "$(json "j['size_bytes'] == sum(t['size_bytes'] for t in j['tiers'])" <<<"$out")"
+text=$(with_key timeout 60 "$DATAVO_BIN" --config "$E2E_TMP/warm1.yaml" cache ls 2>&1)
+expect_contains "cache ls (Azurite, text): the container's total on a line of its own" "tier region: $SHARDS entries" "$text"
+expect_contains "cache ls (Azurite, text): the grand total labelled as copies" "all tiers: $((2 * SHARDS)) copies" "$text"
 
 finish

@@ -323,7 +323,7 @@ expect_match "cache ls: an age" "[0-9]+ ?(s|min|h|d) ago" "$OUT"
 expect_match "cache ls: the dataset, revision and shard index of an entry" \
   "$DS@$REVISION +shard 0 +audio.wav,transcript.txt" "$OUT"
 # Three key groups were read above ({audio.wav, transcript.txt}, {audio.wav}, {transcript.txt}), 8 shards each.
-expect_match "cache ls: a total" "total: $((3 * SHARDS)) entries, [0-9.]+ (KiB|MiB)" "$OUT"
+expect_match "cache ls: a total per tier" "tier [^ ]+: $((3 * SHARDS)) entries, [0-9.]+ (KiB|MiB)" "$OUT"
 run --json cache ls
 expect_eq "cache ls --json: dataset, split, revision, shard_index and keys of every entry" \
   "[[\"voice_demo_v1\", \"train\", $REVISION]]" \

@@ -101,7 +101,13 @@ expect_eq "cache ls --json: instance local, last_access ISO-8601" "true" \
 run cache ls
 expect_eq "cache ls (text): a line per entry" 4 "$(grep -cE "$ha|$hc" <<<"$OUT")"
 expect_match "cache ls (text): tier, hash, human size, age" "fast +$ha +293\\.0 KiB +[0-9]+ s ago" "$OUT"
-expect_contains "cache ls (text): a total" "total: 4 entries, 683.6 KiB (instance local)" "$OUT"
+expect_contains "cache ls (text): the total of tier fast" "tier fast: 2 entries, 341.8 KiB" "$OUT"
+expect_contains "cache ls (text): the total of tier slow" "tier slow: 2 entries, 341.8 KiB" "$OUT"
+expect_contains "cache ls (text): all copies, labelled so" \
+  "all tiers: 4 copies, 683.6 KiB (a copy per tier that holds an entry; instance local)" "$OUT"
+run --json cache ls
+expect_eq "cache ls --json: a total per tier" '[["fast", 2, 350000, true], ["slow", 2, 350000, true]]' \
+  "$(json "[[t['tier'], t['entries'], t['size_bytes'], t['listed']] for t in j['tiers']]" <<<"$OUT")"
 
 # --- cache rm ---------------------------------------------------------------------------------------------------
 

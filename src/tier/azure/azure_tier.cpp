@@ -17,6 +17,7 @@
 #include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/percent.hpp"
+#include "util/rfc3339.hpp"
 #include "util/text.hpp"
 
 namespace datavo {
@@ -151,18 +152,10 @@ class AzureBackend final : public cloud::HeaderBackend {
       return container_ + "?" + query;
     };
     return list_pages(page_url, [&](const std::string& body, std::vector<ListedObject>& out) -> Result<std::string> {
-      // Each <Blob> holds its <Name> and one <Properties>: the two lists are in step.
-      auto blobs = cloud::xml_records(body, "Blob");
-      auto properties = cloud::xml_records(body, "Properties");
-      auto top = cloud::xml_child_texts(body, "EnumerationResults");
-      if (!blobs || !properties || !top || blobs->size() != properties->size())
-        return Error{ErrorCode::remote, "List Blobs of " + container_ + ": malformed XML"};
-      for (std::size_t i = 0; i < blobs->size(); ++i) {
-        out.push_back(ListedObject{(*blobs)[i]["Name"],
-                                   Bytes{util::parse_decimal((*properties)[i]["Content-Length"]).value_or(0)},
-                                   std::chrono::system_clock::time_point{}});
-      }
-      return (*top)["NextMarker"];
+      auto page = azure::parse_blob_list(body, container_);
+      if (!page) return std::move(page).error();
+      for (auto& blob : page->blobs) out.push_back(std::move(blob));
+      return page->next_marker;
     });
   }
 
@@ -263,6 +256,28 @@ std::string azure::describe_azure_error(long, std::string_view body) {
            "and list) on the container";
   }
   return said;
+}
+
+Result<azure::BlobListPage> azure::parse_blob_list(const std::string& body, const std::string& container) {
+  // Each <Blob> holds its <Name> and one <Properties>: the two lists are in step.
+  auto blobs = cloud::xml_records(body, "Blob");
+  auto properties = cloud::xml_records(body, "Properties");
+  auto top = cloud::xml_child_texts(body, "EnumerationResults");
+  if (!blobs || !properties || !top || blobs->size() != properties->size())
+    return Error{ErrorCode::remote, "List Blobs of " + container + ": malformed XML"};
+  BlobListPage page;
+  for (std::size_t i = 0; i < blobs->size(); ++i) {
+    const std::string& name = (*blobs)[i]["Name"];
+    auto size = util::parse_decimal((*properties)[i]["Content-Length"]);
+    auto modified = util::parse_http_date((*properties)[i]["Last-Modified"]);
+    if (!size || !modified) {
+      return Error{ErrorCode::remote, "List Blobs of " + container + ": blob '" + name + "' has no readable " +
+                                          (size ? "Last-Modified" : "Content-Length")};
+    }
+    page.blobs.push_back(ListedObject{name, Bytes{*size}, *modified});
+  }
+  page.next_marker = (*top)["NextMarker"];
+  return page;
 }
 
 Result<std::shared_ptr<Tier>> make_azure_blob_tier(AzureBlobTierOptions options) {

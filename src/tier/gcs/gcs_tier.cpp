@@ -21,6 +21,7 @@
 #include "util/decimal.hpp"
 #include "util/log.hpp"
 #include "util/percent.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo {
 namespace {
@@ -393,18 +394,11 @@ class GcsBackend final : public BlobBackend {
         if (says_no_bucket(response->body)) return no_bucket();
         return out;
       }
-      auto page = nlohmann::json::parse(response->body, nullptr, false);
-      if (!page.is_object()) return Error{ErrorCode::remote, "listing of " + location() + ": not JSON"};
-      if (auto items = page.find("items"); items != page.end() && items->is_array()) {
-        for (const auto& item : *items) {
-          if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) continue;
-          out.push_back(ListedObject{item["name"].get<std::string>(), Bytes{json_number(item, "size").value_or(0)},
-                                     std::chrono::system_clock::time_point{}});
-        }
-      }
-      auto next = page.find("nextPageToken");
-      if (next == page.end() || !next->is_string() || next->get<std::string>().empty()) return out;
-      token = next->get<std::string>();
+      auto page = gcs::parse_object_list(response->body, location());
+      if (!page) return std::move(page).error();
+      for (auto& object : page->objects) out.push_back(std::move(object));
+      if (!page->next_page_token) return out;
+      token = std::move(page->next_page_token);
     }
   }
 
@@ -566,6 +560,31 @@ std::string gcs::describe_gcs_error(long status, std::string_view body) {
            "); the account in use needs roles/storage.objectAdmin (or storage.objects.* permissions) on the bucket";
   }
   return said;
+}
+
+Result<gcs::ObjectListPage> gcs::parse_object_list(const std::string& body, const std::string& location) {
+  auto json = nlohmann::json::parse(body, nullptr, false);
+  if (!json.is_object()) return Error{ErrorCode::remote, "listing of " + location + ": not JSON"};
+  ObjectListPage page;
+  if (auto items = json.find("items"); items != json.end() && items->is_array()) {
+    for (const auto& item : *items) {
+      if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) continue;
+      const std::string name = item["name"].get<std::string>();
+      const auto size = json_number(item, "size");
+      const auto updated = item.contains("updated") && item["updated"].is_string()
+                               ? util::parse_rfc3339(item["updated"].get<std::string>())
+                               : std::nullopt;
+      if (!size || !updated) {
+        return Error{ErrorCode::remote, "listing of " + location + ": object '" + name + "' has no readable " +
+                                            (size ? "updated time" : "size")};
+      }
+      page.objects.push_back(ListedObject{name, Bytes{*size}, *updated});
+    }
+  }
+  auto next = json.find("nextPageToken");
+  if (next != json.end() && next->is_string() && !next->get<std::string>().empty())
+    page.next_page_token = next->get<std::string>();
+  return page;
 }
 
 Result<std::shared_ptr<Tier>> make_gcs_tier(GcsTierOptions options) {

@@ -199,7 +199,8 @@ class AzureFront final : public FrontEnd {
                        xml_escape(seen.param("prefix")) + "</Prefix><Blobs>";
     for (const auto& [name, blob] : page) {
       body += "<Blob><Name>" + xml_escape(name) + "</Name><Properties><Content-Length>" +
-              std::to_string(blob->bytes.size()) + "</Content-Length><Etag>" + blob->etag +
+              std::to_string(blob->bytes.size()) + "</Content-Length><Last-Modified>" +
+              azure::http_date(blob->last_modified) + "</Last-Modified><Etag>" + blob->etag +
               "</Etag><BlobType>BlockBlob</BlobType></Properties></Blob>";
     }
     body += "</Blobs><NextMarker>" + (more ? xml_escape(page.back().first) : std::string()) +

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fake_cloud/store_state.hpp"
+#include "util/rfc3339.hpp"
 
 namespace datavo::fakecloud {
 namespace {
@@ -29,7 +30,8 @@ json resource(const std::string& bucket, const std::string& name, const StoredOb
               {"size", std::to_string(object.bytes.size())},
               {"generation", std::to_string(object.generation)},
               {"crc32c", object.crc32c_base64},
-              {"etag", object.etag}};
+              {"etag", object.etag},
+              {"updated", util::format_rfc3339(object.last_modified)}};
   if (!object.md5_base64.empty()) out["md5Hash"] = object.md5_base64;
   if (!object.metadata.empty()) out["metadata"] = metadata_json(object.metadata);
   return out;

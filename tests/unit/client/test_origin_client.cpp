@@ -62,23 +62,24 @@ TEST(OriginClientTest, OfflineFromTheEnvironment) {
   }
 }
 
-TEST(OriginClientTest, InstanceFromEnvironmentReadsTheServerUrlOnly) {
+TEST(OriginClientTest, RememberedInstanceWithoutARecordReadsTheServerUrlOrTheEnvironment) {
+  TempDir dir;
   const std::string prod = "prod";
   const std::string empty;
   {
     clienttest::ScopedEnv env("DATAVO_SERVER", "http://[::1]:9000/x");
-    EXPECT_EQ(instance_from_environment(nullptr)->name(), "--1_9000");
-    EXPECT_EQ(instance_from_environment(&empty)->name(), "--1_9000");
-    EXPECT_EQ(instance_from_environment(&prod)->name(), "prod");
+    EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "--1_9000");
+    EXPECT_EQ(OriginClient::remembered_instance(&empty, {}, dir.path())->name(), "--1_9000");
+    EXPECT_EQ(OriginClient::remembered_instance(&prod, {}, dir.path())->name(), "prod");
   }
   {
     clienttest::ScopedEnv env("DATAVO_SERVER", "");
-    EXPECT_EQ(instance_from_environment(nullptr)->name(), "local");
+    EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "local");
   }
   clienttest::ScopedEnv unset("DATAVO_SERVER", std::nullopt);
-  EXPECT_EQ(instance_from_environment(nullptr)->name(), "local");
+  EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "local");
   const std::string bad = ".hidden";
-  EXPECT_FALSE(instance_from_environment(&bad));
+  EXPECT_FALSE(OriginClient::remembered_instance(&bad, {}, dir.path()));
 }
 
 class OriginClientFakeTest : public ::testing::Test {

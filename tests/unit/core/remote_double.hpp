@@ -85,6 +85,7 @@ class ScriptedRemote final : public Tier, public RemoteCoordination {
   std::string location() const override { return "scripted://" + name_; }
   UploadMode upload_mode() const override { return mode; }
   RemoteCoordination* coordination() override { return lease ? this : nullptr; }
+  TierReach reach() const override { return TierReach::shared; }
 
   Result<bool> contains(const ShardKey& key) override {
     if (fail_lookups) return Error{ErrorCode::remote, name_ + " is down"};

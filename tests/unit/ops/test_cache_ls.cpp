@@ -69,5 +69,26 @@ TEST_F(CacheLsTest, ATierThatCannotBeListedIsReportedAndTheOthersAreStillListed)
   EXPECT_NE(report.error->message.find("cannot list tier 'down'"), std::string::npos) << report.error->message;
 }
 
+TEST_F(CacheLsTest, TotalsArePerTierSoThatALocalCopyAndARemoteOneAreNotOneSum) {
+  auto two = opstest::hierarchy({opstest::folder(dir.sub("top"), "top"), opstest::folder(dir.sub("mid"), "mid")});
+  opstest::install(*two, opstest::key_of('1', "team"), "12345");  // a fetch installs in both
+  opstest::install(*two, opstest::key_of('2', "team"), "123");
+  ASSERT_TRUE(two->tiers()[1]->remove(opstest::key_of('2', "team")));
+  auto with_down = opstest::hierarchy({two->tiers()[0], two->tiers()[1], opstest::failing_memory_tier("down")});
+  const CacheLsReport report = cache_ls(*with_down, request("team"));
+  ASSERT_EQ(report.tiers.size(), 3u);
+  EXPECT_EQ(report.tiers[0].tier, "top");
+  EXPECT_EQ(report.tiers[0].entries, 2u);
+  EXPECT_EQ(report.tiers[0].size, Bytes{8});
+  EXPECT_TRUE(report.tiers[0].listed);
+  EXPECT_EQ(report.tiers[1].tier, "mid");
+  EXPECT_EQ(report.tiers[1].entries, 1u);
+  EXPECT_EQ(report.tiers[1].size, Bytes{5});
+  EXPECT_EQ(report.tiers[2].tier, "down");
+  EXPECT_FALSE(report.tiers[2].listed);
+  EXPECT_EQ(report.tiers[2].entries, 0u);
+  EXPECT_EQ(report.size, Bytes{13}) << "every copy, labelled as such by the front ends";
+}
+
 }  // namespace
 }  // namespace datavo

@@ -35,5 +35,24 @@ TEST(Rfc3339, FormatRoundTrips) {
   EXPECT_EQ(format_rfc3339(k_base + 900ms), "2024-05-01T12:00:00Z");
 }
 
+TEST(HttpDate, TheImfFixdateFormAzureWritesInListings) {
+  EXPECT_EQ(parse_http_date("Wed, 01 May 2024 12:00:00 GMT"), k_base);
+  EXPECT_EQ(parse_http_date("Wed, 01 May 2024 12:00:07 GMT"), k_base + 7s);
+  EXPECT_EQ(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            std::chrono::sys_days{std::chrono::year{1994} / 11 / 6} + 8h + 49min + 37s);
+  EXPECT_EQ(parse_http_date("Thu, 31 Dec 2026 23:59:59 GMT"),
+            std::chrono::sys_days{std::chrono::year{2026} / 12 / 31} + 23h + 59min + 59s);
+}
+
+TEST(HttpDate, OtherFormsAndBadFieldsAreRefused) {
+  for (const char* bad :
+       {"", "Wed, 01 May 2024 12:00:00 UTC", "Wed, 01 May 2024 12:00:00 +0000", "Wednesday, 01-May-24 12:00:00 GMT",
+        "Wed May  1 12:00:00 2024", "Wed, 1 May 2024 12:00:00 GMT", "Wed, 01 Mai 2024 12:00:00 GMT",
+        "Wed, 01 ayJ 2024 12:00:00 GMT", "Wed, 32 May 2024 12:00:00 GMT", "Wed, 01 May 2024 24:00:00 GMT",
+        "Wed, 01 May 2024 12:60:00 GMT", "Wed, 01 May 2024 12:00:00 GMT ", "2024-05-01T12:00:00Z"}) {
+    EXPECT_EQ(parse_http_date(bad), std::nullopt) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace datavo::util

@@ -226,5 +226,74 @@ TEST(AzureErrorWords, KnownCodesSayWhatToDoAndKeepTheCode) {
   EXPECT_EQ(describe_azure_error(502, "Bad Gateway"), "");
 }
 
+// A page of List Blobs as Azure Blob Storage sends it (the shape of the service's documented response, as Azurite
+// also writes it): the time is the blob's Last-Modified, an RFC 1123 date.
+TEST(AzureBlobList, ReadsNameSizeAndLastModifiedOfARealPage) {
+  const std::string body = R"(<?xml version="1.0" encoding="utf-8"?>
+<EnumerationResults ServiceEndpoint="https://datavoeastus.blob.core.windows.net/" ContainerName="shards">
+  <Prefix>team-a/</Prefix>
+  <MaxResults>5000</MaxResults>
+  <Blobs>
+    <Blob>
+      <Name>team-a/local/aaaa.tar</Name>
+      <Properties>
+        <Creation-Time>Tue, 01 Dec 2026 08:00:00 GMT</Creation-Time>
+        <Last-Modified>Wed, 02 Dec 2026 09:30:15 GMT</Last-Modified>
+        <Etag>0x8DCF2A1B2C3D4E5</Etag>
+        <Content-Length>1048576</Content-Length>
+        <Content-Type>application/x-tar</Content-Type>
+        <Content-Encoding />
+        <Content-Language />
+        <Content-CRC64 />
+        <Content-MD5>1B2M2Y8AsgTpgAmY7PhCfg==</Content-MD5>
+        <Cache-Control />
+        <Content-Disposition />
+        <BlobType>BlockBlob</BlobType>
+        <AccessTier>Hot</AccessTier>
+        <AccessTierInferred>true</AccessTierInferred>
+        <LeaseStatus>unlocked</LeaseStatus>
+        <LeaseState>available</LeaseState>
+        <ServerEncrypted>true</ServerEncrypted>
+      </Properties>
+      <Metadata><datavo_sha256>abc</datavo_sha256></Metadata>
+      <OrMetadata />
+    </Blob>
+    <Blob>
+      <Name>team-a/local/bbbb.tar</Name>
+      <Properties>
+        <Last-Modified>Thu, 03 Dec 2026 00:00:01 GMT</Last-Modified>
+        <Content-Length>7</Content-Length>
+        <BlobType>BlockBlob</BlobType>
+      </Properties>
+    </Blob>
+  </Blobs>
+  <NextMarker>2!88!MDAwMDE3IXRlYW0tYS9sb2NhbC9iYmJiLnRhciEwMDAwMjghOTk5OS0xMi0zMVQyMzo1OTo1OS45OTk5OTk5Wi</NextMarker>
+</EnumerationResults>)";
+  auto page = parse_blob_list(body, "https://datavoeastus.blob.core.windows.net/shards");
+  ASSERT_TRUE(page) << page.error().message;
+  ASSERT_EQ(page->blobs.size(), 2u);
+  EXPECT_EQ(page->blobs[0].name, "team-a/local/aaaa.tar");
+  EXPECT_EQ(page->blobs[0].size, Bytes{1048576});
+  EXPECT_EQ(page->blobs[0].last_modified, std::chrono::sys_days{std::chrono::year{2026} / 12 / 2} + 9h + 30min + 15s);
+  EXPECT_EQ(page->blobs[1].last_modified, std::chrono::sys_days{std::chrono::year{2026} / 12 / 3} + 1s);
+  EXPECT_EQ(page->next_marker.substr(0, 6), "2!88!M");
+}
+
+TEST(AzureBlobList, TheLastPageHasAnEmptyMarkerAndABadDateIsNamed) {
+  auto last = parse_blob_list(
+      R"(<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs /><NextMarker /></EnumerationResults>)", "c");
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_TRUE(last->blobs.empty());
+  EXPECT_EQ(last->next_marker, "");
+  auto bad = parse_blob_list(
+      "<EnumerationResults><Blobs><Blob><Name>x.tar</Name><Properties><Last-Modified>yesterday</Last-Modified>"
+      "<Content-Length>1</Content-Length></Properties></Blob></Blobs><NextMarker/></EnumerationResults>",
+      "https://a.blob.core.windows.net/c");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::remote);
+  EXPECT_EQ(bad.error().message,
+            "List Blobs of https://a.blob.core.windows.net/c: blob 'x.tar' has no readable Last-Modified");
+}
+
 }  // namespace
 }  // namespace datavo::azure

@@ -560,5 +560,62 @@ TEST(GcsErrorWords, KnownStatusesSayWhatToDoAndKeepTheCode) {
   EXPECT_EQ(describe_gcs_error(500, "{\"error\": \"text\"}"), "");
 }
 
+// A page of objects.list as the JSON API sends it (the shape of its documented response, which fake-gcs-server also
+// writes): the time is the item's `updated`, RFC 3339 with a fraction.
+TEST(GcsObjectList, ReadsNameSizeAndUpdatedOfARealPage) {
+  const std::string body = R"({
+  "kind": "storage#objects",
+  "nextPageToken": "CgV0ZWFtLWEvbG9jYWwvYmJiYi50YXI=",
+  "items": [
+    {
+      "kind": "storage#object",
+      "id": "datavo-b/team-a/local/aaaa.tar/1733131815123456",
+      "selfLink": "https://www.googleapis.com/storage/v1/b/datavo-b/o/team-a%2Flocal%2Faaaa.tar",
+      "mediaLink": "https://storage.googleapis.com/download/storage/v1/b/datavo-b/o/team-a%2Flocal%2Faaaa.tar?generation=1733131815123456&alt=media",
+      "name": "team-a/local/aaaa.tar",
+      "bucket": "datavo-b",
+      "generation": "1733131815123456",
+      "metageneration": "1",
+      "contentType": "application/x-tar",
+      "storageClass": "STANDARD",
+      "size": "1048576",
+      "md5Hash": "1B2M2Y8AsgTpgAmY7PhCfg==",
+      "crc32c": "AAAAAA==",
+      "etag": "CMDy7Y2Q4okDEAE=",
+      "timeCreated": "2026-12-02T09:30:15.123Z",
+      "updated": "2026-12-02T09:30:15.123Z",
+      "timeStorageClassUpdated": "2026-12-02T09:30:15.123Z",
+      "metadata": {"datavo-sha256": "abc"}
+    },
+    {"kind": "storage#object", "name": "team-a/local/bbbb.tar", "size": "7", "updated": "2026-12-03T01:00:01+01:00"}
+  ]
+})";
+  auto page = parse_object_list(body, "gs://datavo-b/team-a");
+  ASSERT_TRUE(page) << page.error().message;
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].name, "team-a/local/aaaa.tar");
+  EXPECT_EQ(page->objects[0].size, Bytes{1048576});
+  EXPECT_EQ(page->objects[0].last_modified, std::chrono::sys_days{std::chrono::year{2026} / 12 / 2} +
+                                                std::chrono::hours{9} + std::chrono::minutes{30} +
+                                                std::chrono::seconds{15});
+  EXPECT_EQ(page->objects[1].last_modified,
+            std::chrono::sys_days{std::chrono::year{2026} / 12 / 3} + std::chrono::seconds{1});
+  EXPECT_EQ(page->next_page_token, "CgV0ZWFtLWEvbG9jYWwvYmJiYi50YXI=");
+}
+
+TEST(GcsObjectList, TheLastPageHasNoTokenAndAMissingTimeIsNamed) {
+  auto last = parse_object_list(R"({"kind": "storage#objects"})", "gs://b");
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_TRUE(last->objects.empty());
+  EXPECT_EQ(last->next_page_token, std::nullopt);
+  auto bad = parse_object_list(R"({"items": [{"name": "x.tar", "size": "1"}]})", "gs://b");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::remote);
+  EXPECT_EQ(bad.error().message, "listing of gs://b: object 'x.tar' has no readable updated time");
+  auto not_json = parse_object_list("<html>", "gs://b");
+  ASSERT_FALSE(not_json);
+  EXPECT_EQ(not_json.error().message, "listing of gs://b: not JSON");
+}
+
 }  // namespace
 }  // namespace datavo::gcs
