@@ -6,7 +6,9 @@
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 E2E_CMD_TIMEOUT=30
-SUITE_DEADLINE=$(($(date +%s) + 180))
+# A guard against a hang that names where the suite was, well inside ctest's 900 s; not a timing (a CI run beside
+# other builds took 232 s for checks that all passed).
+SUITE_DEADLINE=$(($(date +%s) + 600))
 
 DS=voice_demo_v1/train
 SAMPLES=120
@@ -42,7 +44,7 @@ delta() {
   python3 -c 'import sys; a=sys.argv[1].split(); b=sys.argv[2].split(); print(" ".join(str(int(y)-int(x)) for x, y in zip(a, b)))' "$1" "$now"
 }
 
-check_deadline() { [ "$(date +%s)" -lt "$SUITE_DEADLINE" ] || die "suite deadline" "over 180 s"; }
+check_deadline() { [ "$(date +%s)" -lt "$SUITE_DEADLINE" ] || die "suite deadline" "over 600 s"; }
 
 # --- pack and serve ---------------------------------------------------------------------------------------------
 
