@@ -74,6 +74,8 @@ bool any_uploads(const std::optional<UploadSummary>& summary);
 
 // Formats a byte count for people: "512 B", "1.5 MiB".
 std::string human_bytes(std::uint64_t bytes);
+// --metrics-textfile PATH (warm, read): the file MetricsTextfile keeps (datavo/metrics.hpp).
+void add_metrics_textfile_option(CLI::App* command, std::optional<std::string>& path);
 // Decimal megabytes, as "MB/s" is read by people comparing with disk and network figures.
 double megabytes(Bytes bytes);
 

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/cli.hpp"
+#include "datavo/metrics.hpp"
 #include "datavo/sample_stream.hpp"
 #include "util/cancel.hpp"
 #include "util/human.hpp"
@@ -19,6 +20,7 @@ struct ReadArgs {
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
   std::size_t shuffle_buffer = 0;
+  std::optional<std::string> metrics_textfile;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -91,6 +93,13 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   const auto started = std::chrono::steady_clock::now();
   SampleStreamOptions options = stream_options(global, args);
   const std::shared_ptr<OriginClient> client = options.client;
+  std::unique_ptr<MetricsTextfile> textfile;
+  if (args.metrics_textfile) {
+    // The stream's hierarchy, made here so that the textfile shows its counters.
+    options.cache = require(get_default_shard_cache(global.config_path));
+    textfile = require(MetricsTextfile::start(options.cache, *args.metrics_textfile));
+  }
+  const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
@@ -98,6 +107,11 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
     if (!sample) break;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (textfile) {
+    // Its last write shows the uploads of this read: wait for them first, as the hierarchy would at exit.
+    cache->flush_uploads(ShardCacheHierarchy::k_destructor_upload_bound);
+    textfile.reset();
+  }
   if (global.json)
     print_json_report(stream, client->requests(), seconds);
   else
@@ -121,6 +135,7 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   read->add_flag("--shuffle", args->shuffle, "shuffle the shard order by --seed and --epoch");
   read->add_option("--seed", args->seed, "shuffle seed (default 0)");
   read->add_option("--epoch", args->epoch, "epoch: a new shard order per epoch (default 0)");
+  add_metrics_textfile_option(read, args->metrics_textfile);
   read->add_option("--shuffle-buffer", args->shuffle_buffer,
                    "draw samples at random from a buffer of N, seeded by --seed and --epoch (default 0: in order)");
   read->callback([&global, args] { cmd_read(global, *args); });

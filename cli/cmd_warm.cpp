@@ -16,6 +16,7 @@ struct WarmArgs {
   std::size_t jobs = 4;
   bool dry_run = false;
   bool allow_partial = false;
+  std::optional<std::string> metrics_textfile;
 };
 
 void print_plan(const GlobalOptions& global, const WarmPlan& plan) {
@@ -98,6 +99,7 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   request.origin = origin_options(global, args.dataset.server);
   request.jobs = args.jobs;
   request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
+  request.metrics_textfile = args.metrics_textfile;
   if (args.dry_run) return print_plan(global, require(plan_warm(request)));
 
   WarmProgress progress;
@@ -138,6 +140,7 @@ void add_warm_command(CLI::App& app, GlobalOptions& global) {
   warm->add_flag("--dry-run", args->dry_run, "list what would be fetched and which tier holds what");
   warm->add_flag("--allow-partial", args->allow_partial,
                  "exit 0 with a WARNING when the top tier cannot hold every shard (default: exit 1)");
+  add_metrics_textfile_option(warm, args->metrics_textfile);
   warm->callback([&global, args] { cmd_warm(global, *args); });
 }
 

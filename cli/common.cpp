@@ -56,6 +56,12 @@ std::string describe_uploads(const UploadSummary& summary) {
 
 std::string human_bytes(std::uint64_t bytes) { return util::human_bytes(Bytes{bytes}); }
 
+void add_metrics_textfile_option(CLI::App* command, std::optional<std::string>& path) {
+  command->add_option("--metrics-textfile", path,
+                      "keep PATH holding the per-tier metrics in the Prometheus text format, rewritten atomically "
+                      "every 5 s and at the end (node_exporter's textfile collector: name it *.prom)");
+}
+
 double megabytes(Bytes bytes) { return double(bytes.count()) / 1e6; }
 
 void add_dataset_args(CLI::App* command, DatasetArgs& args) {

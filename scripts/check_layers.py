@@ -30,7 +30,7 @@ LAYERS = [
     (5, "core", ["src/core"], ["hierarchy"]),
     (6, "client", ["src/client"], ["origin_client", "dataset", "sample_stream", "sample_pipeline"]),
     (6, "origin", ["src/origin"], ["origin"]),
-    (7, "ops", ["src/ops"], ["operations", "warm", "demo"]),
+    (7, "ops", ["src/ops"], ["operations", "warm", "demo", "metrics"]),
     (8, "cli", ["cli"], []),
     (8, "python", ["python/src"], []),
 ]

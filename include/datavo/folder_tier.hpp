@@ -137,9 +137,12 @@ class FolderTier final : public LocalTier {
   // about, and a fresh file is begun instead.
   Result<std::unique_ptr<ShardTransaction>> begin(const ShardKey& key, std::optional<Bytes> size = std::nullopt,
                                                   Resume resume = Resume::no) override;
-  // Persisted in .stats.json.
+  // Persisted in .stats.json; the counters of the tiers it keeps (keep_stats_of) are there too, under
+  // "kept_tiers": {"<tier name>": {...}}.
   Result<TierStats> cumulative_stats() override;
   Result<void> flush_stats(LockWait wait = LockWait::block) override;
+  bool keep_stats_of(std::shared_ptr<Tier> remote) override;
+  Result<std::optional<TierStats>> kept_stats_of(const Tier& remote) override;
 
   // Tier interface.
   Result<bool> contains(const ShardKey& key) override;
@@ -161,7 +164,7 @@ class FolderTier final : public LocalTier {
   Result<std::optional<EntryRecord>> record_of(const ShardKey& key);
   // The mechanism lock_shard() uses on this tier, probed once at first use (no I/O after that).
   LockMechanism lock_mechanism();
-  // Zeroes .stats.json and this process's counters.
+  // Zeroes .stats.json (the kept tiers' counters with it) and this process's counters.
   Result<void> reset_stats();
 
   std::string entry_path(const ShardKey& key) const;

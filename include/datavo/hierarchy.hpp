@@ -72,6 +72,15 @@ struct UploadSummary {
   std::uint64_t pending = 0;  // still queued or running when the summary was taken
 };
 
+// Whose counters a TierInfo holds.
+enum class StatsScope {
+  every_process,  // a folder tier's: every process that used it, persisted in the tier
+  this_machine,   // a remote tier's: every process of this machine, kept in the top writable folder tier's stats
+  this_process,   // a remote tier's when no writable folder tier can keep them
+};
+// "every_process", "this_machine", "this_process".
+const char* to_string(StatsScope scope);
+
 struct TierInfo {
   std::string name;
   std::string type;
@@ -79,7 +88,11 @@ struct TierInfo {
   std::optional<Bytes> max_bytes;
   bool read_only = false;
   std::optional<TierUsage> usage;  // nullopt when the tier could not be measured
-  TierStats stats;                 // cumulative (persisted) for folder tiers, this process for others
+  TierStats stats;                 // the counters of `scope`; those not in `kept` are zero
+  TierStatSet kept;                // the counters this tier keeps (Tier::kept_stats)
+  StatsScope scope = StatsScope::this_process;
+  std::string kept_in;        // this_machine: the folder tier whose stats file keeps them
+  bool breaker_open = false;  // this process's circuit breaker of the tier is open (the tier is being skipped)
 };
 
 class ShardCacheHierarchy {
@@ -108,8 +121,11 @@ class ShardCacheHierarchy {
   Result<std::optional<Location>> locate(const ShardKey& key);
 
   // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed). Does no network I/O: the
-  // usage of a remote tier is not measured here (listing a bucket costs requests).
-  std::vector<TierInfo> cache_info();
+  // usage of a remote tier is not measured here (listing a bucket costs requests). A remote tier's counters are
+  // kept per machine by the topmost writable folder tier (LocalTier::keep_stats_of), flushed with its own.
+  // MeasureUsage::no leaves `usage` unset for every tier (measuring a folder tier scans its directories).
+  enum class MeasureUsage { yes, no };
+  std::vector<TierInfo> cache_info(MeasureUsage measure = MeasureUsage::yes);
 
   // Waits for the background uploads queued so far, at most `bound`; the destructor does the same with
   // k_destructor_upload_bound. Returns what happened to every upload since the hierarchy was made.

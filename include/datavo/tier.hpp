@@ -82,6 +82,9 @@ class ShardHandle {
   X(errors, std::uint64_t, "failures that were degraded to a miss or a skip")                     \
   X(uploads, std::uint64_t, "background uploads that completed (remote tiers)")                   \
   X(upload_failures, std::uint64_t, "background uploads that failed (remote tiers)")              \
+  X(uploads_present, std::uint64_t, "uploads that found the object there already (remote tiers)") \
+  X(upload_skips, std::uint64_t, "uploads not tried: the tier's breaker was open (remote tiers)") \
+  X(lease_waits, std::uint64_t, "fetches that waited for another VM's lease (remote tiers)")      \
   X(bytes_served, Bytes, "bytes handed to readers from this tier")                                \
   X(bytes_installed, Bytes, "bytes of promotions and installs")
 
@@ -93,6 +96,30 @@ T stat_from_count(std::uint64_t count) {
   return T{count};
 }
 }  // namespace detail
+
+// One counter of DATAVO_TIER_STATS, by name.
+enum class TierStat {
+#define DATAVO_TIER_STATS_ENUM(name, type, meaning) name,
+  DATAVO_TIER_STATS(DATAVO_TIER_STATS_ENUM)
+#undef DATAVO_TIER_STATS_ENUM
+};
+
+// A set of counters: the ones a tier can keep (Tier::kept_stats). A counter a tier cannot keep (a bucket does not
+// know what its lifecycle rules evict) is left out of what is shown for it rather than shown as zero.
+class TierStatSet {
+ public:
+  constexpr TierStatSet() = default;
+  static constexpr TierStatSet all() { return TierStatSet(~std::uint64_t{0}); }
+  constexpr TierStatSet with(TierStat stat) const { return TierStatSet(bits_ | bit(stat)); }
+  constexpr TierStatSet without(TierStat stat) const { return TierStatSet(bits_ & ~bit(stat)); }
+  constexpr bool contains(TierStat stat) const { return (bits_ & bit(stat)) != 0; }
+  friend constexpr bool operator==(TierStatSet, TierStatSet) = default;
+
+ private:
+  constexpr explicit TierStatSet(std::uint64_t bits) : bits_(bits) {}
+  static constexpr std::uint64_t bit(TierStat stat) { return std::uint64_t{1} << static_cast<unsigned>(stat); }
+  std::uint64_t bits_ = 0;
+};
 
 // Cumulative per-tier counters (cf. zarr's cache_info, with a typed return).
 struct TierStats {
@@ -109,6 +136,13 @@ struct TierStats {
 #define DATAVO_TIER_STATS_VISIT(name, type, meaning) f(#name, detail::stat_count(name));
     DATAVO_TIER_STATS(DATAVO_TIER_STATS_VISIT)
 #undef DATAVO_TIER_STATS_VISIT
+  }
+  // Calls f(stat, name, value as a count) for every counter, in the order above.
+  template <typename F>
+  void for_each_stat(F&& f) const {
+#define DATAVO_TIER_STATS_VISIT_STAT(name, type, meaning) f(TierStat::name, #name, detail::stat_count(name));
+    DATAVO_TIER_STATS(DATAVO_TIER_STATS_VISIT_STAT)
+#undef DATAVO_TIER_STATS_VISIT_STAT
   }
   // Sets the counter called `name` (false when there is none).
   bool set(std::string_view name, std::uint64_t count);
@@ -193,6 +227,10 @@ class Tier {
   // Every entry of every instance.
   virtual Result<std::vector<EntryInfo>> list() = 0;
 
+  // The counters this tier can keep. Default (a remote tier): all but evictions, which happen in the service (a
+  // bucket's lifecycle rules) where no process sees them. Local tiers: all but the uploads and leases.
+  virtual TierStatSet kept_stats() const;
+
   // This process's counters for this tier.
   TierCounters& counters() { return counters_; }
   const TierCounters& counters() const { return counters_; }
@@ -263,6 +301,7 @@ class ShardTransaction : public ByteSink, public PositionalSink {
 class LocalTier : public Tier {
  public:
   bool supports_direct_read() const final { return true; }
+  TierStatSet kept_stats() const override;
   LocalTier* as_local() final { return this; }
 
   // Opens the entry for `key` for reading, after the tier's checks (a damaged or expired entry is a miss). With
@@ -291,6 +330,14 @@ class LocalTier : public Tier {
   // LockWait::skip_if_busy it returns at once (keeping the counters for the next flush) when another process is
   // flushing, so that a hit never queues behind it.
   virtual Result<void> flush_stats(LockWait wait = LockWait::block) = 0;
+
+  // Persisting the counters of a tier that has no place of its own on this machine (a remote tier), so that they
+  // are kept per machine as a folder tier's are. keep_stats_of(t): from now on flush_stats() also adds t's counters
+  // (t->counters(), taken) to the ones persisted here under t's name; false when this tier cannot keep them (the
+  // default; a read-only tier). kept_stats_of(t): what every process of this machine persisted here for t plus t's
+  // unflushed counters; nullopt when this tier does not keep t's.
+  virtual bool keep_stats_of(std::shared_ptr<Tier> /*remote*/) { return false; }
+  virtual Result<std::optional<TierStats>> kept_stats_of(const Tier& /*remote*/) { return std::optional<TierStats>{}; }
 };
 
 }  // namespace datavo

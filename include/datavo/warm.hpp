@@ -80,6 +80,10 @@ struct WarmRequest {
   std::size_t jobs = 4;  // shards fetched in parallel; >= 1
   AllowPartial allow_partial = AllowPartial::no;
   WarmObserver* observer = nullptr;  // not owned; nullptr: none
+  // A file kept holding the cache's metrics in the Prometheus text format (datavo/metrics.hpp's MetricsTextfile):
+  // written when the warm starts (a path that cannot be written fails the warm then), rewritten every few seconds,
+  // and once more after the uploads were waited for. nullopt: none.
+  std::optional<std::string> metrics_textfile;
   // Stops this warm as the process-wide cancellation does (no shard is started, downloads in progress fail at their
   // next chunk, warm() returns a cancelled Error), for a front end without one: the Python SDK sets it on
   // KeyboardInterrupt. Not owned; nullptr: only the process-wide cancellation stops the warm.

@@ -260,8 +260,10 @@ class AzureBlobShardCacheTier(_CloudTier):
 
 @dataclasses.dataclass(frozen=True)
 class TierStats:
-    """A tier's counters: cumulative for folder tiers (persisted in the tier), this process for others. The fields
-    are the C++ TierStats (include/datavo/tier.hpp), in its order; a test checks them against the extension's."""
+    """A tier's counters: cumulative for folder tiers (persisted in the tier); for a remote tier those of this
+    machine, kept in the top writable folder tier (CacheInfo.scope says which). A counter the tier cannot keep
+    (CacheInfo.not_kept) reads 0. The fields are the C++ TierStats (include/datavo/tier.hpp), in its order; a test
+    checks them against the extension's."""
 
     hits: int  # lookups this tier served
     misses: int  # lookups this tier could not serve
@@ -273,6 +275,9 @@ class TierStats:
     errors: int  # failures that were degraded to a miss or a skip
     uploads: int  # background uploads that completed (remote tiers)
     upload_failures: int  # background uploads that failed (remote tiers)
+    uploads_present: int  # uploads that found the object there already (remote tiers)
+    upload_skips: int  # uploads not tried: the tier's breaker was open (remote tiers)
+    lease_waits: int  # fetches that waited for another VM's lease (remote tiers)
     bytes_served: int  # bytes handed to readers from this tier
     bytes_installed: int  # bytes of promotions and installs
 
@@ -294,6 +299,12 @@ class CacheInfo:
     used_bytes: typing.Optional[int]  # None when the tier could not be measured
     entries: typing.Optional[int]
     stats: TierStats
+    # Whose counters `stats` holds: "every_process" (a folder tier), "this_machine" (a remote tier's, kept in the
+    # folder tier `kept_in`) or "this_process" (no writable folder tier keeps them).
+    scope: str
+    kept_in: typing.Optional[str]
+    not_kept: typing.List[str]  # counters the tier cannot keep (a bucket's evictions): 0 in `stats`, not measured
+    breaker_open: bool  # this process skips the tier for a cooldown
 
 
 class ShardCacheHierarchy:
@@ -370,6 +381,32 @@ class ShardCacheHierarchy:
             stats = row.pop("stats")
             rows.append(CacheInfo(stats=TierStats(**stats), **row))
         return rows
+
+    def metrics(self) -> typing.Dict[str, typing.Dict[str, typing.Any]]:
+        """The per-tier metrics of ``datavo cache stats --format prometheus`` as a dict: tier name -> {"type",
+        "scope", then each metric by its Prometheus name without the "datavo_tier_" prefix ("hits_total",
+        "served_bytes_total", "breaker_open", ...)}; "uploads_total" is a dict by outcome ("uploaded",
+        "already_present", "failed", "skipped"). A metric the tier cannot keep is absent, not 0."""
+        _logging.sync_level()
+        return typing.cast(typing.Dict[str, typing.Dict[str, typing.Any]], _datavo.tier_metrics(self._native))
+
+    def metrics_text(self) -> str:
+        """metrics() in the Prometheus text exposition format 0.0.4 (``datavo cache stats --format prometheus``)."""
+        _logging.sync_level()
+        return str(_datavo.render_metrics(self._native))
+
+    def metrics_textfile(self, path: str, *, interval: float = 5.0) -> "_datavo.MetricsTextfile":
+        """Keeps the file ``path`` holding metrics_text(), rewritten atomically every ``interval`` seconds (a
+        temporary beside it, renamed: node_exporter's textfile collector never reads half a file; name it
+        ``*.prom``) until close(), which writes it a last time. A context manager::
+
+            with cache.metrics_textfile("/var/lib/node_exporter/textfile/datavo.prom"):
+                for sample in SampleStream.from_dataset(..., cache=cache): ...
+
+        Raises at once when the file cannot be written."""
+        if interval <= 0:
+            raise ValueError("interval must be > 0 seconds, not %r" % (interval,))
+        return _datavo.MetricsTextfile(self._native, str(path), float(interval))
 
     def ls(self, *, instance: typing.Optional[str] = None) -> "LsReport":
         """``datavo cache ls``: every entry of every tier, with what warm, read or a SampleStream recorded it to be.

@@ -241,6 +241,14 @@ py::dict tier_info_dict(const TierInfo& info) {
   row["used_bytes"] = info.usage ? py::object(py::int_(info.usage->used.count())) : py::none();
   row["entries"] = info.usage ? py::object(py::int_(info.usage->entries)) : py::none();
   row["stats"] = stats;
+  row["scope"] = to_string(info.scope);
+  row["kept_in"] = info.kept_in.empty() ? py::object(py::none()) : py::object(py::str(info.kept_in));
+  py::list not_kept;
+  info.stats.for_each_stat([&](TierStat stat, const char* name, std::uint64_t) {
+    if (!info.kept.contains(stat)) not_kept.append(name);
+  });
+  row["not_kept"] = not_kept;
+  row["breaker_open"] = info.breaker_open;
   return row;
 }
 

@@ -9,7 +9,9 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,7 @@
 
 #include "bindings.hpp"
 #include "datavo/hierarchy.hpp"
+#include "datavo/metrics.hpp"
 #include "datavo/operations.hpp"
 #include "datavo/warm.hpp"
 
@@ -351,9 +354,72 @@ py::list stats_rows(ShardCacheHierarchy& cache, bool reset) {
   return out;
 }
 
+// tier_metrics() as ShardCacheHierarchy.metrics() documents it: tier -> {"type", "scope", metric -> value}.
+py::dict metrics_dict(ShardCacheHierarchy& cache) {
+  std::vector<TierInfo> tiers = blocking([&] { return cache.cache_info(); });
+  py::dict out;
+  for (const auto& t : tiers) {
+    py::dict row;
+    row["type"] = t.type;
+    row["scope"] = to_string(t.scope);
+    out[py::str(t.name)] = row;
+  }
+  const std::string prefix = "datavo_tier_";
+  for (const auto& family : tier_metrics(tiers)) {
+    if (family.name == "datavo_tier_info") continue;  // its one label is "scope", above
+    const py::str key(family.name.substr(prefix.size()));
+    for (const auto& sample : family.samples) {
+      py::dict row = out[py::str(sample.tier)].cast<py::dict>();
+      if (!sample.label) {
+        row[key] = sample.value;
+        continue;
+      }
+      if (!row.contains(key)) row[key] = py::dict();
+      py::dict by_label = row[key].cast<py::dict>();
+      by_label[py::str(sample.label->second)] = sample.value;
+    }
+  }
+  return out;
+}
+
+// ShardCacheHierarchy.metrics_textfile(): the MetricsTextfile, stopped by close() (or the with block's end).
+class PyMetricsTextfile {
+ public:
+  PyMetricsTextfile(std::shared_ptr<ShardCacheHierarchy> cache, const std::string& path, double interval_seconds)
+      : file_(unwrap(blocking([&] {
+          const auto interval = std::chrono::milliseconds(std::max<long long>(1, llround(interval_seconds * 1000)));
+          return MetricsTextfile::start(std::move(cache), path, interval);
+        }))),
+        path_(path) {}
+  ~PyMetricsTextfile() { close(); }
+  void close() {
+    if (!file_) return;
+    blocking([&] { file_.reset(); });  // joins its thread and writes the file a last time
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::unique_ptr<MetricsTextfile> file_;
+  std::string path_;
+};
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  m.def("tier_metrics", &metrics_dict, py::arg("cache"));
+  m.def(
+      "render_metrics",
+      [](ShardCacheHierarchy& cache) {
+        return render_prometheus(tier_metrics(blocking([&] { return cache.cache_info(); })));
+      },
+      py::arg("cache"));
+  py::class_<PyMetricsTextfile>(m, "MetricsTextfile")
+      .def(py::init<std::shared_ptr<ShardCacheHierarchy>, const std::string&, double>(), py::arg("cache"),
+           py::arg("path"), py::arg("interval"))
+      .def_property_readonly("path", &PyMetricsTextfile::path)
+      .def("close", &PyMetricsTextfile::close)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyMetricsTextfile& self, py::args) { self.close(); });
   m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
   m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"),
         py::arg("tier"), py::arg("all_tiers"));

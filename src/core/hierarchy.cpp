@@ -94,6 +94,7 @@ Result<LeaseWait> wait_for_lease(Walk& walk, std::size_t index) {
     }
     // At the default level: a VM that sits waiting without a word looks hung (issue 16).
     if (!told) {
+      tier.counters().lease_waits.fetch_add(1, std::memory_order_relaxed);
       const auto left =
           std::chrono::duration_cast<std::chrono::seconds>(attempt->expires - std::chrono::system_clock::now());
       LOG_WARNING(describe(tier) << ": " << attempt->holder << " is fetching shard " << hash
@@ -184,6 +185,29 @@ Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::ve
 ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers)
     : tiers_(std::move(tiers)), impl_(new Impl) {
   for (const auto& tier : tiers_) impl_->breakers.emplace(tier.get(), std::make_unique<core::Breaker>(describe(*tier)));
+  for (const auto& tier : tiers_) {
+    LocalTier* local = tier->as_local();
+    if (local != nullptr && !local->read_only()) {
+      impl_->stats_keeper = local;
+      break;
+    }
+  }
+  if (impl_->stats_keeper == nullptr) return;
+  for (const auto& tier : tiers_) {
+    if (tier->as_local() == nullptr && !impl_->stats_keeper->keep_stats_of(tier)) {
+      impl_->stats_keeper = nullptr;
+      return;
+    }
+  }
+}
+
+const char* to_string(StatsScope scope) {
+  switch (scope) {
+    case StatsScope::every_process: return "every_process";
+    case StatsScope::this_machine: return "this_machine";
+    case StatsScope::this_process: return "this_process";
+  }
+  return "?";
 }
 
 ShardCacheHierarchy::~ShardCacheHierarchy() {
@@ -248,7 +272,7 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   return result;
 }
 
-std::vector<TierInfo> ShardCacheHierarchy::cache_info() {
+std::vector<TierInfo> ShardCacheHierarchy::cache_info(MeasureUsage measure) {
   std::vector<TierInfo> out;
   for (const auto& tier : tiers_) {
     TierInfo info;
@@ -257,13 +281,26 @@ std::vector<TierInfo> ShardCacheHierarchy::cache_info() {
     info.location = tier->location();
     info.max_bytes = tier->max_bytes();
     info.read_only = tier->read_only();
+    info.kept = tier->kept_stats();
+    info.breaker_open = impl_->breaker(*tier).open();
+    info.stats = tier->counters().snapshot();
     if (LocalTier* local = tier->as_local()) {
-      if (auto usage = tier->usage()) info.usage = *usage;
-      auto cumulative = local->cumulative_stats();
-      info.stats = cumulative ? *cumulative : tier->counters().snapshot();
-    } else {
-      info.stats = tier->counters().snapshot();
+      if (measure == MeasureUsage::yes) {
+        if (auto usage = tier->usage()) info.usage = *usage;
+      }
+      if (auto cumulative = local->cumulative_stats()) info.stats = *cumulative;
+      info.scope = StatsScope::every_process;
+    } else if (LocalTier* keeper = impl_->stats_keeper) {
+      if (auto kept = keeper->kept_stats_of(*tier); kept && *kept) {
+        info.stats = **kept;
+        info.scope = StatsScope::this_machine;
+        info.kept_in = keeper->name();
+      }
     }
+    // A counter the tier cannot keep reads zero, whatever a stats file from elsewhere said.
+    info.stats.for_each_stat([&info](TierStat stat, const char* name, std::uint64_t) {
+      if (!info.kept.contains(stat)) info.stats.set(name, 0);
+    });
     out.push_back(std::move(info));
   }
   return out;

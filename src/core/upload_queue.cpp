@@ -60,6 +60,7 @@ void UploadQueue::run(Job job) {
   }
   if (*installed == InstallOutcome::already_present) {
     ++totals_.already_present;
+    job.tier->counters().uploads_present.fetch_add(1, std::memory_order_relaxed);
   } else {
     ++totals_.uploaded;
     job.tier->counters().uploads.fetch_add(1, std::memory_order_relaxed);

@@ -423,7 +423,11 @@ Result<FetchResult> Walk::install(LocalTier& landing, std::unique_ptr<ShardTrans
   for (std::size_t i = 0; i < end; ++i) {
     if (i == landing_index) continue;
     Tier& tier = *tiers_[i];
-    if (tier.read_only() || !impl_.breaker(tier).allows()) continue;
+    if (tier.read_only()) continue;
+    if (!impl_.breaker(tier).allows()) {
+      if (tier.as_local() == nullptr) tier.counters().upload_skips.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (!tier.can_hold(size)) {
       warn_capacity_skip(tier, size);
       continue;
@@ -490,7 +494,11 @@ Result<std::optional<FetchResult>> Walk::promote(std::size_t hit_index, ShardHan
   std::optional<FetchResult> top;
   for (std::size_t i = 0; i < hit_index; ++i) {
     Tier& tier = *tiers_[i];
-    if (tier.read_only() || !impl_.breaker(tier).allows()) continue;
+    if (tier.read_only()) continue;
+    if (!impl_.breaker(tier).allows()) {
+      if (tier.as_local() == nullptr) tier.counters().upload_skips.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (!tier.can_hold(hit.size())) {
       warn_capacity_skip(tier, hit.size());
       continue;

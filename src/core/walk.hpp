@@ -45,6 +45,8 @@ struct ShardCacheHierarchy::Impl {
   // One per tier, made at construction: lookups need no lock to find theirs.
   std::unordered_map<const Tier*, std::unique_ptr<core::Breaker>> breakers;
   core::UploadQueue uploads;
+  // The topmost writable local tier, which keeps the remote tiers' counters (nullptr: none can).
+  LocalTier* stats_keeper = nullptr;
 
   core::Breaker& breaker(const Tier& tier) { return *breakers.at(&tier); }
 };

@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "datavo/metrics.hpp"
 #include "datavo/operations.hpp"
 #include "ops/warm_setup.hpp"
 #include "util/cancel.hpp"
@@ -182,6 +183,12 @@ Result<WarmReport> warm(const WarmRequest& request) {
   const auto started = Clock::now();
   auto setup = ops::set_up_warm(request);
   if (!setup) return std::move(setup).error();
+  std::unique_ptr<MetricsTextfile> textfile;  // its last write, at the end of this call, follows the uploads
+  if (request.metrics_textfile) {
+    auto started_file = MetricsTextfile::start(setup->cache, *request.metrics_textfile);
+    if (!started_file) return std::move(started_file).error();
+    textfile = std::move(*started_file);
+  }
   WarmObserver silent;
   WarmObserver& observer = request.observer ? *request.observer : silent;
   const Manifest& manifest = setup->dataset.manifest;

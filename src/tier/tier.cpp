@@ -73,6 +73,17 @@ TierStats TierCounters::take() {
   return s;
 }
 
+TierStatSet Tier::kept_stats() const { return TierStatSet::all().without(TierStat::evictions); }
+
+TierStatSet LocalTier::kept_stats() const {
+  return TierStatSet::all()
+      .without(TierStat::uploads)
+      .without(TierStat::upload_failures)
+      .without(TierStat::uploads_present)
+      .without(TierStat::upload_skips)
+      .without(TierStat::lease_waits);
+}
+
 const char* to_string(UploadMode mode) {
   switch (mode) {
     case UploadMode::background: return "background";

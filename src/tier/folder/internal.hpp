@@ -61,6 +61,9 @@ struct FolderTier::Impl {
   explicit Impl(FolderTier& tier) : self(tier) {}
   FolderTier& self;  // the tier this is the state of
   std::string root, staging_dir, locks_dir, quarantine_dir, stats_file;
+  // The tiers whose counters this one keeps (keep_stats_of); read and written under kept_mu.
+  std::mutex kept_mu;
+  std::vector<std::shared_ptr<Tier>> kept;
 
   // Staging and commits (install.cpp).
   // A new, empty staging file for `key`.

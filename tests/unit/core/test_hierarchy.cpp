@@ -461,6 +461,8 @@ TEST(HierarchyLease, AWaitingVmSaysOnceAtTheDefaultLevelWhoHoldsTheLeaseAndWhenI
   ASSERT_EQ(lines.size(), 1u) << logged;
   EXPECT_NE(lines[0].find("vm-a 4242 is fetching shard " + key.hash.hex()), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("its lease expires at " + util::format_rfc3339(expires)), std::string::npos) << lines[0];
+  // One wait, counted once in the tier of the lease (datavo_tier_lease_waits_total), however many polls it took.
+  EXPECT_EQ(s.remote->counters().snapshot().lease_waits, 1u);
 }
 
 TEST(HierarchyLease, ItTakesOverAnExpiredLease) {

@@ -133,6 +133,11 @@ TEST(UploadQueue, FlushUploadsReportsUploadedAlreadyPresentAndFailed) {
   EXPECT_EQ(summary.already_present, 1u);
   EXPECT_EQ(summary.failed, 1u);
   EXPECT_EQ(summary.pending, 0u);
+  // The tier's counters, which its metrics show (datavo_tier_uploads_total{outcome}).
+  const TierStats stats = remote->counters().snapshot();
+  EXPECT_EQ(stats.uploads, 1u);
+  EXPECT_EQ(stats.uploads_present, 1u);
+  EXPECT_EQ(stats.upload_failures, 1u);
 }
 
 TEST(UploadQueue, AFailedUploadIsAWarningAndACountNotAFailedRead) {

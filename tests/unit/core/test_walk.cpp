@@ -771,6 +771,8 @@ TEST(HierarchyBreaker, ARemoteTierThatKeepsFailingIsSkippedAfterThreeFailuresWit
   EXPECT_EQ(count_of(logged, "failed 3 times in a row"), 1) << logged;
   EXPECT_EQ(count_of(logged, "download failed, skipping it"), 3) << logged;
   EXPECT_GE(remote->counters().snapshot().errors, 3u);
+  // Every upload not tried while the breaker was open is counted as skipped (datavo_tier_uploads_total{skipped}).
+  EXPECT_EQ(remote->counters().snapshot().upload_skips, 10u - std::uint64_t(remote->uploads_started.load()));
 
   // During the cooldown it stays skipped; after it, one trial; the tier works again, so the breaker closes.
   clock.advance(29s);
