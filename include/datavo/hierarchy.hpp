@@ -62,6 +62,9 @@ struct FetchResult {
   std::string tier_name;  // the tier that handle is in
   std::size_t tier_index = 0;
   ServedFrom source = ServedFrom::hit;
+  // The tier the shard was found in: tier_name for a hit, the slower tier it was promoted (or materialized) from,
+  // also after waiting on another machine's lease; empty when it was fetched from the origin.
+  std::string found_in{};
 };
 
 // Uploads to remote tiers since the hierarchy was made (see ShardCacheHierarchy::flush_uploads).

@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "datavo/content_hash.hpp"
 #include "datavo/result.hpp"
+#include "datavo/units.hpp"
 
 namespace datavo {
 
@@ -35,6 +37,13 @@ class RemoteCoordination {
   // machines, one wins); otherwise says who holds it. An Error when the tier cannot say: the caller then fetches
   // without one.
   virtual Result<LeaseAttempt> try_lease(const ShardKey& key) = 0;
+  // Who holds the lease of `key` now, read without taking it (one small request): what a machine that waits for
+  // the holder's upload polls. nullopt when nobody does (released, or never taken); `held` is never set. An Error
+  // when the tier cannot say.
+  virtual Result<std::optional<LeaseAttempt>> lease_holder(const ShardKey& key) = 0;
+  // How often a holder renews its lease. Every machine of a region shares the tier's configuration, so a waiting
+  // machine paces its polls by its own.
+  virtual Milliseconds renewal_period() const = 0;
 };
 
 }  // namespace datavo

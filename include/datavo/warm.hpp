@@ -46,6 +46,7 @@ struct WarmShardOutcome {
     std::string tier;  // the tier the shard is in now
     ServedFrom source = ServedFrom::hit;
     Bytes size;
+    std::string found_in{};  // the tier it was found in (FetchResult::found_in): a hit there, also when promoted
   };
   std::optional<Served> served;  // exactly one of served and error
   std::optional<Error> error;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <variant>
 
+#include "core/lease_wait.hpp"
 #include "core/walk.hpp"
 #include "datavo/cloud_tier.hpp"
 #include "util/cancel.hpp"
@@ -20,9 +22,6 @@ using core::Walk;
 
 // Persisting counters costs a lock and a small file write, so it is batched rather than paid on every hit.
 constexpr std::chrono::seconds k_stats_flush_interval{2};
-// A VM waiting for another VM's upload polls the bucket with this backoff; each poll is one GET.
-constexpr Milliseconds k_first_lease_poll{250};
-constexpr Milliseconds k_max_lease_poll{5000};
 // A holder that keeps renewing its lease this long without uploading is not waited for any more.
 constexpr std::chrono::minutes k_max_lease_wait{30};
 
@@ -67,53 +66,83 @@ struct LeaseWait {
   std::optional<FetchResult> found;  // another VM's upload appeared and was materialized
 };
 
-// Takes the cross-VM lease of the key in remote tier `index`, or waits for the VM that holds it: polls the tier for
-// the object with backoff until it appears, asking for the lease again after each poll, so that it takes over as
-// soon as the holder's lease is released without the object or runs out. A tier that cannot say is degraded and the
-// caller fetches without a lease (at worst two VMs fetch the same shard). A cancellation ends the wait at once.
+using LeaseAnswer = std::variant<LeaseWait, LeaseAttempt>;
+
+// Asks for the lease of the key in remote tier `index`: a LeaseWait when that settles the matter (the lease is
+// ours, the object turned up once it was, or the tier cannot say and is degraded), else who holds it.
+Result<LeaseAnswer> ask_lease(Walk& walk, std::size_t index) {
+  Tier& tier = *walk.tiers()[index];
+  auto attempt = tier.coordination()->try_lease(walk.key());
+  if (!attempt) {
+    // An interruption says nothing about the tier: no degrading it, no fetch without a lease.
+    if (attempt.error().code == ErrorCode::cancelled) return std::move(attempt).error();
+    walk.degrade(tier, "lease", attempt.error());
+    return LeaseAnswer{LeaseWait{nullptr, &tier, std::nullopt}};
+  }
+  if (!attempt->held) return LeaseAnswer{std::move(*attempt)};
+  // Look once more now that the lease is ours: a holder may have uploaded the object and released the lease
+  // between this VM's lookup (or last poll) and its lease; fetching it again would cost a second origin fetch.
+  auto found = walk.materialize(index, CountMisses::no);
+  if (found && *found) return LeaseAnswer{LeaseWait{nullptr, &tier, std::move(**found)}};  // the lease is released here
+  return LeaseAnswer{LeaseWait{std::move(attempt->held), &tier, std::nullopt}};
+}
+
+// Counts the wait (lease_waits) and says so at the default level: a VM that sits waiting without a word looks hung
+// (issue 16).
+void warn_waiting(Tier& tier, const LeaseAttempt& holder, const std::string& hash,
+                  std::chrono::system_clock::time_point now) {
+  tier.counters().lease_waits.fetch_add(1, std::memory_order_relaxed);
+  const auto left = std::chrono::duration_cast<std::chrono::seconds>(holder.expires - now);
+  LOG_WARNING(describe(tier) << ": " << holder.holder << " is fetching shard " << hash
+                             << "; waiting for its upload instead of calling the origin (its lease expires at "
+                             << util::format_rfc3339(holder.expires) << ", in " << std::max<long long>(0, left.count())
+                             << " s, unless renewed)");
+}
+
+// Takes the cross-VM lease of the key in remote tier `index`, or waits for the VM that holds it. While it waits it
+// polls the lease alone (one small GET, core::LeasePolls's schedule); once the lease is gone (released after the
+// upload, or without one when the holder's fetch failed) or has run out, it looks for the object and, when there
+// is none, asks for the lease again, taking over. A tier that cannot say is degraded and the caller fetches without
+// a lease (at worst two VMs fetch the same shard). A cancellation ends the wait at once.
 Result<LeaseWait> wait_for_lease(Walk& walk, std::size_t index) {
   Tier& tier = *walk.tiers()[index];
   RemoteCoordination& coordination = *tier.coordination();
   const std::string hash = walk.key().hash.hex();
-  const auto give_up = std::chrono::steady_clock::now() + k_max_lease_wait;
-  auto poll = k_first_lease_poll;
-  for (bool told = false;; told = true) {
-    auto attempt = coordination.try_lease(walk.key());
-    if (!attempt) {
-      // An interruption says nothing about the tier: no degrading it, no fetch without a lease.
-      if (attempt.error().code == ErrorCode::cancelled) return std::move(attempt).error();
-      walk.degrade(tier, "lease", attempt.error());
-      return LeaseWait{nullptr, &tier, std::nullopt};
-    }
-    if (attempt->held) {
-      // Look once more now that the lease is ours: a holder may have uploaded the object and released the lease
-      // between this VM's lookup (or last poll) and its lease; fetching it again would cost a second origin fetch.
-      auto found = walk.materialize(index, CountMisses::no);
-      if (found && *found) return LeaseWait{nullptr, &tier, std::move(**found)};  // the lease is released here
-      return LeaseWait{std::move(attempt->held), &tier, std::nullopt};
-    }
-    // At the default level: a VM that sits waiting without a word looks hung (issue 16).
-    if (!told) {
-      tier.counters().lease_waits.fetch_add(1, std::memory_order_relaxed);
-      const auto left =
-          std::chrono::duration_cast<std::chrono::seconds>(attempt->expires - std::chrono::system_clock::now());
-      LOG_WARNING(describe(tier) << ": " << attempt->holder << " is fetching shard " << hash
-                                 << "; waiting for its upload instead of calling the origin (its lease expires at "
-                                 << util::format_rfc3339(attempt->expires) << ", in "
-                                 << std::max<long long>(0, left.count()) << " s, unless renewed)");
-    }
-    if (std::chrono::steady_clock::now() >= give_up) {
-      LOG_WARNING(describe(tier) << ": " << attempt->holder << " has held the lease of " << hash << " for "
+  net::Clock& clock = *core::lease_wait_clock();
+  const auto give_up = clock.now() + k_max_lease_wait;
+  auto asked = ask_lease(walk, index);
+  if (!asked) return std::move(asked).error();
+  if (auto* settled = std::get_if<LeaseWait>(&*asked)) return std::move(*settled);
+  LeaseAttempt holder = std::get<LeaseAttempt>(std::move(*asked));
+  warn_waiting(tier, holder, hash, clock.wall_now());
+  core::LeasePolls polls(coordination.renewal_period());
+  for (;;) {
+    if (clock.now() >= give_up) {
+      LOG_WARNING(describe(tier) << ": " << holder.holder << " has held the lease of " << hash << " for "
                                  << k_max_lease_wait.count() << " min without uploading; fetching it here");
       return LeaseWait{nullptr, &tier, std::nullopt};
     }
-    DATAVO_TRY(util::sleep_unless_cancelled(poll, "waiting for " + attempt->holder + "'s upload of shard " + hash));
-    poll = std::min(k_max_lease_poll, poll * 3 / 2);
+    clock.sleep_for(polls.next());
+    if (util::cancel_requested()) return util::cancelled_error("waiting for " + holder.holder + "'s upload of " + hash);
+    auto seen = coordination.lease_holder(walk.key());
+    if (!seen) {
+      if (seen.error().code == ErrorCode::cancelled) return std::move(seen).error();
+      walk.degrade(tier, "lease", seen.error());
+      return LeaseWait{nullptr, &tier, std::nullopt};
+    }
+    if (*seen && (*seen)->expires > clock.wall_now()) {
+      holder = std::move(**seen);  // still held: renewed, or taken by another VM
+      continue;
+    }
     auto found = walk.materialize(index, CountMisses::no);
     if (found && *found) return LeaseWait{nullptr, &tier, std::move(**found)};
     if (!found && found.error().code != ErrorCode::capacity) return std::move(found).error();
-    // No object yet: the next try_lease() says whether the holder still holds it, released it without an
-    // object (its fetch failed: take over now, not at its expiry) or let it expire.
+    // No object, and the lease released without one (the holder's fetch failed: take over now, not at its
+    // expiry) or run out: take it, unless another waiting VM was quicker.
+    asked = ask_lease(walk, index);
+    if (!asked) return std::move(asked).error();
+    if (auto* settled = std::get_if<LeaseWait>(&*asked)) return std::move(*settled);
+    holder = std::get<LeaseAttempt>(std::move(*asked));
   }
 }
 

@@ -303,7 +303,9 @@ Result<std::optional<FetchResult>> Walk::find(CountMisses count_misses, Scope sc
         tier.counters().hits.fetch_add(1, std::memory_order_relaxed);
         tier.counters().bytes_served.fetch_add((*opened)->size().count(), std::memory_order_relaxed);
       }
-      if (i == 0) return std::optional<FetchResult>{FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit}};
+      if (i == 0)
+        return std::optional<FetchResult>{
+            FetchResult{std::move(**opened), tier.name(), i, ServedFrom::hit, tier.name()}};
       return promote(i, std::move(**opened));
     }
     if (scope == Scope::local_tiers) continue;
@@ -338,7 +340,8 @@ Result<std::optional<FetchResult>> Walk::lock_and_recheck(std::size_t remote_ind
       if (handle && *handle) {
         above->counters().hits.fetch_add(1, std::memory_order_relaxed);
         above->counters().bytes_served.fetch_add((*handle)->size().count(), std::memory_order_relaxed);
-        return std::optional<FetchResult>{FetchResult{std::move(**handle), above->name(), j, ServedFrom::hit}};
+        return std::optional<FetchResult>{
+            FetchResult{std::move(**handle), above->name(), j, ServedFrom::hit, above->name()}};
       }
     }
     break;
@@ -353,7 +356,9 @@ Result<std::optional<FetchResult>> Walk::materialize(std::size_t remote_index, C
     if (!found || *found) return found;
   }
   RemoteHitSource source(*this, remote_index, count_misses);
-  return land(source, remote_index, nullptr, nullptr);
+  auto landed = land(source, remote_index, nullptr, nullptr);
+  if (landed && *landed) (*landed)->found_in = tiers_[remote_index]->name();
+  return landed;
 }
 
 Result<FetchResult> Walk::fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier) {
@@ -489,7 +494,8 @@ Result<std::optional<FetchResult>> Walk::promote(std::size_t hit_index, ShardHan
   auto digest = hit_tier.digest_of(key_, hit);
   if (!digest) {
     degrade(hit_tier, "read", digest.error());
-    return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
+    return std::optional<FetchResult>{
+        FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit, hit_tier.name()}};
   }
   std::optional<FetchResult> top;
   for (std::size_t i = 0; i < hit_index; ++i) {
@@ -506,11 +512,14 @@ Result<std::optional<FetchResult>> Walk::promote(std::size_t hit_index, ShardHan
     install_into(i, hit, *digest, ServedFrom::promoted, nullptr, "promotion");
     if (LocalTier* local = tier.as_local(); local && !top) {
       auto handle = local->peek(key_);
-      if (handle && *handle) top = FetchResult{std::move(**handle), tier.name(), i, ServedFrom::promoted};
+      if (handle && *handle)
+        top = FetchResult{std::move(**handle), tier.name(), i, ServedFrom::promoted, hit_tier.name()};
     }
   }
   // Every faster tier refused: the slower local hit still serves the read.
-  if (!top) return std::optional<FetchResult>{FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit}};
+  if (!top)
+    return std::optional<FetchResult>{
+        FetchResult{std::move(hit), hit_tier.name(), hit_index, ServedFrom::hit, hit_tier.name()}};
   return top;
 }
 

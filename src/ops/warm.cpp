@@ -63,7 +63,8 @@ WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, War
   setup.client->remember_shard(manifest, position, setup.dataset.keys);  // for `cache ls`
   auto result = setup.cache->get_or_fetch(setup.key(position), counted);
   if (result) {
-    outcome.served = WarmShardOutcome::Served{result->tier_name, result->source, result->handle.size()};
+    outcome.served =
+        WarmShardOutcome::Served{result->tier_name, result->source, result->handle.size(), result->found_in};
   } else {
     outcome.error = std::move(result).error();
   }
@@ -145,7 +146,12 @@ void tally(WarmReport& report, const ShardCacheHierarchy& cache, const std::vect
     report.size += outcome.served->size;
     switch (outcome.served->source) {
       case ServedFrom::hit: ++by_tier[outcome.served->tier].hits; break;
-      case ServedFrom::promoted: ++by_tier[outcome.served->tier].promoted_into; break;
+      case ServedFrom::promoted:
+        // A hit of the slower tier it came from (a bucket, also after waiting on another VM's lease) and a
+        // promotion into the tier it is in now.
+        if (auto found = by_tier.find(outcome.served->found_in); found != by_tier.end()) ++found->second.hits;
+        ++by_tier[outcome.served->tier].promoted_into;
+        break;
       case ServedFrom::fetched:
         ++report.origin_shards;
         report.origin_size += outcome.served->size;

@@ -579,9 +579,20 @@ TEST_P(TierConformanceTest, ALeaseIsHeldByOneVmAtATime) {
   if (tier->coordination() == nullptr) GTEST_SKIP() << "this tier offers no cross-VM leases";
   auto other = harness_->another_view({});
   const ShardKey key = make_key(21);
+  auto nobody = other->coordination()->lease_holder(key);
+  ASSERT_TRUE(nobody) << nobody.error().message;
+  EXPECT_FALSE(*nobody) << "a lease nobody took has a holder";
   auto first = tier->coordination()->try_lease(key);
   ASSERT_TRUE(first) << first.error().message;
   ASSERT_TRUE(first->held);
+  // What a waiting VM polls: who holds it, and until when, without taking it.
+  auto seen = other->coordination()->lease_holder(key);
+  ASSERT_TRUE(seen) << seen.error().message;
+  ASSERT_TRUE(*seen) << "the held lease is not seen";
+  EXPECT_FALSE((*seen)->held);
+  EXPECT_FALSE((*seen)->holder.empty());
+  EXPECT_GT((*seen)->expires, std::chrono::system_clock::now());
+  EXPECT_GT(tier->coordination()->renewal_period(), Milliseconds{0});
   auto second = other->coordination()->try_lease(key);
   ASSERT_TRUE(second) << second.error().message;
   if (harness_->honours_conditional_create()) {
@@ -594,6 +605,9 @@ TEST_P(TierConformanceTest, ALeaseIsHeldByOneVmAtATime) {
   }
   first->held.reset();  // released: the lease object is deleted
   second->held.reset();
+  auto released = other->coordination()->lease_holder(key);
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_FALSE(*released) << "a released lease still has a holder";
   auto third = other->coordination()->try_lease(key);
   ASSERT_TRUE(third) << third.error().message;
   EXPECT_TRUE(third->held) << "a released lease is free again";

@@ -5,7 +5,8 @@
 #   1. `cache info` lists the tier without touching the network (container URL at a closed port, no credentials);
 #      the sas_token never appears in its output;
 #   2. `cache check`: every probe passes (Azurite honours If-None-Match: *, so the second create is refused with
-#      409) and nothing is left in the container; a container that does not exist fails, naming it;
+#      409) and nothing is left in the container; a container that does not exist fails, naming it; without any
+#      credential it fails at its credentials step and sends nothing;
 #   3. `cache fetch` on a miss fetches, installs locally and uploads with the metadata datavo_sha256 / datavo_size
 #      (one Put Blob; Put Block + Put Block List above part_size); a second VM reads it from the container without
 #      asking the origin;
@@ -77,6 +78,20 @@ out=$(with_key timeout 60 "$DATAVO_BIN" --config "$E2E_TMP/check-missing.yaml" -
 expect_eq "check, a container that does not exist: exit 1" 1 "$rc"
 expect_contains "... the put fails naming the container" "no-such-container" \
   "$(json "[s['detail'] for t in j['tiers'] if t['tier'] == 'region' for s in t['steps'] if not s['ok']][0]" <<<"$out")"
+
+# No credentials at all: no key, no SAS, the managed-identity endpoint at a closed port (azure_gcs_lib.sh) and no
+# `az` on the PATH. The credentials step must obtain a token, and fail, as S3's and GCS's do (issue 16: it said "ok
+# credentials: bearer tokens ... (DefaultAzureCredential)", then "FAIL put: no Azure credentials found").
+vm_config "$E2E_TMP/check-nocreds.yaml" "$E2E_TMP/vm0" "$(azure_tier_yaml region checks)"
+: >"$DATAVO_EMULATOR_RUN_DIR/azurite.log"
+out=$(env PATH=/nonexistent "$(command -v timeout)" 60 "$DATAVO_BIN" --config "$E2E_TMP/check-nocreds.yaml" --json \
+  cache check 2>/dev/null) && rc=0 || rc=$?
+expect_eq "check, no credentials: exit 1" 1 "$rc"
+expect_eq "check, no credentials: it fails at the credentials step and tries nothing after it" '[["credentials", false]]' \
+  "$(json "[[s['step'], s['ok']] for t in j['tiers'] if t['tier'] == 'region' for s in t['steps']]" <<<"$out")"
+expect_contains "check, no credentials: ... saying so" "no Azure credentials found" \
+  "$(json "[s['detail'] for t in j['tiers'] if t['tier'] == 'region' for s in t['steps']][0]" <<<"$out")"
+expect_eq "check, no credentials: nothing was sent to the container" 0 "$(azurite_count '[A-Z]+' 'checks/[^ ]*')"
 
 # --- 3. cache fetch: populate, upload, read from the container ----------------------------------------------------
 

@@ -9,7 +9,12 @@
 #   3. region B (another container, 4 VMs at once) adds exactly one origin fetch per shard;
 #   4. with single_flight: false (region C, 8 VMs at once) the VMs behave as peers: the origin fetches and upload
 #      attempts are printed beside the single-flight figures, the container still holds each shard once and every
-#      attempt but the first per shard is refused (409/412) and reported as already present.
+#      attempt but the first per shard is refused (409/412) and reported as already present;
+#   5. region D, 4 VMs at once, each behind a cloud_proxy.py of its own that holds every entry upload 2.5 s: a VM
+#      that waits on another's lease makes at most 2 + 3 lease requests per shard (its lease attempt, then 3 polls,
+#      plus one per renewal period: lease_duration / 3 = 3 s here) and no more than 2 entry GETs that miss, and its warm
+#      JSON counts every shard it got from the container as a hit of the container (issue 16: about 600 polling
+#      requests from 3 waiting VMs, and 0 hits on the bucket).
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 export DATAVO_EMULATOR_DIR
 . "$(dirname "$0")/lib.sh"
@@ -44,6 +49,8 @@ start_origin "$E2E_TMP/store"
 export DATAVO_SERVER="$ORIGIN_URL"
 
 # region NAME CONTAINER COUNT [FIELD...]: COUNT VMs warm at the same moment; their JSON in $E2E_TMP/vms/NAME-<i>.json.
+# VM i reaches Azurite at ${REGION_ENDPOINTS[i]} when set (a proxy of its own), else at $AZURITE_BLOB_ENDPOINT.
+REGION_ENDPOINTS=()
 region() {
   local name=$1 container=$2 count=$3 i pids=()
   shift 3
@@ -51,7 +58,8 @@ region() {
   rm -f "$E2E_TMP/vms/go"
   for i in $(seq 1 "$count"); do
     vm_config "$E2E_TMP/vms/$name-$i.yaml" "$E2E_TMP/vms/$name-$i" \
-      "$(azure_tier_yaml region "$container" 'part_size: 5MiB' "$@")"
+      "$(AZURITE_BLOB_ENDPOINT="${REGION_ENDPOINTS[$i]:-$AZURITE_BLOB_ENDPOINT}" \
+        azure_tier_yaml region "$container" 'part_size: 5MiB' "$@")"
     (
       while [ ! -e "$E2E_TMP/vms/go" ]; do sleep 0.01; done
       AZURE_STORAGE_CONNECTION_STRING="$AZURITE_CONNECTION_STRING" \
@@ -122,6 +130,8 @@ expect_eq "region A: the uploads reported by the VMs" "$SHARDS 0 0" \
   "$(sum_of a "$VMS" "j['uploads']['uploaded']" "j['uploads']['already_present']" "j['uploads']['failed']")"
 expect_eq "region A: the other VMs got every shard from the container" "$((SHARDS * (VMS - 1)))" \
   "$(sum_of a "$VMS" "j['tiers'][0]['promoted_into']")"
+expect_eq "region A: ... and counted each as a hit of the container" "$((SHARDS * (VMS - 1)))" \
+  "$(sum_of a "$VMS" "j['tiers'][1]['hits']")"
 expect_eq "region A: the container holds each shard once" "$SHARDS" "$(entries_in region-a)"
 expect_eq "region A: no lease left behind" 0 "$(leases_left region-a)"
 # A VM that waits on another's lease says so at the default level (one WARNING naming the holder); nothing else warns.
@@ -180,6 +190,60 @@ expect_eq "region C: the VMs report the refusals as already present, the creates
   "$PEER_REFUSED $SHARDS 0" \
   "$(sum_of c "$VMS" "j['uploads']['already_present']" "j['uploads']['uploaded']" "j['uploads']['failed']")"
 expect_eq "region C: the container still holds each shard once" "$SHARDS" "$(entries_in region-c)"
+
+# --- 5. waiting VMs: requests per shard, and hits ------------------------------------------------------------------
+
+aztool create region-d || die "create container region-d" ""
+REGION_ENDPOINTS=()
+for i in 1 2 3 4; do
+  start_proxy PD$i "${AZURITE_BLOB_ENDPOINT%/"$AZURITE_ACCOUNT_NAME"}"
+  url_var=PD${i}_URL
+  REGION_ENDPOINTS[$i]="${!url_var}/$AZURITE_ACCOUNT_NAME"
+  # The holder's upload takes 2.5 s: long enough for the VMs that wait on its lease to poll.
+  proxy_mode "${!url_var}" "delay seconds=2.5 op=PutBlob,PutBlockList"
+done
+shards_d=$(origin_requests shard)
+started=$(date +%s%N)
+region d region-d 4 'lease_duration: 9s'
+took_d=$((($(date +%s%N) - started) / 1000000))
+REGION_ENDPOINTS=()
+expect_eq "region D: 4 VMs warmed every shard" "0 0" "$REGION_FAILED $(sum_of d 4 "j['failed']")"
+expect_eq "region D: exactly one origin fetch per shard" "$SHARDS" "$(($(origin_requests shard) - shards_d))"
+expect_eq "region D: the VMs that waited got every other shard from the container, as hits of it" \
+  "$((SHARDS * 3)) $((SHARDS * 3))" "$(sum_of d 4 "j['tiers'][1]['hits']" "j['tiers'][0]['promoted_into']")"
+for i in 1 2 3 4; do
+  url_var=PD${i}_URL
+  curl -s --max-time 10 "${!url_var}/_proxy/stats" >"$E2E_TMP/vms/d-$i.proxy.json"
+done
+# Per VM and shard: lease requests and entry GETs that missed, for the shards the VM did not upload itself.
+REQUESTS_D=$(python3 - "$E2E_TMP/vms" <<'PY'
+import json, re, sys
+leases, misses, total = [], [], 0
+for i in range(1, 5):
+    log = json.load(open("%s/d-%d.proxy.json" % (sys.argv[1], i)))["log"]
+    by_shard = {}
+    for r in log:
+        m = re.search(r"[0-9a-f]{64}", r["path"])
+        if m:
+            by_shard.setdefault(m.group(0), []).append(r)
+    for shard, rs in by_shard.items():
+        if any(r["op"] in ("PutBlob", "PutBlockList") and r["status"] == 201 for r in rs):
+            continue  # this VM fetched and uploaded the shard: it did not wait
+        total += len(rs)
+        leases.append(sum(1 for r in rs if r["op"].startswith("Lease:")))
+        misses.append(sum(1 for r in rs if r["op"] == "GetBlob" and r["status"] == 404))
+print(len(leases), max(leases), max(misses), total)
+PY
+)
+read -r waits max_lease max_miss total_d <<<"$REQUESTS_D"
+periods=$((took_d / 3000))  # lease_duration / 3
+echo "# region D ($took_d ms): $waits waits on a lease, $total_d requests on their shards," \
+  "at most $max_lease lease requests and $max_miss missing-entry GETs per VM and shard"
+expect_eq "region D: 3 VMs got each shard from another (counted)" "$((SHARDS * 3))" "$waits"
+expect_cmp "region D: a waiting VM's lease requests per shard (2 + 3 polls + 1 per 3 s)" "$max_lease" \
+  -le $((5 + periods))
+expect_cmp "region D: a waiting VM's entry GETs that miss per shard (its lookup, and one at a takeover)" "$max_miss" -le 2
+expect_eq "region D: no lease left behind" 0 "$(leases_left region-d)"
 
 echo "# Azure region simulation, $VMS VMs, $SHARDS shards (1 of 6 MiB, $((SHARDS - 1)) of ~1 MB), region A in $took_a ms:"
 echo "#   single_flight: true : origin shard fetches $SF_FETCHES, container uploads $((SF_BLOBS + SF_LISTS))" \

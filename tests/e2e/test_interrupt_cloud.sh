@@ -5,7 +5,11 @@
 #   1. it exits 130 within seconds, having released every lease (one DELETE each) and aborted every multipart
 #      upload: the bucket holds no `.leases/` object and no incomplete multipart upload;
 #   2. a cleanup the bucket does not answer (the proxy holds the lease DELETEs) is given up after the cleanup budget
-#      (util::k_cleanup_budget, 2 s): the process still exits 130 within seconds.
+#      (util::k_cleanup_budget, 2 s): the process still exits 130 within seconds;
+#   3. a SIGKILL releases nothing: a VM killed while it holds the leases of its queued uploads (lease_duration 6s),
+#      then a second VM warms. It says once per shard, at the default level, that the killed VM holds the shard's
+#      lease and when it expires; takes each lease over once it has expired; fetches each shard from the origin
+#      once; and leaves no `.leases/` object and no incomplete multipart upload behind.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -40,6 +44,7 @@ alive() { kill -0 "$1" 2>/dev/null && ! e2e_is_zombie "$1"; }
 leases_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if '/.leases/' in o['key']])"; }
 # ready EXPR: the proxy's counters satisfy EXPR (over its stats JSON as j).
 ready() { [ "$(proxy_json "$MOTO_URL" "int(bool($1))")" = 1 ]; }
+ready_at() { [ "$(proxy_json "$1" "int(bool($2))")" = 1 ]; }
 
 # interrupt NAME BUCKET READY_EXPR: a warm into BUCKET (a fresh cache), SIGINT once the proxy's counters satisfy
 # READY_EXPR; sets RC, ERR and MS_TO_EXIT.
@@ -96,5 +101,61 @@ expect_cmp "silent bucket: exits within 8 s of SIGINT, the cleanup given up afte
 expect_contains "silent bucket: says the lease is left to expire" "it expires on its own" "$ERR"
 expect_contains "silent bucket: and why" "ran out of its 2000 ms" "$ERR"
 proxy_mode "$MOTO_URL" ok
+
+# --- 3. a SIGKILLed holder: its leases expire and are taken over ------------------------------------------------
+
+# The first VM reaches moto through a proxy of its own that holds its first multipart upload's start; the proxy is
+# stopped after the kill, so that the held request never reaches moto.
+start_proxy KILLED "$MOTO_S3_ENDPOINT"
+proxy_mode "$KILLED_URL" "delay seconds=120 op=CreateMultipartUpload"
+make_bucket "$MOTO_S3_ENDPOINT" interrupt-killed
+for vm in killed survivor; do
+  url=$MOTO_URL
+  [ $vm = killed ] && url=$KILLED_URL
+  printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/$vm.cache" \
+    "$(s3_tier_yaml region interrupt-killed "$url" 'part_size: 5MiB' 'lease_duration: 6s')" >"$E2E_TMP/$vm.yaml"
+done
+"$DATAVO_BIN" --config "$E2E_TMP/killed.yaml" warm "$DS" --key bin --jobs 4 >"$E2E_TMP/killed.out" 2>"$E2E_TMP/killed.err" &
+killed_pid=$!
+track_pid "$killed_pid"
+# Every shard fetched and leased, the first upload held: the VM holds a lease per shard, renewing each every 2 s.
+wait_until 60 ready_at "$KILLED_URL" "len({r['path'] for r in j['log'] if r['op'] == 'Lease:PutObject' and r['if_none_match'] == '*' and r['status'] == 200}) >= $SHARDS_WANTED and j['ops'].get('CreateMultipartUpload', 0) >= 1" ||
+  fail "killed: its leases were held" "$(proxy_json "$KILLED_URL" "j['ops']")"
+proxy_reset "$MOTO_URL"
+shards0=$(origin_requests shard)
+kill -KILL "$killed_pid"
+wait "$killed_pid" 2>/dev/null
+# At once: the killed VM renewed its leases at most 2 s ago, so they run out in 3 to 6 s (whole seconds). One job
+# per shard, so that the survivor asks for every lease while it is live.
+started=$(date +%s%N)
+timeout 120 "$DATAVO_BIN" --config "$E2E_TMP/survivor.yaml" --json warm "$DS" --key bin --jobs "$SHARDS_WANTED" \
+  >"$E2E_TMP/survivor.out" 2>"$E2E_TMP/survivor.err" &
+survivor_pid=$!
+track_pid "$survivor_pid"
+kill -TERM "$KILLED_PID"
+wait "$KILLED_PID" 2>/dev/null
+wait "$survivor_pid" && rc=0 || rc=$?
+out=$(cat "$E2E_TMP/survivor.out")
+took=$((($(date +%s%N) - started) / 1000000))
+expect_eq "survivor: warmed every shard" "[0, 0]" "[$rc, $(json "j['failed']" <<<"$out")]"
+waits=$(grep -c "WARNING.* $killed_pid is fetching shard [0-9a-f]\{64\}; waiting for its upload instead of calling the origin (its lease expires at " \
+  "$E2E_TMP/survivor.err" || true)
+expect_eq "survivor: one WARNING per shard, naming the killed VM, the shard and the lease's expiry" \
+  "$SHARDS_WANTED $SHARDS_WANTED" \
+  "$waits $(grep -o -E "is fetching shard [0-9a-f]{64}" "$E2E_TMP/survivor.err" | sort -u | wc -l)"
+echo "# survivor, first of its WARNINGs: $(grep -m1 'is fetching shard' "$E2E_TMP/survivor.err")"
+expect_eq "survivor: no other WARNING" "" "$(grep WARNING "$E2E_TMP/survivor.err" | grep -v 'is fetching shard' | head -3)"
+# Per shard: a create refused (412) while the lease was live; once it has expired, a create refused again, the
+# expired lease deleted and a create that wins; the release after the upload. Polls are GETs, not creates.
+expect_eq "survivor: took every lease over once it had expired (creates refused, creates won, DELETEs)" \
+  "$((2 * SHARDS_WANTED)) $SHARDS_WANTED $((2 * SHARDS_WANTED))" \
+  "$(proxy_json "$MOTO_URL" "' '.join(str(len([r for r in j['log'] if r['op'] == 'Lease:PutObject' and r['if_none_match'] == '*' and r['status'] == s])) for s in (412, 200))") $(proxy_op "$MOTO_URL" Lease:DeleteObject)"
+expect_eq "survivor: each shard fetched from the origin once" "$SHARDS_WANTED $SHARDS_WANTED" \
+  "$(($(origin_requests shard) - shards0)) $(json "j['origin']['shards']" <<<"$out")"
+expect_eq "survivor: each shard uploaded" "$SHARDS_WANTED" "$(json "j['uploads']['uploaded']" <<<"$out")"
+expect_cmp "survivor: done within 30 s, the 6 s leases taken over as they expired ($took ms)" "$took" -le 30000
+expect_eq "killed and taken over: no .leases/ object left in the bucket" 0 "$(leases_in interrupt-killed)"
+expect_eq "killed and taken over: no incomplete multipart upload left in the bucket" 0 \
+  "$(s3tool "$MOTO_S3_ENDPOINT" uploads interrupt-killed)"
 
 finish

@@ -215,8 +215,8 @@ Result<AzureAuth> make_azure_auth(const AzureAuthConfig& config, const cloud::Cr
   cloud::BearerOptions bearer;
   bearer.decorate = [env](net::PreparedRequest& request) { set_date_and_version(request, env.now()); };
   bearer.stale = &stale_token;
-  return AzureAuth{cloud::make_bearer_auth(std::move(provider), std::move(bearer)), AzureAuthMode::bearer,
-                   "bearer tokens for account " + *account + " (DefaultAzureCredential)"};
+  return AzureAuth{cloud::make_bearer_auth(provider, std::move(bearer)), AzureAuthMode::bearer,
+                   "bearer tokens for account " + *account + " (DefaultAzureCredential)", provider};
 }
 
 }  // namespace datavo::azure

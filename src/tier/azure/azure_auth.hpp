@@ -29,6 +29,7 @@
 #include "datavo/result.hpp"
 #include "net/http_client.hpp"
 #include "tier/cloud/credential_env.hpp"
+#include "tier/cloud/credential_provider.hpp"
 
 namespace datavo::azure {
 
@@ -64,6 +65,9 @@ struct AzureAuth {
   std::shared_ptr<net::RequestAuth> auth;  // never nullptr
   AzureAuthMode mode = AzureAuthMode::bearer;
   std::string description;  // "SharedKey for account devstoreaccount1 ($AZURE_STORAGE_...)"
+  // The bearer mode's tokens (the one `auth` uses), so that `cache check` can obtain one before any request;
+  // nullptr in the other modes.
+  std::shared_ptr<cloud::TokenProvider> tokens{};
 };
 
 // Picks the mode as the top of this file says. No network I/O. Errors: invalid_argument for a container URL

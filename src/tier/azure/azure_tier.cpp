@@ -65,7 +65,12 @@ class AzureBackend final : public cloud::HeaderBackend {
 
   Result<std::string> credentials() override {
     DATAVO_TRY(resolve());
-    return description_;
+    if (!tokens_) return description_;
+    // As S3 and GCS do: the credentials step obtains one, so that `cache check` fails here when there is none,
+    // not at the first request.
+    auto token = tokens_->get();
+    if (!token) return std::move(token).error();
+    return description_ + ", from " + tokens_->describe();
   }
 
   Result<InstallOutcome> put(const std::string& name, const net::RequestBody& body,
@@ -170,6 +175,7 @@ class AzureBackend final : public cloud::HeaderBackend {
         return;
       }
       auth_ = auth->auth;
+      tokens_ = auth->tokens;
       description_ = auth->description;
     });
     if (resolve_error_) return *resolve_error_;
@@ -229,6 +235,7 @@ class AzureBackend final : public cloud::HeaderBackend {
   std::once_flag resolved_;
   std::optional<Error> resolve_error_;
   std::shared_ptr<net::RequestAuth> auth_;
+  std::shared_ptr<cloud::TokenProvider> tokens_;  // the bearer mode's, else nullptr
   std::string description_;
 };
 

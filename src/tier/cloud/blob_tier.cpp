@@ -241,6 +241,19 @@ class BlobTier final : public Tier, public RemoteCoordination {
     }
   }
 
+  Result<std::optional<LeaseAttempt>> lease_holder(const ShardKey& key) override {
+    StringBody holder;
+    auto read = backend_->get(lease_object_name(options_, key), std::nullopt, nullptr, holder);
+    if (!read) return std::move(read).error();
+    if (!*read) return std::optional<LeaseAttempt>{};
+    return std::optional<LeaseAttempt>{parse_lease(holder.text)};
+  }
+
+  // HeldLease renews every third of the duration.
+  Milliseconds renewal_period() const override {
+    return std::chrono::duration_cast<Milliseconds>(options_.lease_duration) / 3;
+  }
+
  private:
   // Collects a small object's bytes (a lease, a probe).
   struct StringBody final : public ByteSink {

@@ -68,12 +68,17 @@ class ScriptedRemote final : public Tier, public RemoteCoordination {
   Gate upload_gate;
   // When set, coordination() offers leases and try_lease() answers with this.
   std::function<Result<LeaseAttempt>(const ShardKey&)> lease;
+  // When set, lease_holder() answers with this; otherwise with the last holder try_lease() named, until the object
+  // is in the tier (its holder releases the lease after its upload).
+  std::function<Result<std::optional<LeaseAttempt>>(const ShardKey&)> holder;
+  Milliseconds renewal{20'000};  // renewal_period()
 
   // --- what happened ---
   std::atomic<int> lookups{0};          // read_into calls
   std::atomic<int> uploads_started{0};  // install_copy calls
   std::atomic<int> uploads_done{0};     // install_copy calls that returned
   std::atomic<int> lease_attempts{0};
+  std::atomic<int> lease_polls{0};  // lease_holder calls
 
   Tier& inner() { return *inner_; }
 
@@ -115,10 +120,32 @@ class ScriptedRemote final : public Tier, public RemoteCoordination {
 
   Result<LeaseAttempt> try_lease(const ShardKey& key) override {
     lease_attempts.fetch_add(1);
-    return lease(key);
+    auto attempt = lease(key);
+    if (attempt && !attempt->held) {
+      std::lock_guard lock(mu_);
+      last_holder_ = attempt->holder;
+      last_expires_ = attempt->expires;
+    }
+    return attempt;
   }
+  Result<std::optional<LeaseAttempt>> lease_holder(const ShardKey& key) override {
+    lease_polls.fetch_add(1);
+    if (holder) return holder(key);
+    auto present = inner_->contains(key);
+    if (!present) return std::move(present).error();
+    std::lock_guard lock(mu_);
+    if (*present || last_holder_.empty()) return std::optional<LeaseAttempt>{};
+    LeaseAttempt seen;
+    seen.holder = last_holder_;
+    seen.expires = last_expires_;
+    return std::optional<LeaseAttempt>{std::move(seen)};
+  }
+  Milliseconds renewal_period() const override { return renewal; }
 
  private:
+  std::mutex mu_;
+  std::string last_holder_;                             // guarded by mu_
+  std::chrono::system_clock::time_point last_expires_;  // guarded by mu_
   std::string name_;
   std::shared_ptr<Tier> inner_;
 };

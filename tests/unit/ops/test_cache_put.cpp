@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "datavo/operations.hpp"
+#include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/ops/ops_fixtures.hpp"
 #include "util/fs.hpp"

@@ -104,6 +104,26 @@ TEST_F(WarmTest, ATopTierThatCannotHoldEveryShardFailsUnlessAllowed) {
   EXPECT_TRUE(accepted->partial);
 }
 
+// A shard found in a slower tier is a hit of that tier and a promotion into the faster one (issue 16: VMs that got
+// every shard from the bucket reported 0 hits on it).
+TEST_F(WarmTest, AShardPromotedFromASlowerTierIsAHitThere) {
+  auto slow = opstest::folder(dir.sub("slow"), "slow");
+  cache = opstest::hierarchy({slow});
+  auto first = warm(request());
+  ASSERT_TRUE(first) << first.error().message;
+  cache = opstest::hierarchy({opstest::folder(dir.sub("fast"), "fast"), slow});
+  auto promoted = warm(request());
+  ASSERT_TRUE(promoted) << promoted.error().message;
+  EXPECT_EQ(promoted->origin_shards, 0u);
+  ASSERT_EQ(promoted->tiers.size(), 2u);
+  EXPECT_EQ(promoted->tiers[0].tier, "fast");
+  EXPECT_EQ(promoted->tiers[0].hits, 0u);
+  EXPECT_EQ(promoted->tiers[0].promoted_into, 6u);
+  EXPECT_EQ(promoted->tiers[1].tier, "slow");
+  EXPECT_EQ(promoted->tiers[1].hits, 6u) << "every shard was found in the slow tier";
+  EXPECT_EQ(promoted->tiers[1].promoted_into, 0u);
+}
+
 // WarmRequest::stop, as the Python SDK sets it on Ctrl-C: no shard is started once it is set, and the warm is a
 // cancellation (no report), with what was done before it still cached.
 class StopAfterFirstShard final : public WarmObserver {

@@ -202,6 +202,31 @@ TEST_F(AzureTierTest, PutBlobIsAConditionalCreateWithContentMd5AndTheMetadata) {
 }
 
 // Azure's error bodies are worded, keeping the code, never pasted as XML (nor its RequestId and Time lines).
+// `cache check` without credentials fails at its credentials step, as S3's and GCS's do (issue 16: it said "ok
+// credentials: bearer tokens ... (DefaultAzureCredential)", then "FAIL put: no Azure credentials found"), and sends
+// nothing to the container.
+TEST_F(AzureTierTest, CheckWithoutCredentialsFailsAtTheCredentialsStep) {
+  env_.unset("AZURE_CLIENT_SECRET");  // every link of the chain now comes up empty (IMDS at a closed port)
+  auto tier = make();
+  const CheckReport report = tier->check();
+  ASSERT_EQ(report.steps.size(), 1u) << report.steps.back().name << ": " << report.steps.back().detail;
+  EXPECT_EQ(report.steps[0].name, "credentials");
+  EXPECT_FALSE(report.steps[0].ok);
+  EXPECT_NE(report.steps[0].detail.find("no Azure credentials found"), std::string::npos) << report.steps[0].detail;
+  EXPECT_FALSE(report.writable);
+  EXPECT_TRUE(blobs_.requests().empty()) << "a request reached the container without credentials";
+}
+
+TEST_F(AzureTierTest, CheckObtainsATokenAtItsCredentialsStepAndNamesWhereItCameFrom) {
+  auto tier = make();
+  const CheckReport report = tier->check();
+  ASSERT_FALSE(report.steps.empty());
+  EXPECT_EQ(report.steps[0].name, "credentials");
+  EXPECT_TRUE(report.steps[0].ok) << report.steps[0].detail;
+  EXPECT_NE(report.steps[0].detail.find("bearer tokens"), std::string::npos) << report.steps[0].detail;
+  EXPECT_NE(report.steps[0].detail.find("from "), std::string::npos) << report.steps[0].detail;
+}
+
 TEST(AzureErrorWords, KnownCodesSayWhatToDoAndKeepTheCode) {
   auto body = [](const std::string& code, const std::string& message) {
     return "\xEF\xBB\xBF<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>" + code + "</Code><Message>" + message +
