@@ -5,7 +5,8 @@
 #   1. it exits 130 within seconds, having released every lease (one DELETE each) and aborted every multipart
 #      upload: the bucket holds no `.leases/` object and no incomplete multipart upload;
 #   2. a cleanup the bucket does not answer (the proxy holds the lease DELETEs) is given up after the cleanup budget
-#      (util::k_cleanup_budget, 2 s): the process still exits 130 within seconds.
+#      (util::k_cleanup_budget, 2 s): the process still exits 130 within seconds;
+#   3. SIGTERM (what a scheduler sends) cleans up as SIGINT does, and exits 143.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -41,10 +42,10 @@ leases_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if '/
 # ready EXPR: the proxy's counters satisfy EXPR (over its stats JSON as j).
 ready() { [ "$(proxy_json "$MOTO_URL" "int(bool($1))")" = 1 ]; }
 
-# interrupt NAME BUCKET READY_EXPR: a warm into BUCKET (a fresh cache), SIGINT once the proxy's counters satisfy
-# READY_EXPR; sets RC, ERR and MS_TO_EXIT.
+# interrupt NAME BUCKET READY_EXPR [SIGNAL]: a warm into BUCKET (a fresh cache), sent SIGNAL (default INT) once the
+# proxy's counters satisfy READY_EXPR; sets RC, ERR and MS_TO_EXIT.
 interrupt() {
-  local name=$1 bucket=$2 ready_expr=$3 pid start deadline
+  local name=$1 bucket=$2 ready_expr=$3 signal=${4:-INT} pid start deadline
   make_bucket "$MOTO_S3_ENDPOINT" "$bucket"
   printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/$name.cache" \
     "$(s3_tier_yaml region "$bucket" "$MOTO_URL" 'part_size: 5MiB')" >"$E2E_TMP/$name.yaml"
@@ -54,7 +55,7 @@ interrupt() {
   track_pid "$pid"
   wait_until 60 ready "$ready_expr" || fail "$name: the uploads were under way" "$(proxy_json "$MOTO_URL" "j['ops']")"
   start=$(date +%s%N)
-  kill -INT "$pid"
+  kill -"$signal" "$pid"
   deadline=$(($(date +%s) + 30))
   while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
   alive "$pid" && kill -KILL "$pid"
@@ -96,5 +97,21 @@ expect_cmp "silent bucket: exits within 8 s of SIGINT, the cleanup given up afte
 expect_contains "silent bucket: says the lease is left to expire" "it expires on its own" "$ERR"
 expect_contains "silent bucket: and why" "ran out of its 2000 ms" "$ERR"
 proxy_mode "$MOTO_URL" ok
+
+# --- 3. SIGTERM ---------------------------------------------------------------------------------------------------
+
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "throttle rate=131072 op=UploadPart"
+interrupt term interrupt-term "j['ops'].get('Lease:PutObject', 0) >= $SHARDS_WANTED and j['ops'].get('UploadPart', 0) >= 2" TERM
+expect_eq "SIGTERM: exit 143" 143 "$RC"
+expect_cmp "SIGTERM: exits within 8 s (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+expect_eq "SIGTERM: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGTERM' <<<"$ERR")"
+proxy_mode "$MOTO_URL" ok
+expect_eq "SIGTERM: one lease DELETE per lease taken" "$(proxy_op "$MOTO_URL" Lease:PutObject)" \
+  "$(proxy_op "$MOTO_URL" Lease:DeleteObject)"
+expect_eq "SIGTERM: every multipart upload begun was aborted" "$(proxy_op "$MOTO_URL" CreateMultipartUpload)" \
+  "$(proxy_op "$MOTO_URL" AbortMultipartUpload)"
+expect_eq "SIGTERM: nothing left in the bucket (no .leases/ object, no incomplete upload)" "0 0" \
+  "$(leases_in interrupt-term) $(s3tool "$MOTO_S3_ENDPOINT" uploads interrupt-term)"
 
 finish
