@@ -25,7 +25,12 @@ void cmd_verify(const GlobalOptions& global, bool repair) {
               << v.unverifiable << " without a recorded digest, " << v.quarantined << " quarantined\n";
     for (const auto& p : v.bad_paths) std::cout << "  bad: " << p << "\n";
   }
-  const nlohmann::json json = {{"repair", repair}, {"tiers", rows}};
+  nlohmann::json not_verified = nlohmann::json::array();
+  for (const auto& tier : report.not_verified) {
+    not_verified.push_back({{"tier", tier.tier}, {"type", tier.type}, {"why", tier.why}});
+    if (!global.json) std::cout << tier.tier << " (" << tier.type << "): " << tier.why << "\n";
+  }
+  const nlohmann::json json = {{"repair", repair}, {"tiers", rows}, {"not_verified", not_verified}};
   fail_if(report.error, json);
   if (global.json) print_json(json);
 }

@@ -41,6 +41,9 @@ struct CloudTierOptions {
   bool single_flight = true;
   // A lease not renewed for this long is taken over by a waiting VM; its holder renews it every third of it.
   Seconds lease_duration{60};
+  // `datavo cache gc` deletes the objects last modified longer ago than this (sizes are left to the bucket's
+  // lifecycle rules). Reads do not check it: an object is served until gc (or a lifecycle rule) removes it.
+  std::optional<Seconds> max_age;
   TransportOptions transport;
 };
 

@@ -119,6 +119,7 @@ class FolderTier final : public LocalTier {
   std::optional<Bytes> max_bytes() const override { return options_.max_bytes; }
   bool read_only() const override { return options_.access == Access::read_only; }
   std::string location() const override { return options_.path; }
+  std::optional<Seconds> max_age() const override { return options_.max_age; }
   const FolderTierOptions& options() const { return options_; }
   FolderTier* as_folder() override { return this; }
 

@@ -5,6 +5,8 @@
 // hierarchy refuse them. Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +20,11 @@ struct MemoryTierOptions {
   std::optional<Bytes> max_bytes;
   // When set, every operation fails with this error: the double for a remote that is down.
   std::optional<ErrorCode> fail_with;
+  // The age past which `cache gc` removes an entry (Tier::max_age), as a cloud tier's max_age.
+  std::optional<Seconds> max_age;
+  // The time an install records as the entry's last modification (list()'s last_access): the seam that lets a test
+  // make entries old without waiting.
+  std::function<std::chrono::system_clock::time_point()> clock = [] { return std::chrono::system_clock::now(); };
 };
 
 std::shared_ptr<Tier> make_memory_tier(MemoryTierOptions options);

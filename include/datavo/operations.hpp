@@ -225,19 +225,38 @@ Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest&
 
 // ---- gc ----------------------------------------------------------------------------------------------------------
 
+// What gc does with a tier.
+enum class GcPolicy {
+  evict,      // a writable folder tier: LRU down to max_bytes, max_age, leftover staging and lock files swept
+  expire,     // a writable remote tier with max_age: the entries last modified longer ago are deleted
+  lifecycle,  // a writable remote tier without max_age: nothing; its bucket's lifecycle rules reclaim space
+  read_only,  // a read-only tier: never written to
+};
+const char* to_string(GcPolicy policy);
+
 struct TierGcReport {
   std::string tier;
+  std::string type;  // Tier::type()
+  GcPolicy policy = GcPolicy::evict;
+  std::optional<Seconds> max_age;
+  // evict: what the folder tier's gc did. expire: entries_evicted == expired (the entries deleted, or that a dry
+  // run would delete), bytes_freed, and used_after == entries_bytes_after, the bytes of the entries left (of every
+  // instance under the tier's prefix). lifecycle and read_only: zeros.
   EvictionReport eviction;
 };
 
 struct CacheGcReport {
   DryRun dry_run = DryRun::no;
-  std::vector<TierGcReport> tiers;  // the writable folder tiers, fastest first
-  std::vector<TierError> failures;
-  std::optional<Error> error;  // io when a tier failed
+  std::vector<TierGcReport> tiers;  // every tier that answered, fastest first
+  std::vector<TierError> failures;  // the tiers that could not be listed, and the entries that could not be deleted
+  std::optional<Error> error;       // io when a tier failed
 };
 
-// Evicts each writable folder tier to its budget and max_age and sweeps leftover staging and lock files.
+// Evicts each writable folder tier to its budget and max_age and sweeps leftover staging and lock files; deletes the
+// entries of each writable remote tier with a max_age that were last modified longer ago than it (by the service's
+// Last-Modified against this machine's clock). Size limits of a remote tier are left to its bucket's lifecycle
+// rules (docs/config.md). A remote entry that another machine reads meanwhile is fetched again: gc trades that for
+// the space.
 CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run);
 
 // ---- verify ------------------------------------------------------------------------------------------------------
@@ -247,16 +266,26 @@ struct TierVerifyReport {
   VerifyReport verify;
 };
 
+// A tier that verify does not re-hash, and why (a front end says so rather than skip it without a word).
+struct TierNotVerified {
+  std::string tier;
+  std::string type;
+  std::string why;
+};
+
 struct CacheVerifyReport {
   Repair repair = Repair::no;
-  std::vector<TierVerifyReport> tiers;  // the folder tiers verified, fastest first
-  std::uint64_t unrepaired = 0;         // bad entries left in place (Repair::no, or a quarantine that failed)
+  std::vector<TierVerifyReport> tiers;        // the folder tiers verified, fastest first
+  std::vector<TierNotVerified> not_verified;  // the other tiers (remote), fastest first
+  std::uint64_t unrepaired = 0;               // bad entries left in place (Repair::no, or a quarantine that failed)
   // The error of a tier that could not be verified (the tiers after it were not), or integrity when an entry does
   // not match its digest and was not quarantined.
   std::optional<Error> error;
 };
 
 // Re-hashes the entries of every folder tier against their recorded SHA-256; Repair::yes quarantines bad ones.
+// Remote tiers are listed in not_verified: their objects are checked against their recorded SHA-256 on every read
+// instead (a mismatch is never installed, and is deleted from a writable tier).
 CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair);
 
 // ---- check -------------------------------------------------------------------------------------------------------

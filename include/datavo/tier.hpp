@@ -248,6 +248,8 @@ class Tier {
   // Who reaches this tier's entries: this machine alone (folder and memory tiers), or other machines as well (a
   // bucket). `datavo cache rm` leaves shared tiers alone unless they are asked for.
   virtual TierReach reach() const { return TierReach::this_machine; }
+  // The age past which `datavo cache gc` removes an entry (a folder tier also misses it on read); nullopt: none.
+  virtual std::optional<Seconds> max_age() const { return std::nullopt; }
   // Probes whether the tier can be read and written (`datavo cache check`), leaving nothing behind.
   virtual CheckReport check() = 0;
 

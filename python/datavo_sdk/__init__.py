@@ -49,6 +49,7 @@ from ._ops import (  # noqa: E402
     TierCheck,
     TierFailure,
     TierGc,
+    TierNotVerified,
     TierVerify,
     UploadSummary,
     VerifyReport,
@@ -92,6 +93,7 @@ __all__ = [
     "TierCheck",
     "TierFailure",
     "TierGc",
+    "TierNotVerified",
     "TierVerify",
     "VerifyReport",
 ]

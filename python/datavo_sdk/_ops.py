@@ -247,7 +247,14 @@ class RmReport(_Report):
 
 @dataclasses.dataclass(frozen=True)
 class TierGc:
+    """What gc did with one tier. ``policy``: "evict" (a writable folder tier: max_bytes, max_age, leftover files),
+    "expire" (a writable cloud tier with max_age: its older objects deleted; its size is left to the bucket's
+    lifecycle rules), "lifecycle" (a writable cloud tier without max_age: nothing) or "read_only"."""
+
     tier: str
+    type: str  #: folder, s3, gcs or azure_blob
+    policy: str
+    max_age_seconds: typing.Optional[int]
     evicted: int  #: entries
     freed_bytes: int
     expired: int  #: of which by max_age
@@ -260,7 +267,7 @@ class TierGc:
 @dataclasses.dataclass(frozen=True)
 class GcReport(_Report):
     dry_run: bool
-    tiers: typing.List[TierGc]  #: the writable folder tiers, fastest first
+    tiers: typing.List[TierGc]  #: every tier that answered, fastest first
     failures: typing.List[TierFailure]
     error: typing.Optional[DatavoError]
 
@@ -277,9 +284,19 @@ class TierVerify:
 
 
 @dataclasses.dataclass(frozen=True)
+class TierNotVerified:
+    """A tier that verify does not re-hash (a cloud tier), and why."""
+
+    tier: str
+    type: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
 class VerifyReport(_Report):
     repair: bool
     tiers: typing.List[TierVerify]  #: the folder tiers, fastest first
+    not_verified: typing.List[TierNotVerified]  #: the other tiers, fastest first
     unrepaired: int  #: bad entries left in place
     error: typing.Optional[DatavoError]
 
@@ -343,7 +360,8 @@ def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:
 def verify(cache: ShardCacheHierarchy, repair: bool) -> VerifyReport:
     _logging.sync_level()
     answer = _datavo.cache_verify(cache._native, repair)
-    return VerifyReport(tiers=[TierVerify(**row) for row in answer.pop("tiers")], **answer)
+    return VerifyReport(tiers=[TierVerify(**row) for row in answer.pop("tiers")],
+                        not_verified=[TierNotVerified(**row) for row in answer.pop("not_verified")], **answer)
 
 
 def check(cache: ShardCacheHierarchy) -> CheckReport:

@@ -174,7 +174,8 @@ class S3ShardCacheTier(_CloudTier):
     materialized into a folder tier. Credentials follow the AWS SDKs' default chain, resolved at first use; nothing
     here does I/O. Extra fields as in shards.yaml: ``endpoint_url``, ``addressing_style`` ("auto" | "path" |
     "virtual"), ``profile``, ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``
-    ("background" | "sync"), ``single_flight`` and ``lease_duration`` ("60s", seconds, or a timedelta)."""
+    ("background" | "sync"), ``single_flight``, ``lease_duration`` ("60s", seconds, or a timedelta) and
+    ``max_age`` (gc deletes older objects)."""
 
     _type = "s3"
     __slots__ = ()
@@ -196,6 +197,7 @@ class S3ShardCacheTier(_CloudTier):
         upload: typing.Optional[str] = None,
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
+        max_age: typing.Optional[Duration] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
@@ -203,7 +205,7 @@ class S3ShardCacheTier(_CloudTier):
 class GcsShardCacheTier(_CloudTier):
     """A Google Cloud Storage bucket, over the JSON API; Application Default Credentials, resolved at first use.
     Extra fields as in shards.yaml: ``endpoint_url``, ``max_bytes``, ``read_only``, ``part_size``,
-    ``concurrency``, ``upload``, ``single_flight``, ``lease_duration``."""
+    ``concurrency``, ``upload``, ``single_flight``, ``lease_duration``, ``max_age``."""
 
     _type = "gcs"
     __slots__ = ()
@@ -223,6 +225,7 @@ class GcsShardCacheTier(_CloudTier):
         upload: typing.Optional[str] = None,
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
+        max_age: typing.Optional[Duration] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
@@ -231,7 +234,7 @@ class AzureBlobShardCacheTier(_CloudTier):
     """An Azure Blob container. ``sas_token`` (a secret, never logged) or else the DefaultAzureCredential chain
     (``managed_identity_client_id`` pins a user-assigned identity), resolved at first use. Extra fields as in
     shards.yaml: ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``, ``single_flight``,
-    ``lease_duration``."""
+    ``lease_duration``, ``max_age``."""
 
     _type = "azure_blob"
     __slots__ = ()
@@ -251,6 +254,7 @@ class AzureBlobShardCacheTier(_CloudTier):
         upload: typing.Optional[str] = None,
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
+        max_age: typing.Optional[Duration] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
@@ -435,7 +439,8 @@ class ShardCacheHierarchy:
 
     def gc(self, *, dry_run: bool = False) -> "GcReport":
         """``datavo cache gc [--dry-run]``: evicts each writable folder tier to its max_bytes and max_age and sweeps
-        leftover staging and lock files."""
+        leftover staging and lock files; deletes a writable cloud tier's objects older than its max_age (its size is
+        left to the bucket's lifecycle rules). The report says what was done with each tier."""
         from . import _ops
 
         return _ops.gc(self, bool(dry_run))

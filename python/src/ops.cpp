@@ -277,6 +277,9 @@ py::dict gc_dict(ShardCacheHierarchy& cache, bool dry_run) {
   for (const auto& t : r.tiers) {
     py::dict row;
     row["tier"] = t.tier;
+    row["type"] = t.type;
+    row["policy"] = to_string(t.policy);
+    row["max_age_seconds"] = t.max_age ? py::object(py::int_(t.max_age->count())) : py::object(py::none());
     row["evicted"] = t.eviction.entries_evicted;
     row["freed_bytes"] = t.eviction.bytes_freed.count();
     row["expired"] = t.eviction.expired;
@@ -309,6 +312,15 @@ py::dict verify_dict(ShardCacheHierarchy& cache, bool repair) {
     tiers.append(row);
   }
   out["tiers"] = tiers;
+  py::list not_verified;
+  for (const auto& t : r.not_verified) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["type"] = t.type;
+    row["why"] = t.why;
+    not_verified.append(row);
+  }
+  out["not_verified"] = not_verified;
   out["unrepaired"] = r.unrepaired;
   out["error"] = exception_or_none(r.error);
   return out;

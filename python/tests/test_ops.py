@@ -259,6 +259,31 @@ def test_verify_finds_and_quarantines_a_corrupt_entry(env, tmp_path):
     assert len(cache.ls().entry_list) == SHARDS - 1
 
 
+def test_gc_and_verify_say_what_they_do_with_a_cloud_tier(env, tmp_path, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "unused")
+
+    def hierarchy(**bucket_options):
+        # The bucket's endpoint is a closed port: a request to it is a failure in the report.
+        return ShardCacheHierarchy([
+            ShardCacheTier(str(tmp_path / "tier"), name="local"),
+            S3ShardCacheTier(bucket="b-1", region="us-east-1", endpoint_url="http://127.0.0.1:9", name="bucket",
+                             **bucket_options)])
+
+    lifecycle = hierarchy().gc()
+    assert lifecycle.error is None and lifecycle.failures == []
+    assert [(t.tier, t.type, t.policy, t.max_age_seconds) for t in lifecycle.tiers] == [
+        ("local", "folder", "evict", None), ("bucket", "s3", "lifecycle", None)]
+    expiring = hierarchy(max_age="2d").gc(dry_run=True)
+    assert [t.tier for t in expiring.failures] == ["bucket"] and expiring.error is not None
+    assert [(t.tier, t.policy, t.max_age_seconds) for t in expiring.tiers] == [
+        ("local", "evict", None), ("bucket", "expire", 2 * 86400)]
+    verified = hierarchy().verify()
+    assert verified.error is None and [t.tier for t in verified.tiers] == ["local"]
+    assert [(t.tier, t.type) for t in verified.not_verified] == [("bucket", "s3")]
+    assert "checked against their recorded SHA-256 on every read" in verified.not_verified[0].why
+
+
 def test_gc_evicts_to_the_budget_and_check_and_stats_describe_the_tiers(env, tmp_path):
     cache, report = warmed_cache(tmp_path)
     nothing = cache.gc()

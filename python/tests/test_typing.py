@@ -21,7 +21,8 @@ from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, 
                         Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
                         WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
 from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, RmTier,
-                        TierCheck, TierFailure, TierGc, TierLsTotal, TierVerify, VerifyReport)
+                        TierCheck, TierFailure, TierGc, TierLsTotal, TierNotVerified, TierVerify,
+                        VerifyReport)
 from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
 
 
@@ -60,6 +61,9 @@ def main() -> int:
     gc_rows: typing.List[TierGc] = swept.tiers
     verified: VerifyReport = cache.verify(repair=False)
     verify_rows: typing.List[TierVerify] = verified.tiers
+    left_alone: typing.List[TierNotVerified] = verified.not_verified
+    gc_policy: str = gc_rows[0].policy
+    gc_age: typing.Optional[int] = gc_rows[0].max_age_seconds
     checked: CheckReport = cache.check()
     check_rows: typing.List[TierCheck] = checked.tiers
     steps: typing.List[CheckStep] = check_rows[0].steps

@@ -1,18 +1,78 @@
+#include <chrono>
+
 #include "datavo/operations.hpp"
 
 namespace datavo {
+namespace {
+
+// The remote tier's expiry: list, then delete what is older than max_age. An entry that fails to delete is
+// reported and the others are still tried: a gc that stops at the first failure would leave the rest for ever.
+TierGcReport expire_remote(Tier& tier, Seconds max_age, DryRun dry_run, CacheGcReport& report) {
+  TierGcReport out{tier.name(), std::string(tier.type()), GcPolicy::expire, max_age, {}};
+  auto entries = tier.list();
+  if (!entries) {
+    report.failures.push_back(TierError{tier.name(), std::move(entries).error()});
+    return out;
+  }
+  const auto cutoff = std::chrono::system_clock::now() - max_age;
+  EvictionReport& e = out.eviction;
+  for (const auto& entry : *entries) {
+    if (entry.last_access >= cutoff) {
+      e.entries_bytes_after += entry.size;
+      continue;
+    }
+    if (dry_run == DryRun::no) {
+      auto instance = Instance::parse(entry.instance);
+      auto removed = instance ? tier.remove(ShardKey{*instance, entry.hash}) : Result<bool>(instance.error());
+      if (!removed) {
+        report.failures.push_back(TierError{tier.name(), std::move(removed).error()});
+        e.entries_bytes_after += entry.size;
+        continue;
+      }
+      if (!*removed) continue;  // gone meanwhile (another machine's gc)
+    }
+    ++e.expired;
+    e.bytes_freed += entry.size;
+  }
+  e.entries_evicted = e.expired;
+  e.used_after = e.entries_bytes_after;
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(GcPolicy policy) {
+  switch (policy) {
+    case GcPolicy::evict: return "evict";
+    case GcPolicy::expire: return "expire";
+    case GcPolicy::lifecycle: return "lifecycle";
+    case GcPolicy::read_only: return "read_only";
+  }
+  return "evict";
+}
 
 CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run) {
   CacheGcReport report;
   report.dry_run = dry_run;
   for (const auto& tier : cache.tiers()) {
-    FolderTier* folder = tier->as_folder();
-    if (folder == nullptr || folder->read_only()) continue;
-    auto eviction = folder->gc(dry_run);
-    if (!eviction)
-      report.failures.push_back(TierError{tier->name(), std::move(eviction).error()});
-    else
-      report.tiers.push_back(TierGcReport{tier->name(), *eviction});
+    TierGcReport row{tier->name(), std::string(tier->type()), GcPolicy::read_only, tier->max_age(), {}};
+    if (tier->read_only()) {
+      report.tiers.push_back(std::move(row));
+    } else if (FolderTier* folder = tier->as_folder()) {
+      auto eviction = folder->gc(dry_run);
+      if (!eviction) {
+        report.failures.push_back(TierError{tier->name(), std::move(eviction).error()});
+        continue;
+      }
+      row.policy = GcPolicy::evict;
+      row.eviction = *eviction;
+      report.tiers.push_back(std::move(row));
+    } else if (tier->max_age()) {
+      report.tiers.push_back(expire_remote(*tier, *tier->max_age(), dry_run, report));
+    } else {
+      row.policy = GcPolicy::lifecycle;
+      report.tiers.push_back(std::move(row));
+    }
   }
   cache.flush_stats();
   if (!report.failures.empty()) report.error = Error{ErrorCode::io, "gc failed on at least one tier"};

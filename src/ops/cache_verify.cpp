@@ -7,7 +7,13 @@ CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair) {
   report.repair = repair;
   for (const auto& tier : cache.tiers()) {
     FolderTier* folder = tier->as_folder();
-    if (folder == nullptr) continue;
+    if (folder == nullptr) {
+      report.not_verified.push_back(TierNotVerified{
+          tier->name(), std::string(tier->type()),
+          "not re-hashed here: a remote tier's objects are checked against their recorded SHA-256 on every read, "
+          "and a mismatch is never installed"});
+      continue;
+    }
     auto verified = folder->verify(repair);
     if (!verified) {
       report.error = std::move(verified).error();

@@ -80,10 +80,4 @@ bool looks_like_ipv4(std::string_view text);
 // (naming the byte offset of the first); empty when it is one.
 std::string endpoint_problem(const std::string& url);
 
-// A cloud tier's hint for max_age.
-inline constexpr std::pair<std::string_view, std::string_view> k_max_age_hint{
-    "max_age",
-    "max_age applies to folder tiers only; expire objects of {a type} tier with the bucket's (or "
-    "container's) lifecycle rules"};
-
 }  // namespace datavo

@@ -95,6 +95,15 @@ Result<std::optional<Seconds>> TierFields::optional_duration(std::string_view ke
   return std::optional<Seconds>{*duration};
 }
 
+Result<std::optional<Seconds>> TierFields::max_age() {
+  auto max_age = optional_duration("max_age");
+  if (!max_age) return std::move(max_age).error();
+  // Unlike max_bytes, zero is not "unbounded": it would read as "expire everything", so neither is guessed.
+  if (*max_age && (*max_age)->count() == 0) return fail("max_age", "must be positive; omit max_age for no age limit");
+  effective("max_age", *max_age ? format_duration(**max_age) : "none");
+  return max_age;
+}
+
 Result<std::optional<std::uint64_t>> TierFields::optional_integer(std::string_view key, std::uint64_t min,
                                                                   std::uint64_t max) {
   auto text = scalar(key, "a whole number");

@@ -57,6 +57,9 @@ class TierFields {
   Result<std::optional<Bytes>> optional_size(std::string_view key);
   // "<n><unit>" (parse_duration).
   Result<std::optional<Seconds>> optional_duration(std::string_view key);
+  // The `max_age` key of every writable tier type: a positive duration (zero would read as "expire everything"),
+  // recorded for `datavo cache info` ("none" when absent).
+  Result<std::optional<Seconds>> max_age();
   // A whole number in [min, max].
   Result<std::optional<std::uint64_t>> optional_integer(std::string_view key, std::uint64_t min, std::uint64_t max);
   // One of `choices`, by name; "unknown <key> "x" (expected a, the default, or b)" otherwise.

@@ -74,8 +74,8 @@ const TierType& azure_blob_tier_type() {
   static const TierType type{"azure_blob",
                              "an",
                              {"container_url", "sas_token", "managed_identity_client_id", "prefix", "part_size",
-                              "concurrency", "upload", "single_flight", "lease_duration"},
-                             {k_max_age_hint},
+                              "concurrency", "upload", "single_flight", "lease_duration", "max_age"},
+                             {},
                              &parse_azure,
                              &make_azure};
   return type;

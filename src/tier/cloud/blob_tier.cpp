@@ -136,6 +136,7 @@ class BlobTier final : public Tier, public RemoteCoordination {
   UploadMode upload_mode() const override { return options_.upload; }
   RemoteCoordination* coordination() override { return options_.single_flight && !read_only() ? this : nullptr; }
   TierReach reach() const override { return TierReach::shared; }
+  std::optional<Seconds> max_age() const override { return options_.max_age; }
 
   Result<bool> contains(const ShardKey& key) override {
     auto info = backend_->head(entry_object_name(options_, key));

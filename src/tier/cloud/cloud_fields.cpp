@@ -90,6 +90,10 @@ Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, co
   }
   fields.effective("lease_duration", format_duration(out.lease_duration));
 
+  auto max_age = fields.max_age();
+  if (!max_age) return std::move(max_age).error();
+  out.max_age = *max_age;
+
   auto single_flight = fields.optional_bool("single_flight");
   if (!single_flight) return std::move(single_flight).error();
   if (*single_flight) out.single_flight = **single_flight;

@@ -27,14 +27,9 @@ Result<void> parse_folder(TierFields& fields, TierConfig& config) {
   options.durability = *durability;
   fields.effective("durability", to_string(options.durability));
 
-  auto max_age = fields.optional_duration("max_age");
+  auto max_age = fields.max_age();
   if (!max_age) return std::move(max_age).error();
-  if (*max_age) {
-    // Unlike max_bytes, zero is not "unbounded": it would read as "expire everything", so neither is guessed.
-    if ((*max_age)->count() == 0) return fields.fail("max_age", "must be positive; omit max_age for no age limit");
-    options.max_age = **max_age;
-  }
-  fields.effective("max_age", options.max_age ? format_duration(*options.max_age) : "none");
+  options.max_age = *max_age;
 
   auto verify = fields.choice<VerifyOnHit>(
       "verify", {{"size", VerifyOnHit::size}, {"full", VerifyOnHit::full}, {"sampled", VerifyOnHit::sampled}},

@@ -83,8 +83,8 @@ const TierType& gcs_tier_type() {
   static const TierType type{"gcs",
                              "a",
                              {"bucket", "project", "endpoint_url", "prefix", "part_size", "concurrency", "upload",
-                              "single_flight", "lease_duration"},
-                             {k_max_age_hint},
+                              "single_flight", "lease_duration", "max_age"},
+                             {},
                              &parse_gcs,
                              &make_gcs};
   return type;

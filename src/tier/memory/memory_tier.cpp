@@ -20,6 +20,7 @@ class MemoryTier final : public Tier {
   bool supports_direct_read() const override { return false; }
   bool read_only() const override { return false; }
   std::string location() const override { return "memory://" + options_.name; }
+  std::optional<Seconds> max_age() const override { return options_.max_age; }
 
   Result<bool> contains(const ShardKey& key) override {
     DATAVO_TRY(check_up());
@@ -59,7 +60,7 @@ class MemoryTier final : public Tier {
     std::string bytes(source.size().count(), '\0');
     DATAVO_TRY(util::pread_all(source.fd(), bytes.data(), bytes.size(), 0, source.path()));
     std::lock_guard lock(mu_);
-    entries_.emplace(map_key(key), Entry{std::move(bytes), digest});
+    entries_.emplace(map_key(key), Entry{std::move(bytes), digest, options_.clock()});
     return InstallOutcome::installed;
   }
 
@@ -85,7 +86,7 @@ class MemoryTier final : public Tier {
     for (const auto& [k, v] : entries_) {
       auto slash = k.find('/');
       out.push_back(EntryInfo{k.substr(0, slash), ContentHash::parse(k.substr(slash + 1)).value(),
-                              Bytes{v.bytes.size()}, std::chrono::system_clock::time_point{}});
+                              Bytes{v.bytes.size()}, v.modified});
     }
     return out;
   }
@@ -102,6 +103,7 @@ class MemoryTier final : public Tier {
   struct Entry {
     std::string bytes;
     Sha256 digest;  // as install_copy was given it
+    std::chrono::system_clock::time_point modified;
   };
   MemoryTierOptions options_;
   std::mutex mu_;

@@ -100,8 +100,8 @@ const TierType& s3_tier_type() {
   static const TierType type{"s3",
                              "an",
                              {"bucket", "region", "endpoint_url", "addressing_style", "profile", "prefix", "part_size",
-                              "concurrency", "upload", "single_flight", "lease_duration"},
-                             {k_max_age_hint},
+                              "concurrency", "upload", "single_flight", "lease_duration", "max_age"},
+                             {},
                              &parse_s3,
                              &make_s3};
   return type;

@@ -22,6 +22,7 @@
 #include "datavo/folder_tier.hpp"
 #include "datavo/gcs_tier.hpp"
 #include "datavo/s3_tier.hpp"
+#include "datavo/tier_registry.hpp"
 
 namespace datavo {
 namespace {
@@ -560,15 +561,17 @@ TEST_F(ConfigParse, MissingRequiredFieldsAreErrors) {
               HasSubstr(":3: tiers[1].container_url: missing; an azure_blob tier needs a container_url"));
 }
 
-TEST_F(ConfigParse, MaxAgeOnACloudTierPointsToLifecycleRules) {
-  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: my-bucket\n    max_age: 30d\n"),
-              HasSubstr(":5: tiers[1].max_age: max_age applies to folder tiers only; expire objects of an s3 tier "
-                        "with the bucket's (or container's) lifecycle rules"));
-  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: gcs\n    bucket: my-bucket\n    max_age: 30d\n"),
-              HasSubstr(":5: tiers[1].max_age: max_age applies to folder tiers only"));
-  EXPECT_THAT(
-      error_of("tiers:\n  - path: /a\n  - type: azure_blob\n    container_url: https://a.b/c\n    max_age: 1d\n"),
-      HasSubstr(":5: tiers[1].max_age: max_age applies to folder tiers only"));
+TEST_F(ConfigParse, MaxAgeOnACloudTierIsWhatGcExpiresItsObjectsBy) {
+  for (const std::string tier : {"  - type: s3\n    bucket: my-bucket\n", "  - type: gcs\n    bucket: my-bucket\n",
+                                 "  - type: azure_blob\n    container_url: https://a.b/c\n"}) {
+    auto config = parse("tiers:\n  - path: /a\n" + tier + "    max_age: 30d\n");
+    ASSERT_TRUE(config) << config.error().message;
+    auto built = make_tier(config->tiers[1]);
+    ASSERT_TRUE(built) << built.error().message;
+    EXPECT_EQ((*built)->max_age(), std::optional<Seconds>(Seconds{30 * 24 * 3600})) << tier;
+  }
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: gcs\n    bucket: my-bucket\n    max_age: 0s\n"),
+              HasSubstr(":5: tiers[1].max_age: must be positive; omit max_age for no age limit"));
 }
 
 TEST_F(ConfigParse, BadMaxAgeIsAnError) {

@@ -1,5 +1,8 @@
-// Tests of cache_gc() (src/ops/cache_gc.cpp): a dry run evicts nothing, a run evicts to the budget.
+// Tests of cache_gc() (src/ops/cache_gc.cpp): a dry run evicts nothing, a run evicts to the budget; a remote tier
+// with max_age loses its old entries, one without is left to its lifecycle rules.
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include "datavo/operations.hpp"
 #include "support/temp_dir.hpp"
@@ -32,15 +35,84 @@ TEST(CacheGcTest, EvictsTheWritableFolderTiersToTheirBudget) {
   EXPECT_LE(bounded->cache_info()[0].usage->entries, 2u);
 }
 
-TEST(CacheGcTest, OtherTiersAreLeftAlone) {
+TEST(CacheGcTest, SaysWhatItDoesWithEveryTier) {
   TempDir dir;
   MemoryTierOptions memory;
   memory.name = "bucket";
-  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), make_memory_tier(memory)});
+  FolderTierOptions shelf;
+  shelf.name = "shelf";
+  shelf.path = dir.sub("shelf");
+  shelf.access = Access::read_only;
+  auto shelf_tier = FolderTier::create(shelf);
+  ASSERT_TRUE(shelf_tier) << shelf_tier.error().message;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), make_memory_tier(memory), *shelf_tier});
+  opstest::install(*cache, opstest::key_of('1'), "one");
   const CacheGcReport report = cache_gc(*cache, DryRun::no);
   EXPECT_FALSE(report.error);
-  ASSERT_EQ(report.tiers.size(), 1u);
-  EXPECT_EQ(report.tiers[0].tier, "a");
+  ASSERT_EQ(report.tiers.size(), 3u);
+  EXPECT_EQ(report.tiers[0].policy, GcPolicy::evict);
+  EXPECT_EQ(report.tiers[1].tier, "bucket");
+  EXPECT_EQ(report.tiers[1].type, "memory");
+  EXPECT_EQ(report.tiers[1].policy, GcPolicy::lifecycle) << "no max_age: its bucket's lifecycle rules, not gc";
+  EXPECT_EQ(report.tiers[1].eviction.expired, 0u);
+  EXPECT_EQ(report.tiers[2].policy, GcPolicy::read_only);
+  EXPECT_EQ(std::string(to_string(GcPolicy::lifecycle)), "lifecycle");
+}
+
+// A remote tier with max_age: gc deletes the entries last modified longer ago (a dry run only counts them), leaves
+// the younger ones, and counts what is left.
+TEST(CacheGcTest, ExpiresTheOldEntriesOfARemoteTierWithMaxAge) {
+  TempDir dir;
+  auto modified = std::chrono::system_clock::now() - std::chrono::hours(48);
+  MemoryTierOptions memory;
+  memory.name = "bucket";
+  memory.max_age = Seconds{24 * 3600};
+  memory.clock = [&modified] { return modified; };
+  auto bucket = make_memory_tier(memory);
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), bucket});
+  opstest::install(*cache, opstest::key_of('1'), std::string(1000, '1'));
+  opstest::install(*cache, opstest::key_of('2'), std::string(2000, '2'));
+  modified = std::chrono::system_clock::now() - std::chrono::hours(1);
+  opstest::install(*cache, opstest::key_of('3'), std::string(400, '3'));
+  ASSERT_EQ(bucket->list()->size(), 3u) << "every install reached the remote tier";
+
+  const CacheGcReport dry = cache_gc(*cache, DryRun::yes);
+  EXPECT_FALSE(dry.error);
+  ASSERT_EQ(dry.tiers.size(), 2u);
+  EXPECT_EQ(dry.tiers[1].policy, GcPolicy::expire);
+  EXPECT_EQ(dry.tiers[1].max_age, std::optional<Seconds>(Seconds{24 * 3600}));
+  EXPECT_EQ(dry.tiers[1].eviction.expired, 2u);
+  EXPECT_EQ(dry.tiers[1].eviction.bytes_freed, Bytes{3000});
+  EXPECT_EQ(bucket->list()->size(), 3u) << "a dry run deletes nothing";
+
+  const CacheGcReport run = cache_gc(*cache, DryRun::no);
+  EXPECT_FALSE(run.error);
+  EXPECT_EQ(run.tiers[1].eviction.expired, 2u);
+  EXPECT_EQ(run.tiers[1].eviction.entries_evicted, 2u);
+  EXPECT_EQ(run.tiers[1].eviction.bytes_freed, Bytes{3000});
+  EXPECT_EQ(run.tiers[1].eviction.used_after, Bytes{400});
+  auto left = bucket->list();
+  ASSERT_TRUE(left);
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].hash, opstest::key_of('3').hash);
+  EXPECT_EQ(run.tiers[0].eviction.entries_evicted, 0u) << "the folder tier's own max_age is none";
+}
+
+// A remote tier that cannot be listed is a failure of that tier; the others are still collected.
+TEST(CacheGcTest, ARemoteTierThatCannotBeListedFailsAlone) {
+  TempDir dir;
+  MemoryTierOptions memory;
+  memory.name = "down";
+  memory.max_age = Seconds{60};
+  memory.fail_with = ErrorCode::remote;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), make_memory_tier(memory)});
+  const CacheGcReport report = cache_gc(*cache, DryRun::no);
+  ASSERT_TRUE(report.error);
+  EXPECT_EQ(report.error->code, ErrorCode::io);
+  ASSERT_EQ(report.failures.size(), 1u);
+  EXPECT_EQ(report.failures[0].tier, "down");
+  ASSERT_EQ(report.tiers.size(), 2u);
+  EXPECT_EQ(report.tiers[0].policy, GcPolicy::evict);
 }
 
 }  // namespace
