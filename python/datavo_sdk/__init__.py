@@ -55,6 +55,7 @@ from ._ops import (  # noqa: E402
     WarmFailure,
     WarmReport,
     WarmTier,
+    WarmTierUploads,
     warm,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "warm",
     "WarmReport",
     "WarmTier",
+    "WarmTierUploads",
     "WarmFailure",
     "UploadSummary",
     "CacheEntry",
