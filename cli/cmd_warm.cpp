@@ -56,11 +56,24 @@ void print_plan(const GlobalOptions& global, const WarmPlan& plan) {
               {"shards_to_fetch", plan.shards_to_fetch}});
 }
 
+nlohmann::json tier_uploads_json(const WarmTierUploads& up) {
+  auto reason = [](const std::optional<std::string>& text) { return text ? nlohmann::json(*text) : nullptr; };
+  return {{"uploaded", up.uploaded},
+          {"already_present", up.already_present},
+          {"failed", up.failed},
+          {"skipped", up.skipped},
+          {"failed_reason", reason(up.failed_reason)},
+          {"skipped_reason", reason(up.skipped_reason)}};
+}
+
 nlohmann::json report_json(const WarmReport& report) {
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& tier : report.tiers) {
-    tiers.push_back(
-        {{"tier", tier.tier}, {"hits", tier.hits}, {"promoted_into", tier.promoted_into}, {"cached", tier.cached}});
+    nlohmann::json row = {{"tier", tier.tier},     {"hits", tier.hits}, {"promoted_into", tier.promoted_into},
+                          {"cached", tier.cached}, {"held", nullptr},   {"uploads", nullptr}};
+    if (tier.held) row["held"] = *tier.held;
+    if (tier.uploads) row["uploads"] = tier_uploads_json(*tier.uploads);
+    tiers.push_back(std::move(row));
   }
   nlohmann::json out = {{"dataset", report.dataset},
                         {"revision", report.revision},
@@ -76,17 +89,30 @@ nlohmann::json report_json(const WarmReport& report) {
   return out;
 }
 
+// "  tier region: 0 hits, 0 promoted into it; holds 2 of the 8 shards now", then what went up to a remote tier.
+void print_tier_text(const WarmTierReport& tier, std::uint64_t shards) {
+  std::cout << "  tier " << tier.tier << ": " << tier.hits << " hits, " << tier.promoted_into << " promoted into it";
+  if (tier.held)
+    std::cout << "; holds " << *tier.held << " of the " << shards << " shards now\n";
+  else
+    std::cout << " (read-only: not asked which shards it holds)\n";
+  if (!tier.uploads) return;
+  const WarmTierUploads& up = *tier.uploads;
+  std::cout << "    uploads: " << up.uploaded << " uploaded, " << up.already_present << " already there, " << up.failed
+            << " failed, " << up.skipped << " skipped\n";
+  if (up.failed > 0) std::cout << "    failed: " << up.failed_reason.value_or("") << "\n";
+  if (up.skipped > 0) std::cout << "    skipped: " << up.skipped_reason.value_or("") << "\n";
+}
+
 void print_report_text(const WarmReport& report) {
   std::cout << "warmed " << (report.shards - report.failed) << " of " << report.shards << " shards of "
             << report.dataset << " revision " << report.revision << " (" << human_bytes(report.size.count()) << ") in "
             << util::fixed_point(report.elapsed.count(), 2) << " s\n  origin: " << report.origin_shards << " shards, "
             << human_bytes(report.origin_size.count()) << "\n";
-  for (const auto& tier : report.tiers) {
-    std::cout << "  tier " << tier.tier << ": " << tier.hits << " hits, " << tier.promoted_into
-              << " promoted into it; holds " << tier.cached << " of the " << report.shards << " shards now\n";
-  }
+  for (const auto& tier : report.tiers) print_tier_text(tier, report.shards);
   if (report.not_cached > 0) std::cout << "  cached nowhere: " << report.not_cached << " shards\n";
-  if (any_uploads(report.uploads)) std::cout << "  " << describe_uploads(*report.uploads) << "\n";
+  if (report.uploads && report.uploads->pending > 0)
+    std::cout << "  " << report.uploads->pending << " upload(s) still running when warm stopped waiting\n";
 }
 
 void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
@@ -131,6 +157,11 @@ void add_warm_command(CLI::App& app, GlobalOptions& global) {
       "or eviction removed shards warmed earlier in the run), it says how many remain cached in which tier and\n"
       "how many are cached nowhere, and exits 1; --allow-partial makes that a WARNING with exit 0.\n"
       "\n"
+      "Backfill: every writable remote tier (a bucket) that misses a shard is then made to hold it, uploaded from\n"
+      "the local copy, so a warm after an outage fills the bucket without asking the origin. Each such tier's line\n"
+      "counts every shard: uploaded, already there, failed, skipped (tier down, too small), with the reasons. When\n"
+      "one did not receive every shard, warm exits 1; --allow-partial makes that a WARNING with exit 0 too.\n"
+      "\n"
       "--dry-run fetches nothing and asks the origin for the manifest only. For each shard it prints the tier\n"
       "that would serve it (looked up without reading it) and, for shards in a folder tier, their size. The\n"
       "size of a shard still to fetch is reported as unknown: the manifest carries no sizes, and learning\n"
@@ -139,7 +170,8 @@ void add_warm_command(CLI::App& app, GlobalOptions& global) {
   warm->add_option("--jobs", args->jobs, "shards fetched in parallel (default 4)");
   warm->add_flag("--dry-run", args->dry_run, "list what would be fetched and which tier holds what");
   warm->add_flag("--allow-partial", args->allow_partial,
-                 "exit 0 with a WARNING when the top tier cannot hold every shard (default: exit 1)");
+                 "exit 0 with a WARNING when the top tier cannot hold every shard, or a writable remote tier did not "
+                 "receive every shard (default: exit 1)");
   add_metrics_textfile_option(warm, args->metrics_textfile);
   warm->callback([&global, args] { cmd_warm(global, *args); });
 }

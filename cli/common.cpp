@@ -39,17 +39,20 @@ nlohmann::json uploads_json(const UploadSummary& summary) {
   return {{"uploaded", summary.uploaded},
           {"already_present", summary.already_present},
           {"failed", summary.failed},
+          {"skipped", summary.skipped},
           {"pending", summary.pending}};
 }
 
 bool any_uploads(const std::optional<UploadSummary>& summary) {
-  return summary && summary->uploaded + summary->already_present + summary->failed + summary->pending > 0;
+  return summary &&
+         summary->uploaded + summary->already_present + summary->failed + summary->skipped + summary->pending > 0;
 }
 
 std::string describe_uploads(const UploadSummary& summary) {
   std::string out = "uploads to remote tiers: " + std::to_string(summary.uploaded) + " uploaded, " +
                     std::to_string(summary.already_present) + " already there, " + std::to_string(summary.failed) +
                     " failed";
+  if (summary.skipped > 0) out += ", " + std::to_string(summary.skipped) + " skipped";
   if (summary.pending > 0) out += ", " + std::to_string(summary.pending) + " still pending";
   return out;
 }

@@ -32,6 +32,8 @@
 //   - Uploads to remote tiers run after the local install has committed, in a bounded background queue, so the
 //     reader gets its local path without waiting (upload: sync waits). flush_uploads() and the destructor wait
 //     for them, with a bound. A failed upload is a WARNING and an `upload_failures` count, not a failed read.
+//   - Backfill: backfill(key) makes every writable remote tier that misses a shard hold it, uploading from the local
+//     copy. `warm` and `cache put` call it; the read path does not (a local hit costs no request to a remote tier).
 //   - Cross-VM single flight: on a full miss, before calling the fetcher, the hierarchy takes a lease in the
 //     first writable remote tier that offers one (Tier::coordination()). A VM that finds a live lease does not
 //     call the origin: it polls the tier for the object, with backoff, and materializes it once it appears; it
@@ -72,6 +74,7 @@ struct UploadSummary {
   std::uint64_t uploaded = 0;
   std::uint64_t already_present = 0;  // another VM had stored the same bytes: a success
   std::uint64_t failed = 0;
+  std::uint64_t skipped = 0;  // not tried by backfill(): the tier was down (breaker open), too small, no local copy
   std::uint64_t pending = 0;  // still queued or running when the summary was taken
 };
 
@@ -83,6 +86,22 @@ enum class StatsScope {
 };
 // "every_process", "this_machine", "this_process".
 const char* to_string(StatsScope scope);
+
+// What backfill() found or did in one writable remote tier.
+enum class BackfillOutcome {
+  already_present,  // the tier held the shard
+  uploaded,         // the tier missed it and now holds it
+  failed,           // the lookup or the upload failed (the tier is degraded, as on any failure)
+  skipped,          // not tried: the tier is down (its breaker is open), too small, or there is no local copy
+};
+const char* to_string(BackfillOutcome outcome);
+
+struct TierBackfill {
+  std::size_t tier_index = 0;
+  std::string tier;
+  BackfillOutcome outcome = BackfillOutcome::already_present;
+  std::string reason;  // failed, skipped: why ("tier down: ...", the error's message); empty otherwise
+};
 
 struct TierInfo {
   std::string name;
@@ -122,6 +141,14 @@ class ShardCacheHierarchy {
   // as a hit would check them (the recorded size), remote tiers with one HEAD-like request. nullopt when no tier
   // holds it; an Error only when no tier could answer and one failed.
   Result<std::optional<Location>> locate(const ShardKey& key);
+
+  // Backfill: makes every writable remote tier that misses `key` hold it, uploading from the fastest local copy on
+  // the caller's thread (whatever the tier's upload mode). Per tier, one HEAD-like request, and the upload when it
+  // misses. A tier whose breaker is open is skipped (no request), but a shard that this hierarchy uploaded to it
+  // counts as held. One row per writable remote tier, fastest first (empty without one). A failure degrades the tier as
+  // a read would (a WARNING, its `errors`, its breaker); every row counts in flush_uploads()'s summary. The only Error
+  // is a cancellation (util/cancel.hpp).
+  Result<std::vector<TierBackfill>> backfill(const ShardKey& key);
 
   // Usage and counters of every tier, fastest first (cf. zarr's cache_info, typed). Does no network I/O: the
   // usage of a remote tier is not measured here (listing a bucket costs requests). A remote tier's counters are

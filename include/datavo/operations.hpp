@@ -107,7 +107,9 @@ Result<CacheInstallReport> cache_fetch(ShardCacheHierarchy& cache, const CacheFe
 // meanwhile (the process-wide flag of the CLI's signal handling).
 Result<Bytes> append_file(ByteSink& sink, const std::string& path);
 
-// get_or_fetch of `key` from the local file `path` (installed on a miss), then wait_for_uploads(). The file is
+// get_or_fetch of `key` from the local file `path` (installed on a miss), then wait_for_uploads(). When `key` was
+// cached already (not installed by this call), backfill: every writable remote tier that misses it is made to hold
+// it, uploaded from the local copy (ShardCacheHierarchy::backfill; its outcomes count in `uploads`). The file is
 // opened first: one that cannot be read is an Error even when `key` is cached.
 Result<CacheInstallReport> cache_put(ShardCacheHierarchy& cache, const ShardKey& key, const std::string& path);
 

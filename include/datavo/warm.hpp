@@ -9,10 +9,15 @@
 // again: eviction may have removed shards warmed earlier in the run, and what the report gives is where they are
 // now.
 //
+// Backfill: then every writable remote tier that misses a shard is made to hold it, uploaded from the local copy
+// (ShardCacheHierarchy::backfill: one HEAD-like request per shard and tier, on the `jobs` threads), so that a warm
+// after an outage fills the bucket without calling the origin. Each writable remote tier's row then accounts for
+// every shard: uploaded, already present, failed or skipped (tier down, too small, no local copy), with the reasons.
+//
 // Outcome (WarmReport::error): remote when a shard could not be warmed; capacity when the top tier does not hold
-// every shard now (unless AllowPartial::yes: then only `partial` says so). A failed upload is no failure of the warm
-// (the shard is cached locally): it is counted in `uploads`. A cancellation (util/cancel.hpp: SIGINT in the CLI, or
-// WarmRequest::stop) stops the workers; warm() then returns a cancelled Error.
+// every shard now, and remote when a writable remote tier did not receive every shard (unless AllowPartial::yes:
+// then only `partial` says so). A cancellation (util/cancel.hpp: SIGINT in the CLI, or WarmRequest::stop) stops the
+// workers; warm() then returns a cancelled Error.
 //
 // Thread safety: warm() may run alongside other warms and reads, in this process and others (single flight comes
 // from the hierarchy). The observer is called from the worker threads, several at once.
@@ -91,11 +96,29 @@ struct WarmRequest {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// What became of the shards of a warm in one writable remote tier: uploaded + already_present + failed + skipped is
+// the number of shards. `uploaded` counts the uploads of this warm into the tier, during it and by the backfill
+// (from the tier's counters: a hierarchy that other threads upload through meanwhile blurs it into
+// already_present).
+struct WarmTierUploads {
+  std::uint64_t uploaded = 0;
+  std::uint64_t already_present = 0;          // the tier held it (found there, or stored by another machine)
+  std::uint64_t failed = 0;                   // its lookup or upload failed
+  std::uint64_t skipped = 0;                  // not tried: tier down (breaker open), too small, no local copy
+  std::optional<std::string> failed_reason;   // the last failure's message
+  std::optional<std::string> skipped_reason;  // the last skip's reason
+};
+
 struct WarmTierReport {
   std::string tier;
   std::uint64_t hits = 0;           // shards this warm found in the tier
   std::uint64_t promoted_into = 0;  // shards this warm copied into the tier from a slower one
   std::uint64_t cached = 0;         // shards whose fastest copy is in this tier once the warm is done
+  // Shards the tier holds once the warm is done, whichever tier is faster ("holds N of M"): a folder tier as a hit
+  // would check it, a writable remote tier from the backfill. nullopt for a read-only remote tier (asking it would
+  // cost a request per shard).
+  std::optional<std::uint64_t> held;
+  std::optional<WarmTierUploads> uploads;  // set for a writable remote tier
 };
 
 struct WarmShardFailure {
@@ -115,10 +138,14 @@ struct WarmReport {
   std::vector<WarmTierReport> tiers;  // fastest first
   std::uint64_t not_cached = 0;       // shards no tier holds once the warm is done
   std::chrono::duration<double> elapsed{0};
-  std::optional<UploadSummary> uploads;    // nullopt without a remote tier
+  // nullopt without a remote tier; else, over the writable remote tiers: `uploaded`, `failed` and `skipped` the sums
+  // of the tiers' rows, `already_present` the uploads of this warm that found the object stored by another machine
+  // (a conditional create refused), `pending` the uploads still running when the warm stopped waiting (10 min).
+  std::optional<UploadSummary> uploads;
   std::vector<WarmShardFailure> failures;  // manifest order
   // Set when the top tier does not hold every shard: "only 3 of 12 shards are cached in the top tier 'local' after
-  // the warm (max_bytes 1.0 MiB): 9 remain cached in tier 'scratch', 0 are cached nowhere".
+  // the warm (max_bytes 1.0 MiB): 9 remain cached in tier 'scratch', 0 are cached nowhere"; and when a writable
+  // remote tier does not: "tier 'region' holds 2 of the 8 shards: 6 skipped (tier down: ...)" (joined by "; ").
   std::optional<std::string> partial;
   std::optional<Error> error;  // see Outcome at the top of this file
 };

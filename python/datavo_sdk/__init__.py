@@ -56,6 +56,7 @@ from ._ops import (  # noqa: E402
     WarmFailure,
     WarmReport,
     WarmTier,
+    WarmTierUploads,
     warm,
 )
 
@@ -79,6 +80,7 @@ __all__ = [
     "warm",
     "WarmReport",
     "WarmTier",
+    "WarmTierUploads",
     "WarmFailure",
     "UploadSummary",
     "CacheEntry",

@@ -13,6 +13,18 @@ from .errors import DatavoError
 
 
 @dataclasses.dataclass(frozen=True)
+class WarmTierUploads:
+    """What became of every shard of a warm in one writable remote tier: the four counts add up to the shards."""
+
+    uploaded: int  #: stored by this warm (during it, or backfilled from the local copy)
+    already_present: int  #: the tier held it already
+    failed: int  #: its lookup or upload failed
+    skipped: int  #: not tried: tier down (breaker open), too small, no local copy
+    failed_reason: typing.Optional[str]  #: the last failure's message
+    skipped_reason: typing.Optional[str]  #: the last skip's reason
+
+
+@dataclasses.dataclass(frozen=True)
 class WarmTier:
     """How one tier took part in a warm (fastest tier first in WarmReport.tiers)."""
 
@@ -20,6 +32,8 @@ class WarmTier:
     hits: int  #: shards this warm found in the tier
     promoted_into: int  #: shards this warm copied into it from a slower tier
     cached: int  #: shards whose fastest copy is in this tier once the warm is done
+    held: typing.Optional[int] = None  #: shards the tier holds once the warm is done (None: a read-only remote tier)
+    uploads: typing.Optional[WarmTierUploads] = None  #: set for a writable remote tier
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +43,7 @@ class UploadSummary:
     uploaded: int
     already_present: int  #: another machine had stored the same bytes: a success
     failed: int
+    skipped: int  #: not tried: the tier was down (breaker open), too small, or had no local copy to upload from
     pending: int  #: still queued or running when the warm returned
 
 
@@ -57,13 +72,17 @@ class WarmReport:
     seconds: float
     uploads: typing.Optional[UploadSummary]  #: None without a remote tier
     failures: typing.List[WarmFailure]
-    partial: typing.Optional[str]  #: set when the top tier does not hold every shard
+    #: set when the top tier does not hold every shard, or a writable remote tier did not receive every shard
+    partial: typing.Optional[str]
     error: typing.Optional[DatavoError]  #: what failed, or None
 
 
 def _report(answer: typing.Dict[str, typing.Any]) -> WarmReport:
     fields = dict(answer)
-    fields["tiers"] = [WarmTier(**row) for row in answer["tiers"]]
+    fields["tiers"] = [
+        WarmTier(**dict(row, uploads=WarmTierUploads(**row["uploads"]) if row["uploads"] is not None else None))
+        for row in answer["tiers"]
+    ]
     fields["uploads"] = UploadSummary(**answer["uploads"]) if answer["uploads"] is not None else None
     fields["failures"] = [WarmFailure(**row) for row in answer["failures"]]
     return WarmReport(**fields)

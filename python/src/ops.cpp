@@ -128,6 +128,21 @@ class WarmJob {
 
 py::object exception_or_none(const std::optional<Error>& error) { return error ? exception_of(*error) : py::none(); }
 
+py::object str_or_none(const std::optional<std::string>& text) {
+  return text ? py::object(py::str(*text)) : py::none();
+}
+
+py::dict tier_uploads_dict(const WarmTierUploads& up) {
+  py::dict out;
+  out["uploaded"] = up.uploaded;
+  out["already_present"] = up.already_present;
+  out["failed"] = up.failed;
+  out["skipped"] = up.skipped;
+  out["failed_reason"] = str_or_none(up.failed_reason);
+  out["skipped_reason"] = str_or_none(up.skipped_reason);
+  return out;
+}
+
 py::dict WarmJob::report_dict(const WarmReport& r) {
   py::dict out;
   out["dataset"] = r.dataset;
@@ -145,6 +160,8 @@ py::dict WarmJob::report_dict(const WarmReport& r) {
     row["hits"] = t.hits;
     row["promoted_into"] = t.promoted_into;
     row["cached"] = t.cached;
+    row["held"] = t.held ? py::object(py::int_(*t.held)) : py::none();
+    row["uploads"] = t.uploads ? py::object(tier_uploads_dict(*t.uploads)) : py::none();
     tiers.append(row);
   }
   out["tiers"] = tiers;
@@ -155,6 +172,7 @@ py::dict WarmJob::report_dict(const WarmReport& r) {
     uploads["uploaded"] = r.uploads->uploaded;
     uploads["already_present"] = r.uploads->already_present;
     uploads["failed"] = r.uploads->failed;
+    uploads["skipped"] = r.uploads->skipped;
     uploads["pending"] = r.uploads->pending;
     out["uploads"] = uploads;
   } else {

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import DATASET, SAMPLES, SHARDS
 from datavo_sdk import (DatavoError, S3ShardCacheTier, SampleStream, ShardCacheHierarchy, ShardCacheTier, UploadSummary,
-                        WarmReport, WarmTier, errors, warm)
+                        WarmReport, WarmTier, WarmTierUploads, errors, warm)
 
 
 def test_warm_fetches_every_shard_once_and_a_second_warm_only_hits(env, origin):
@@ -27,7 +27,7 @@ def test_warm_fetches_every_shard_once_and_a_second_warm_only_hits(env, origin):
     assert isinstance(report, WarmReport) and report.error is None and report.partial is None
     assert (report.dataset, report.keys, report.shards, report.failed) == (DATASET, ["audio.wav"], SHARDS, 0)
     assert report.origin_shards == SHARDS and report.origin_bytes == report.size_bytes > 0
-    assert report.tiers == [WarmTier(tier="default", hits=0, promoted_into=0, cached=SHARDS)]
+    assert report.tiers == [WarmTier(tier="default", hits=0, promoted_into=0, cached=SHARDS, held=SHARDS)]
     assert report.uploads is None and report.failures == [] and report.not_cached == 0 and report.seconds > 0
     assert after["ticket"] - before.get("ticket", 0) == after["shard"] - before.get("shard", 0) == SHARDS
 
@@ -155,8 +155,11 @@ def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
                          addressing_style="path"),
     ])
     report = warm(DATASET, ["audio.wav"], cache, progress=False)
-    assert report.uploads == UploadSummary(uploaded=SHARDS, already_present=0, failed=0, pending=0)
-    assert [(t.tier, t.cached) for t in report.tiers] == [("local", SHARDS), ("region", 0)]
+    assert report.uploads == UploadSummary(uploaded=SHARDS, already_present=0, failed=0, skipped=0, pending=0)
+    assert [(t.tier, t.cached, t.held) for t in report.tiers] == [("local", SHARDS, SHARDS), ("region", 0, SHARDS)]
+    assert report.tiers[0].uploads is None
+    assert report.tiers[1].uploads == WarmTierUploads(uploaded=SHARDS, already_present=0, failed=0, skipped=0,
+                                                      failed_reason=None, skipped_reason=None)
     # A second machine (a fresh local tier) is served by the bucket: promotions, no origin fetch.
     other = ShardCacheHierarchy([
         ShardCacheTier(str(tmp_path / "other"), name="local"),
@@ -165,7 +168,8 @@ def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
     ])
     second = warm(DATASET, ["audio.wav"], other, progress=False)
     assert second.origin_shards == 0 and second.tiers[0].promoted_into == SHARDS
-    assert second.uploads == UploadSummary(uploaded=0, already_present=0, failed=0, pending=0)
+    assert second.uploads == UploadSummary(uploaded=0, already_present=0, failed=0, skipped=0, pending=0)
+    assert second.tiers[1].uploads.already_present == SHARDS and second.tiers[1].held == SHARDS
 
 
 def warmed_cache(tmp_path, max_bytes=None):

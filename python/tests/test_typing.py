@@ -19,7 +19,7 @@ import typing
 import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
                         Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
-                        WarmFailure, WarmReport, WarmTier, get_default_shard_cache, warm)
+                        WarmFailure, WarmReport, WarmTier, WarmTierUploads, get_default_shard_cache, warm)
 from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, RmTier,
                         TierCheck, TierFailure, TierGc, TierLsTotal, TierNotVerified, TierVerify,
                         VerifyReport)
@@ -49,7 +49,10 @@ def main() -> int:
     tier_rows: typing.List[WarmTier] = report.tiers
     failures: typing.List[WarmFailure] = report.failures
     uploads: typing.Optional[UploadSummary] = report.uploads
+    bucket_row: typing.Optional[WarmTierUploads] = tier_rows[-1].uploads
+    held: typing.Optional[int] = tier_rows[0].held
     warmed: int = report.shards - report.failed + tier_rows[0].hits + len(failures) + (uploads.failed if uploads else 0)
+    warmed += (bucket_row.skipped if bucket_row else 0) + (held or 0) + (uploads.skipped if uploads else 0)
     listing: LsReport = cache.ls(instance="local")
     entries: typing.List[CacheEntry] = listing.entry_list
     broken: typing.List[TierFailure] = listing.failures

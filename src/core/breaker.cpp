@@ -38,8 +38,14 @@ void Breaker::succeeded() {
   LOG_WARNING(tier_ << " works again; using it again");
 }
 
+std::string Breaker::last_failure() {
+  std::lock_guard lock(mu_);
+  return last_failure_;
+}
+
 void Breaker::failed(const std::string& why) {
   std::lock_guard lock(mu_);
+  last_failure_ = why;
   if (open_) {
     // A trial failed: stay open, for twice as long.
     trial_running_ = false;

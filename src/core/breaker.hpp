@@ -37,6 +37,9 @@ class Breaker {
   // `why`: the failure's message, quoted in the WARNING when this failure opens the breaker.
   void failed(const std::string& why);
   bool open() const { return open_.load(std::memory_order_relaxed); }
+  // The message of the last failure reported (empty before the first), for a report that says why a tier was
+  // skipped.
+  std::string last_failure();
 
  private:
   const std::string tier_;
@@ -48,6 +51,7 @@ class Breaker {
   Clock::time_point open_until_;      // guarded by mu_
   bool trial_running_ = false;        // guarded by mu_
   Clock::time_point trial_started_;   // guarded by mu_
+  std::string last_failure_;          // guarded by mu_
 };
 
 }  // namespace datavo::core

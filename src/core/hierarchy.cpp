@@ -175,7 +175,90 @@ Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher) {
   return walk.fetch(fetcher, std::move(leased->lease), leased->tier);
 }
 
+// The fastest readable local copy of the key and its digest: what backfill() uploads from.
+struct LocalCopy {
+  ShardHandle handle;
+  Sha256 digest;
+};
+
+std::optional<LocalCopy> find_local_copy(Walk& walk) {
+  for (const auto& tier : walk.tiers()) {
+    LocalTier* local = tier->as_local();
+    if (local == nullptr) continue;
+    auto handle = local->peek(walk.key());
+    if (!handle || !*handle) continue;  // a tier that cannot answer holds nothing we could upload
+    auto digest = local->digest_of(walk.key(), **handle);
+    if (!digest) {
+      walk.degrade(*local, "read", digest.error());
+      continue;
+    }
+    return LocalCopy{std::move(**handle), *digest};
+  }
+  return std::nullopt;
+}
+
+// backfill() in writable remote tier `index`. `copy` is looked for once, by the first tier that misses the key.
+Result<TierBackfill> backfill_tier(Walk& walk, std::size_t index, std::optional<std::optional<LocalCopy>>& copy) {
+  Tier& tier = *walk.tiers()[index];
+  core::Breaker& breaker = walk.impl().breaker(tier);
+  TierBackfill row{index, tier.name(), BackfillOutcome::already_present, {}};
+  auto ended = [&](BackfillOutcome outcome, std::string reason) {
+    row.outcome = outcome;
+    row.reason = std::move(reason);
+    return row;
+  };
+  if (!breaker.allows()) {
+    // Uploaded by this process before the tier went down: held, though it cannot be asked now.
+    if (walk.impl().uploads.stored(tier, walk.key())) return row;
+    return ended(BackfillOutcome::skipped,
+                 "tier down: skipped while its circuit breaker is open (last failure: " + breaker.last_failure() + ")");
+  }
+  auto held = tier.contains(walk.key());
+  if (!held) {
+    if (held.error().code == ErrorCode::cancelled) return std::move(held).error();
+    walk.degrade(tier, "backfill lookup", held.error());
+    return ended(BackfillOutcome::failed, held.error().message);
+  }
+  // A lookup that works says nothing of uploads (credentials may allow one and not the other): only a final outcome
+  // closes the breaker or resets its count.
+  if (*held) {
+    breaker.succeeded();
+    return row;
+  }
+  if (!copy) copy = find_local_copy(walk);
+  if (!*copy) return ended(BackfillOutcome::skipped, "no local copy to upload from");
+  const Bytes size = (*copy)->handle.size();
+  if (!tier.can_hold(size)) {
+    return ended(BackfillOutcome::skipped, "too small for the shard (" + std::to_string(size.count()) +
+                                               " bytes; max_bytes " +
+                                               std::to_string(tier.max_bytes().value_or(Bytes{}).count()) + ")");
+  }
+  auto installed = tier.install_copy(walk.key(), (*copy)->handle, (*copy)->digest);
+  if (!installed) {
+    if (installed.error().code == ErrorCode::cancelled) return std::move(installed).error();
+    tier.counters().upload_failures.fetch_add(1, std::memory_order_relaxed);
+    walk.degrade(tier, "backfill upload", installed.error());
+    return ended(BackfillOutcome::failed, installed.error().message);
+  }
+  breaker.succeeded();
+  walk.impl().uploads.remember_stored(tier, walk.key());
+  if (*installed == InstallOutcome::already_present) return row;  // another VM stored it meanwhile
+  tier.counters().uploads.fetch_add(1, std::memory_order_relaxed);
+  tier.counters().bytes_installed.fetch_add(size.count(), std::memory_order_relaxed);
+  return ended(BackfillOutcome::uploaded, {});
+}
+
 }  // namespace
+
+const char* to_string(BackfillOutcome outcome) {
+  switch (outcome) {
+    case BackfillOutcome::already_present: return "already_present";
+    case BackfillOutcome::uploaded: return "uploaded";
+    case BackfillOutcome::failed: return "failed";
+    case BackfillOutcome::skipped: return "skipped";
+  }
+  return "failed";
+}
 
 const char* to_string(ServedFrom source) {
   switch (source) {
@@ -299,6 +382,21 @@ Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const
   auto result = walk.finish(read_or_fetch(walk, fetcher));
   maybe_flush_stats();
   return result;
+}
+
+Result<std::vector<TierBackfill>> ShardCacheHierarchy::backfill(const ShardKey& key) {
+  Walk walk(tiers_, key, *impl_);
+  std::optional<std::optional<LocalCopy>> copy;
+  std::vector<TierBackfill> rows;
+  for (std::size_t i = 0; i < tiers_.size(); ++i) {
+    if (tiers_[i]->as_local() != nullptr || tiers_[i]->read_only()) continue;
+    if (util::cancel_requested()) return util::cancelled_error("backfill of shard " + key.hash.hex());
+    auto row = backfill_tier(walk, i, copy);
+    if (!row) return std::move(row).error();
+    impl_->uploads.count(row->outcome);
+    rows.push_back(std::move(*row));
+  }
+  return rows;
 }
 
 std::vector<TierInfo> ShardCacheHierarchy::cache_info(MeasureUsage measure) {

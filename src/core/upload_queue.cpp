@@ -37,6 +37,30 @@ void UploadQueue::push(Job job) {
   changed_.notify_all();
 }
 
+void UploadQueue::count(BackfillOutcome outcome) {
+  std::lock_guard lock(mu_);
+  switch (outcome) {
+    case BackfillOutcome::already_present: ++totals_.already_present; break;
+    case BackfillOutcome::uploaded: ++totals_.uploaded; break;
+    case BackfillOutcome::failed: ++totals_.failed; break;
+    case BackfillOutcome::skipped: ++totals_.skipped; break;
+  }
+}
+
+namespace {
+std::string remembered(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex(); }
+}  // namespace
+
+bool UploadQueue::stored(const Tier& tier, const ShardKey& key) {
+  std::lock_guard lock(mu_);
+  return stored_.contains({&tier, remembered(key)});
+}
+
+void UploadQueue::remember_stored(const Tier& tier, const ShardKey& key) {
+  std::lock_guard lock(mu_);
+  if (stored_.size() < k_max_remembered) stored_.insert({&tier, remembered(key)});
+}
+
 void UploadQueue::run(Job job) {
   const std::string what = "upload of " + job.key.hash.hex() + " to tier '" + job.tier->name() + "'";
   if (util::cancel_requested()) {
@@ -58,6 +82,7 @@ void UploadQueue::run(Job job) {
       LOG_WARNING(what << " failed: " << installed.error().message << " (the read it served succeeded)");
     return;
   }
+  if (stored_.size() < k_max_remembered) stored_.insert({job.tier.get(), remembered(job.key)});
   if (*installed == InstallOutcome::already_present) {
     ++totals_.already_present;
     job.tier->counters().uploads_present.fetch_add(1, std::memory_order_relaxed);

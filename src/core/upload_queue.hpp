@@ -19,7 +19,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "datavo/cloud_tier.hpp"
@@ -55,15 +58,24 @@ class UploadQueue {
 
   // Runs one upload now, on the caller's thread (upload: sync), and counts it like a queued one.
   void run(Job job);
+  // Counts an outcome of ShardCacheHierarchy::backfill(), which uploads on its own.
+  void count(BackfillOutcome outcome);
+  // Whether an upload of `key` to `tier` by this queue (or one remembered by remember_stored()) succeeded: then the
+  // tier holds the shard without asking it, which backfill() needs when the tier has gone down since. At most
+  // k_max_remembered keys are remembered, then none more (a key not remembered is asked for, or skipped).
+  bool stored(const Tier& tier, const ShardKey& key);
+  void remember_stored(const Tier& tier, const ShardKey& key);
+  static constexpr std::size_t k_max_remembered = 1 << 18;  // at most about 40 MiB
 
  private:
   void work();
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<Job> jobs_;     // guarded by mu_
-  std::size_t running_ = 0;  // guarded by mu_
-  bool stopping_ = false;    // guarded by mu_
-  UploadSummary totals_;     // guarded by mu_ (pending unused)
+  std::deque<Job> jobs_;                                  // guarded by mu_
+  std::size_t running_ = 0;                               // guarded by mu_
+  bool stopping_ = false;                                 // guarded by mu_
+  UploadSummary totals_;                                  // guarded by mu_ (pending unused)
+  std::set<std::pair<const Tier*, std::string>> stored_;  // guarded by mu_: "<instance>/<hash>" per tier
   std::vector<std::thread> workers_;
 };
 

@@ -46,6 +46,12 @@ Result<CacheInstallReport> cache_put(ShardCacheHierarchy& cache, const ShardKey&
   };
   auto result = cache.get_or_fetch(key, from_file);
   if (!result) return std::move(result).error();
+  // A fetched shard went up with the install; a cached one may miss from a remote tier (an outage, a bucket added
+  // since): that is what backfill is for.
+  if (result->source != ServedFrom::fetched) {
+    auto backfilled = cache.backfill(key);
+    if (!backfilled) return std::move(backfilled).error();
+  }
   return CacheInstallReport{key.hash, std::move(*result), wait_for_uploads(cache)};
 }
 

@@ -97,24 +97,90 @@ std::vector<WarmShardOutcome> warm_all(const ops::WarmSetup& setup, const WarmRe
   return done;
 }
 
-// Where the shards of a warm are once it is done: how many have their fastest copy in each tier, and how many are
-// in none.
+// Where the shards of a warm are once it is done: how many have their fastest copy in each tier, how many are in
+// none, and how many each folder tier holds (the remote tiers' come from the backfill).
 struct ShardPlacement {
-  std::vector<std::uint64_t> fastest_in;  // per tier, fastest first
+  std::vector<std::uint64_t> fastest_in;    // per tier, fastest first
+  std::vector<std::uint64_t> held_locally;  // per tier: for folder tiers, 0 for the others
   std::uint64_t nowhere = 0;
 };
 
 ShardPlacement place_all(const ops::WarmSetup& setup) {
+  const auto& tiers = setup.cache->tiers();
   ShardPlacement placement;
-  placement.fastest_in.assign(setup.cache->tiers().size(), 0);
+  placement.fastest_in.assign(tiers.size(), 0);
+  placement.held_locally.assign(tiers.size(), 0);
   for (std::size_t position = 0; position < setup.dataset.manifest.shards.size(); ++position) {
-    auto where = setup.cache->locate(setup.key(position));
+    const ShardKey key = setup.key(position);
+    auto where = setup.cache->locate(key);
     if (where && *where)
       ++placement.fastest_in[(*where)->tier_index];
     else
       ++placement.nowhere;  // a tier that cannot answer holds nothing we could read
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+      LocalTier* local = tiers[i]->as_local();
+      if (local == nullptr) continue;
+      auto handle = local->peek(key);
+      if (handle && *handle) ++placement.held_locally[i];
+    }
   }
   return placement;
+}
+
+// Backfill (see warm.hpp): ShardCacheHierarchy::backfill of every shard on `jobs` threads. Per shard, one row per
+// writable remote tier; none when a cancellation stopped it first.
+std::vector<std::vector<TierBackfill>> backfill_all(const ops::WarmSetup& setup, const WarmRequest& request) {
+  const std::size_t total = setup.dataset.manifest.shards.size();
+  std::vector<std::vector<TierBackfill>> rows(total);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t position = next++; position < total && !stop_requested(request); position = next++) {
+      auto done = setup.cache->backfill(setup.key(position));
+      if (done) rows[position] = std::move(*done);
+    }
+  };
+  std::vector<std::jthread> workers;
+  for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(total, 1)); ++i) workers.emplace_back(work);
+  return rows;
+}
+
+// The `uploads` counter of every tier, to tell this warm's uploads from earlier ones.
+std::vector<std::uint64_t> upload_counts(const ShardCacheHierarchy& cache) {
+  std::vector<std::uint64_t> out;
+  for (const auto& tier : cache.tiers()) out.push_back(tier->counters().uploads.load(std::memory_order_relaxed));
+  return out;
+}
+
+bool writable_remote(Tier& tier) { return tier.as_local() == nullptr && !tier.read_only(); }
+
+// The row of writable remote tier `index` from the backfill's outcomes; `uploads` is how many uploads into the tier
+// the warm made (during it and by the backfill).
+WarmTierUploads tier_uploads(const std::vector<std::vector<TierBackfill>>& backfills, std::size_t index,
+                             std::uint64_t uploads) {
+  WarmTierUploads row;
+  std::uint64_t present = 0;
+  for (const auto& shard : backfills) {
+    for (const auto& tier : shard) {
+      if (tier.tier_index != index) continue;
+      switch (tier.outcome) {
+        case BackfillOutcome::already_present: ++present; break;
+        case BackfillOutcome::uploaded: ++row.uploaded; break;
+        case BackfillOutcome::failed:
+          ++row.failed;
+          row.failed_reason = tier.reason;
+          break;
+        case BackfillOutcome::skipped:
+          ++row.skipped;
+          row.skipped_reason = tier.reason;
+          break;
+      }
+    }
+  }
+  // What the backfill found present was uploaded by this warm's reads, or there before.
+  const std::uint64_t during = std::min(present, uploads - std::min(uploads, row.uploaded));
+  row.uploaded += during;
+  row.already_present = present - during;
+  return row;
 }
 
 // "only 3 of 12 shards are cached in the top tier 'local' after the warm (max_bytes 1.0 MiB): 9 remain cached in
@@ -132,7 +198,7 @@ std::string describe_partial(const ShardCacheHierarchy& cache, const ShardPlacem
   return out;
 }
 
-// The counts of the report from the outcomes and where the shards are now.
+// The counts of the report from the outcomes, where the shards are now, and the backfill.
 void tally(WarmReport& report, const ShardCacheHierarchy& cache, const std::vector<WarmShardOutcome>& outcomes,
            const ShardPlacement& placement) {
   std::map<std::string, WarmTierReport> by_tier;
@@ -161,9 +227,48 @@ void tally(WarmReport& report, const ShardCacheHierarchy& cache, const std::vect
   for (std::size_t i = 0; i < cache.tiers().size(); ++i) {
     WarmTierReport row = by_tier[cache.tiers()[i]->name()];
     row.cached = placement.fastest_in[i];
+    if (cache.tiers()[i]->as_local() != nullptr) row.held = placement.held_locally[i];
     report.tiers.push_back(std::move(row));
   }
   report.not_cached = placement.nowhere;
+}
+
+// The backfill's rows into the report: each writable remote tier's `uploads` and `held`, and their sum (see
+// WarmReport::uploads; `queued` is what the upload queue counted during the warm, before the backfill).
+void tally_uploads(WarmReport& report, const ShardCacheHierarchy& cache,
+                   const std::vector<std::vector<TierBackfill>>& backfills, const std::vector<std::uint64_t>& before,
+                   const UploadSummary& queued) {
+  const std::vector<std::uint64_t> after = upload_counts(cache);
+  UploadSummary sum;
+  sum.already_present = queued.already_present;
+  sum.pending = queued.pending;
+  for (std::size_t i = 0; i < cache.tiers().size(); ++i) {
+    if (!writable_remote(*cache.tiers()[i])) continue;
+    WarmTierUploads row = tier_uploads(backfills, i, after[i] - before[i]);
+    sum.uploaded += row.uploaded;
+    sum.failed += row.failed;
+    sum.skipped += row.skipped;
+    report.tiers[i].held = row.uploaded + row.already_present;
+    report.tiers[i].uploads = std::move(row);
+  }
+  report.uploads = sum;
+}
+
+// "tier 'region' holds 2 of the 8 shards: 6 skipped (tier down: ...)", for each writable remote tier that misses
+// shards, joined by "; "; empty when none does.
+std::string describe_missing_uploads(const WarmReport& report) {
+  std::string out;
+  for (const auto& tier : report.tiers) {
+    if (!tier.uploads || tier.uploads->failed + tier.uploads->skipped == 0) continue;
+    const WarmTierUploads& up = *tier.uploads;
+    if (!out.empty()) out += "; ";
+    out += "tier '" + tier.tier + "' holds " + std::to_string(tier.held.value_or(0)) + " of the " +
+           std::to_string(report.shards) + " shards:";
+    if (up.failed > 0) out += " " + std::to_string(up.failed) + " failed (" + up.failed_reason.value_or("") + ")";
+    if (up.failed > 0 && up.skipped > 0) out += ",";
+    if (up.skipped > 0) out += " " + std::to_string(up.skipped) + " skipped (" + up.skipped_reason.value_or("") + ")";
+  }
+  return out;
 }
 
 std::optional<Error> outcome_of(WarmReport& report, const ShardCacheHierarchy& cache, const ShardPlacement& placement,
@@ -180,7 +285,13 @@ std::optional<Error> outcome_of(WarmReport& report, const ShardCacheHierarchy& c
                                             "partly warmed cache"};
     }
   }
-  return std::nullopt;
+  const std::string missing = describe_missing_uploads(report);
+  if (missing.empty()) return std::nullopt;
+  report.partial = report.partial ? *report.partial + "; " + missing : missing;
+  if (allow_partial == AllowPartial::yes) return std::nullopt;
+  return Error{ErrorCode::remote, missing +
+                                      "; run warm again once the tier works (it uploads the missing shards from the "
+                                      "local copy), or pass --allow-partial to accept it"};
 }
 
 }  // namespace
@@ -198,17 +309,21 @@ Result<WarmReport> warm(const WarmRequest& request) {
   WarmObserver silent;
   WarmObserver& observer = request.observer ? *request.observer : silent;
   const Manifest& manifest = setup->dataset.manifest;
+  const std::vector<std::uint64_t> uploads_before = upload_counts(*setup->cache);
+  const UploadSummary queued_before = setup->cache->flush_uploads(Milliseconds{0});  // the totals so far, no wait
   observer.started(manifest.shards.size());
   const std::vector<WarmShardOutcome> outcomes = warm_all(*setup, request, observer);
   observer.finished();
 
-  WarmReport report;
-  // The uploads to remote tiers go on in the background: wait for them, so that the report says where the shards
-  // are and what went up.
-  report.uploads = wait_for_uploads(*setup->cache);
+  // The uploads to remote tiers go on in the background: wait for them, then backfill what is still missing, so
+  // that the report says where the shards are and what went up.
+  const std::optional<UploadSummary> queued = wait_for_uploads(*setup->cache);
+  std::vector<std::vector<TierBackfill>> backfills;
+  if (queued && !stop_requested(request)) backfills = backfill_all(*setup, request);
   setup->cache->flush_stats();
   if (stop_requested(request)) return stopped_error("warm");
 
+  WarmReport report;
   report.dataset = manifest.name.full();
   report.revision = manifest.revision;
   report.keys = setup->dataset.keys;
@@ -216,6 +331,11 @@ Result<WarmReport> warm(const WarmRequest& request) {
   // Eviction may have removed shards warmed earlier in this run: what counts is where they are now.
   const ShardPlacement placement = place_all(*setup);
   tally(report, *setup->cache, outcomes, placement);
+  if (queued) {
+    UploadSummary during = *queued;
+    during.already_present -= queued_before.already_present;
+    tally_uploads(report, *setup->cache, backfills, uploads_before, during);
+  }
   report.elapsed = Clock::now() - started;
   report.error = outcome_of(report, *setup->cache, placement, request.allow_partial);
   return report;

@@ -8,7 +8,8 @@
 #   cf_kill_mid_upload        the server (a dedicated one) killed with SIGKILL while an upload is under way;
 #   cf_kill_mid_download      that server killed mid-download: the slower folder tier serves, the origin is not asked;
 #   cf_storm                  a 503 storm with Retry-After: a short one is ridden out (Retry-After honoured); a long
-#                             one opens the breaker with one WARNING, and the origin serves every shard;
+#                             one opens the breaker with one WARNING, and the origin serves every shard (warm exits
+#                             1: the tier, skipped while down, missed shards);
 #   cf_rewrite_between_ranges another writer puts the object again while its pinned ranges are held: the read
 #                             restarts once and succeeds;
 #   cf_one_412 / cf_every_412 a 412 to one pinned range: the object is read once more; to every pinned range: the
@@ -232,8 +233,13 @@ cf_long_storm() {
   DATAVO_SERVER=$origin run --json warm "$dataset" --key bin --key txt --jobs 3
   printf '%s\n%s\n' "$OUT" "$ERR" >>"$CF_ALL_OUTPUT"
   proxy_mode "$CF_URL" ok
-  expect_eq "a long 503 storm: warm succeeds, every shard from the origin" "[0, $shards, 0]" \
+  # The shards cached locally while the tier was skipped did not reach it: warm says so, and exits 1.
+  expect_eq "a long 503 storm: every shard from the origin; exit 1, the tier missed shards" "[1, $shards, 0]" \
     "[$RC, $(json "j['origin']['shards']" <<<"$OUT"), $(json "j['failed']" <<<"$OUT")]"
+  expect_contains "a long 503 storm: the tier's row says why it missed them" "tier down: " \
+    "$(json "[t['uploads']['skipped_reason'] for t in j['tiers'] if t['tier'] == '$CF_TIER'][0]" <<<"$OUT")"
+  expect_eq "a long 503 storm: every shard accounted for in the tier" "$shards" \
+    "$(json "[sum(t['uploads'][k] for k in ('uploaded', 'already_present', 'failed', 'skipped')) for t in j['tiers'] if t['tier'] == '$CF_TIER'][0]" <<<"$OUT")"
   expect_eq "a long 503 storm: the breaker opened once" 1 "$(grep -c 'failed 3 times in a row' <<<"$ERR")"
   # Three workers look up at once, so up to 3 + 2 lookups may fail before the third failure opens the breaker.
   gets=$(proxy_op "$CF_URL" GetObject)

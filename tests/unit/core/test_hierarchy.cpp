@@ -753,5 +753,120 @@ TEST(HierarchyLeaseDeathTest, ACancellationEndsTheWaitForAnotherVmsUploadAtOnce)
   EXPECT_EXIT(wait_then_cancel(), ::testing::ExitedWithCode(0), "");
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Backfill (issue 16): a writable remote tier that misses a locally cached shard is given it by backfill(), never
+// by a read.
+
+struct BackfillSetup {
+  TempDir dir;
+  std::shared_ptr<FolderTier> local = folder(dir, "local");
+  std::shared_ptr<ScriptedRemote> remote = std::make_shared<ScriptedRemote>("bucket");
+  std::shared_ptr<FolderTier> slow = folder(dir, "slow");
+  std::shared_ptr<ShardCacheHierarchy> h = hierarchy({local, remote, slow});
+};
+
+TEST(HierarchyBackfill, ALocalHitAsksNoRemoteTierAndBackfillUploadsTheLocalCopy) {
+  BackfillSetup s;
+  const ShardKey key = make_key(700);
+  ASSERT_TRUE(commit_bytes(*s.local, key, "local bytes"));
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto hit = s.h->get_or_fetch(key, failing_fetcher(calls));
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_EQ(hit->source, ServedFrom::hit);
+  EXPECT_EQ(s.remote->lookups.load() + s.remote->uploads_started.load(), 0) << "the read path does not backfill";
+
+  auto rows = s.h->backfill(key);
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u) << "one row per writable remote tier, none for the folder tiers";
+  EXPECT_EQ((*rows)[0].tier, "bucket");
+  EXPECT_EQ((*rows)[0].tier_index, 1u);
+  EXPECT_EQ((*rows)[0].outcome, BackfillOutcome::uploaded);
+  EXPECT_TRUE(holds(s.remote->inner(), key));
+  EXPECT_EQ(s.remote->counters().uploads.load(), 1u);
+
+  auto again = s.h->backfill(key);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ((*again)[0].outcome, BackfillOutcome::already_present);
+  EXPECT_EQ(s.remote->uploads_started.load(), 1) << "a tier that holds the shard is not uploaded to again";
+  const UploadSummary summary = s.h->flush_uploads(Milliseconds{1000});
+  EXPECT_EQ(summary.uploaded, 1u);
+  EXPECT_EQ(summary.already_present, 1u);
+  EXPECT_EQ(summary.failed + summary.skipped, 0u);
+}
+
+TEST(HierarchyBackfill, AFailingTierIsFailedWithTheReasonThenSkippedOnceItsBreakerOpens) {
+  BackfillSetup s;
+  s.remote->fail_uploads = true;
+  std::vector<TierBackfill> rows;
+  for (std::uint64_t seed = 710; seed < 714; ++seed) {
+    const ShardKey key = make_key(seed);
+    ASSERT_TRUE(commit_bytes(*s.local, key, "bytes " + std::to_string(seed)));
+    auto done = s.h->backfill(key);
+    ASSERT_TRUE(done) << done.error().message;
+    ASSERT_EQ(done->size(), 1u);
+    rows.push_back((*done)[0]);
+  }
+  for (int i = 0; i < core::Breaker::k_failures_to_open; ++i) {
+    EXPECT_EQ(rows[i].outcome, BackfillOutcome::failed) << i;
+    EXPECT_EQ(rows[i].reason, "bucket refused the upload") << i;
+  }
+  EXPECT_EQ(rows[3].outcome, BackfillOutcome::skipped);
+  EXPECT_EQ(rows[3].reason.rfind("tier down: ", 0), 0u) << rows[3].reason;
+  EXPECT_NE(rows[3].reason.find("bucket refused the upload"), std::string::npos) << rows[3].reason;
+  EXPECT_EQ(s.remote->uploads_started.load(), 3) << "no request while the breaker is open";
+  const UploadSummary summary = s.h->flush_uploads(Milliseconds{1000});
+  EXPECT_EQ(summary.failed, 3u);
+  EXPECT_EQ(summary.skipped, 1u);
+  EXPECT_EQ(s.remote->counters().upload_failures.load(), 3u);
+}
+
+TEST(HierarchyBackfill, AShardUploadedBeforeTheTierWentDownIsHeldNotSkipped) {
+  BackfillSetup s;
+  const ShardKey uploaded = make_key(740);
+  CountingFetcher fetch(random_bytes(5'000, 740));
+  auto fetched = s.h->get_or_fetch(uploaded, fetch.fetcher());
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  ASSERT_EQ(s.h->flush_uploads(Milliseconds{10'000}).uploaded, 1u);
+  s.remote->fail_lookups = true;
+  s.remote->fail_uploads = true;
+  for (std::uint64_t seed = 741; seed < 741 + core::Breaker::k_failures_to_open; ++seed) {
+    const ShardKey key = make_key(seed);
+    ASSERT_TRUE(commit_bytes(*s.local, key, "bytes"));
+    ASSERT_TRUE(s.h->backfill(key));
+  }
+  const int lookups = s.remote->lookups.load();
+  auto rows = s.h->backfill(uploaded);
+  ASSERT_TRUE(rows) << rows.error().message;
+  EXPECT_EQ((*rows)[0].outcome, BackfillOutcome::already_present) << (*rows)[0].reason;
+  EXPECT_EQ(s.remote->lookups.load(), lookups) << "no request while the breaker is open";
+}
+
+TEST(HierarchyBackfill, AShardWithNoLocalCopyIsSkippedAndOneTheTierHoldsIsPresent) {
+  BackfillSetup s;
+  const ShardKey nowhere = make_key(720);
+  const ShardKey only_remote = make_key(721);
+  seed_tier(s.remote->inner(), s.dir, only_remote, "remote bytes");
+  auto missing = s.h->backfill(nowhere);
+  ASSERT_TRUE(missing) << missing.error().message;
+  EXPECT_EQ((*missing)[0].outcome, BackfillOutcome::skipped);
+  EXPECT_EQ((*missing)[0].reason, "no local copy to upload from");
+  auto present = s.h->backfill(only_remote);
+  ASSERT_TRUE(present) << present.error().message;
+  EXPECT_EQ((*present)[0].outcome, BackfillOutcome::already_present);
+  EXPECT_EQ(s.remote->uploads_started.load(), 0);
+}
+
+TEST(HierarchyBackfill, AFailedLookupIsAFailureNotAnUpload) {
+  BackfillSetup s;
+  const ShardKey key = make_key(730);
+  ASSERT_TRUE(commit_bytes(*s.local, key, "local bytes"));
+  s.remote->fail_lookups = true;
+  auto rows = s.h->backfill(key);
+  ASSERT_TRUE(rows) << rows.error().message;
+  EXPECT_EQ((*rows)[0].outcome, BackfillOutcome::failed);
+  EXPECT_EQ((*rows)[0].reason, "bucket is down");
+  EXPECT_EQ(s.remote->uploads_started.load(), 0);
+}
+
 }  // namespace
 }  // namespace datavo

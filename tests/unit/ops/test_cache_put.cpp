@@ -4,6 +4,7 @@
 #include "datavo/operations.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/core/remote_double.hpp"
 #include "unit/ops/ops_fixtures.hpp"
 #include "util/fs.hpp"
 
@@ -35,6 +36,28 @@ TEST(CachePutTest, AFileThatCannotBeOpenedIsAnErrorEvenForACachedHash) {
   ASSERT_FALSE(put);
   EXPECT_EQ(put.error().code, ErrorCode::not_found);
   EXPECT_NE(put.error().message.find(dir.sub("missing.tar")), std::string::npos);
+}
+
+TEST(CachePutTest, APutOfALocallyCachedHashUploadsItToARemoteTierThatMissesIt) {
+  TempDir dir;
+  auto local = opstest::folder(dir.sub("a"), "a");
+  const std::string file = dir.sub("shard.tar");
+  ASSERT_TRUE(util::write_file_atomic(file, "shard bytes", 0644));
+  ASSERT_TRUE(cache_put(*opstest::hierarchy({local}), opstest::key_of('1'), file));  // before the bucket existed
+  auto bucket = std::make_shared<shardtest::ScriptedRemote>("bucket");
+  auto cache = opstest::hierarchy({local, bucket});
+  auto put = cache_put(*cache, opstest::key_of('1'), file);
+  ASSERT_TRUE(put) << put.error().message;
+  EXPECT_EQ(put->result.source, ServedFrom::hit);
+  ASSERT_TRUE(put->uploads);
+  EXPECT_EQ(put->uploads->uploaded, 1u);
+  auto held = bucket->inner().contains(opstest::key_of('1'));
+  ASSERT_TRUE(held && *held) << "the bucket holds the shard now";
+  auto again = cache_put(*cache, opstest::key_of('1'), file);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->uploads->uploaded, 1u) << "not uploaded twice";
+  EXPECT_EQ(again->uploads->already_present, 1u);
+  EXPECT_EQ(bucket->uploads_started.load(), 1);
 }
 
 TEST(AppendFileTest, AppendsEveryByteAfterWhatTheSinkHolds) {

@@ -1,6 +1,7 @@
 // Tests of datavo::warm (src/ops/warm.cpp) against the fake origin: a cold warm fetches every shard once and tells
 // the observer, a second one hits, failed shards and a top tier too small are the report's error, a stop request
-// cancels.
+// cancels; with a remote tier (the scripted double), every shard is accounted for in it (uploaded, already there,
+// failed, skipped), a bucket that missed shards fails the warm, and a warm once it works backfills it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "datavo/warm.hpp"
+#include "unit/core/remote_double.hpp"
 #include "unit/ops/ops_fixtures.hpp"
 #include "unit/ops/warm_fixture.hpp"
 
@@ -157,6 +159,87 @@ TEST_F(WarmTest, AStopRequestEndsTheWarmAsACancellation) {
   ASSERT_TRUE(rest) << rest.error().message;
   EXPECT_EQ(rest->tiers[0].hits, 1u) << "the shard warmed before the stop stays cached";
   EXPECT_EQ(rest->origin_shards, 5u);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A writable remote tier: per-tier upload counts, the exit rule, backfill.
+
+class WarmRemoteTest : public opstest::WarmFixture {
+ protected:
+  WarmRemoteTest() { use_hierarchy(); }
+  // A hierarchy (fresh breakers, as a new process has) over the same folder tier and bucket.
+  void use_hierarchy() { cache = opstest::hierarchy({opstest::folder(dir.sub("local"), "local"), bucket}); }
+  std::shared_ptr<shardtest::ScriptedRemote> bucket = std::make_shared<shardtest::ScriptedRemote>("bucket");
+};
+
+TEST_F(WarmRemoteTest, EveryShardIsCountedInTheBucketAndHeldCountsEveryTierNotOnlyTheFastest) {
+  auto cold = warm(request());
+  ASSERT_TRUE(cold) << cold.error().message;
+  EXPECT_FALSE(cold->error);
+  ASSERT_EQ(cold->tiers.size(), 2u);
+  EXPECT_FALSE(cold->tiers[0].uploads) << "a folder tier has no upload row";
+  EXPECT_EQ(cold->tiers[0].held, 6u);
+  EXPECT_EQ(cold->tiers[1].cached, 0u) << "the fastest copy is local";
+  EXPECT_EQ(cold->tiers[1].held, 6u) << "but the bucket holds every shard too";
+  ASSERT_TRUE(cold->tiers[1].uploads);
+  const WarmTierUploads& up = *cold->tiers[1].uploads;
+  EXPECT_EQ(up.uploaded, 6u);
+  EXPECT_EQ(up.already_present + up.failed + up.skipped, 0u);
+  EXPECT_FALSE(up.failed_reason);
+  ASSERT_TRUE(cold->uploads);
+  EXPECT_EQ(cold->uploads->uploaded, 6u);
+  EXPECT_EQ(bucket->uploads_started.load(), 6) << "the backfill found them there: no second upload";
+
+  auto again = warm(request());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->tiers[1].uploads->uploaded, 0u);
+  EXPECT_EQ(again->tiers[1].uploads->already_present, 6u);
+  EXPECT_EQ(again->uploads->already_present, 0u) << "no upload was attempted";
+}
+
+TEST_F(WarmRemoteTest, ABucketDownForTheWholeWarmFailsItUnlessAllowedAndTheNextWarmBackfillsIt) {
+  bucket->fail_lookups = true;
+  bucket->fail_uploads = true;
+  auto down = warm(request());
+  ASSERT_TRUE(down) << down.error().message;
+  EXPECT_EQ(down->failed, 0u) << "every shard is cached locally";
+  EXPECT_EQ(down->tiers[1].held, 0u);
+  ASSERT_TRUE(down->tiers[1].uploads);
+  const WarmTierUploads& up = *down->tiers[1].uploads;
+  EXPECT_EQ(up.uploaded + up.already_present, 0u);
+  EXPECT_EQ(up.failed + up.skipped, 6u);
+  EXPECT_GT(up.skipped, 0u);
+  ASSERT_TRUE(up.skipped_reason);
+  EXPECT_EQ(up.skipped_reason->rfind("tier down: ", 0), 0u) << *up.skipped_reason;
+  EXPECT_EQ(down->uploads->failed + down->uploads->skipped, 6u) << "the sum is truthful too";
+  ASSERT_TRUE(down->error);
+  EXPECT_EQ(down->error->code, ErrorCode::remote);
+  EXPECT_EQ(down->error->message.rfind("tier 'bucket' holds 0 of the 6 shards:", 0), 0u) << down->error->message;
+  EXPECT_NE(down->error->message.find("--allow-partial"), std::string::npos) << down->error->message;
+
+  WarmRequest allowed = request();
+  allowed.allow_partial = AllowPartial::yes;
+  auto accepted = warm(allowed);
+  ASSERT_TRUE(accepted) << accepted.error().message;
+  EXPECT_FALSE(accepted->error);
+  ASSERT_TRUE(accepted->partial);
+  EXPECT_NE(accepted->partial->find("tier 'bucket' holds 0 of the 6 shards"), std::string::npos);
+
+  bucket->fail_lookups = false;
+  bucket->fail_uploads = false;
+  use_hierarchy();
+  const int tickets = origin.ticket_requests.load();
+  auto backfilled = warm(request());
+  ASSERT_TRUE(backfilled) << backfilled.error().message;
+  EXPECT_FALSE(backfilled->error);
+  EXPECT_EQ(backfilled->origin_shards, 0u);
+  EXPECT_EQ(origin.ticket_requests.load(), tickets) << "uploaded from the local copy, not fetched again";
+  EXPECT_EQ(backfilled->tiers[0].hits, 6u);
+  EXPECT_EQ(backfilled->tiers[1].uploads->uploaded, 6u);
+  EXPECT_EQ(backfilled->tiers[1].held, 6u);
+  auto listed = bucket->inner().list();
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(listed->size(), 6u);
 }
 
 }  // namespace
