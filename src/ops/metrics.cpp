@@ -127,8 +127,10 @@ std::string render_prometheus(const std::vector<MetricFamily>& families) {
     out += "# HELP " + family.name + " " + escape(family.help, Escape::help) + "\n";
     out += "# TYPE " + family.name + " " + to_string(family.kind) + "\n";
     for (const auto& sample : family.samples) {
-      out += family.name + "{tier=\"" + escape(sample.tier, Escape::label_value) + "\",type=\"" + escape(sample.type, Escape::label_value) + "\"";
-      if (sample.label) out += "," + sample.label->first + "=\"" + escape(sample.label->second, Escape::label_value) + "\"";
+      out += family.name + "{tier=\"" + escape(sample.tier, Escape::label_value) + "\",type=\"" +
+             escape(sample.type, Escape::label_value) + "\"";
+      if (sample.label)
+        out += "," + sample.label->first + "=\"" + escape(sample.label->second, Escape::label_value) + "\"";
       out += "} " + std::to_string(sample.value) + "\n";
     }
   }
