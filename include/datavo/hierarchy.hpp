@@ -160,6 +160,10 @@ class ShardCacheHierarchy {
   // Waits for the background uploads queued so far, at most `bound`; the destructor does the same with
   // k_destructor_upload_bound. Returns what happened to every upload since the hierarchy was made.
   UploadSummary flush_uploads(Milliseconds bound);
+  // The uploads into `tier` that stored its object since the hierarchy was made (queued, sync and backfill), never
+  // reset: unlike the tier's `uploads` counter, which flush_stats() hands to the stats file, it tells an
+  // operation's own uploads apart (warm takes it before and after). Thread-safe.
+  std::uint64_t uploads_into(const Tier& tier) const;
   static constexpr Milliseconds k_destructor_upload_bound{5 * 60 * 1000};
   // Persists this process's counters in each writable folder tier.
   void flush_stats();

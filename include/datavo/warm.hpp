@@ -98,8 +98,8 @@ struct WarmRequest {
 
 // What became of the shards of a warm in one writable remote tier: uploaded + already_present + failed + skipped is
 // the number of shards. `uploaded` counts the uploads of this warm into the tier, during it and by the backfill
-// (from the tier's counters: a hierarchy that other threads upload through meanwhile blurs it into
-// already_present).
+// (ShardCacheHierarchy::uploads_into before and after: a hierarchy that other threads upload through meanwhile blurs it
+// into already_present).
 struct WarmTierUploads {
   std::uint64_t uploaded = 0;
   std::uint64_t already_present = 0;          // the tier held it (found there, or stored by another machine)

@@ -335,6 +335,8 @@ void ShardCacheHierarchy::flush_stats() { flush_local_stats(LockWait::block); }
 
 UploadSummary ShardCacheHierarchy::flush_uploads(Milliseconds bound) { return impl_->uploads.flush(bound); }
 
+std::uint64_t ShardCacheHierarchy::uploads_into(const Tier& tier) const { return impl_->uploads.uploaded_into(tier); }
+
 void ShardCacheHierarchy::flush_local_stats(LockWait wait) {
   for (const auto& tier : tiers_) {
     if (LocalTier* local = tier->as_local()) {
@@ -393,7 +395,7 @@ Result<std::vector<TierBackfill>> ShardCacheHierarchy::backfill(const ShardKey& 
     if (util::cancel_requested()) return util::cancelled_error("backfill of shard " + key.hash.hex());
     auto row = backfill_tier(walk, i, copy);
     if (!row) return std::move(row).error();
-    impl_->uploads.count(row->outcome);
+    impl_->uploads.count(*tiers_[i], row->outcome);
     rows.push_back(std::move(*row));
   }
   return rows;

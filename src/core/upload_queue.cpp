@@ -37,11 +37,14 @@ void UploadQueue::push(Job job) {
   changed_.notify_all();
 }
 
-void UploadQueue::count(BackfillOutcome outcome) {
+void UploadQueue::count(const Tier& tier, BackfillOutcome outcome) {
   std::lock_guard lock(mu_);
   switch (outcome) {
     case BackfillOutcome::already_present: ++totals_.already_present; break;
-    case BackfillOutcome::uploaded: ++totals_.uploaded; break;
+    case BackfillOutcome::uploaded:
+      ++totals_.uploaded;
+      ++uploaded_into_[&tier];
+      break;
     case BackfillOutcome::failed: ++totals_.failed; break;
     case BackfillOutcome::skipped: ++totals_.skipped; break;
   }
@@ -50,6 +53,12 @@ void UploadQueue::count(BackfillOutcome outcome) {
 namespace {
 std::string remembered(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex(); }
 }  // namespace
+
+std::uint64_t UploadQueue::uploaded_into(const Tier& tier) {
+  std::lock_guard lock(mu_);
+  auto found = uploaded_into_.find(&tier);
+  return found == uploaded_into_.end() ? 0 : found->second;
+}
 
 bool UploadQueue::stored(const Tier& tier, const ShardKey& key) {
   std::lock_guard lock(mu_);
@@ -88,6 +97,7 @@ void UploadQueue::run(Job job) {
     job.tier->counters().uploads_present.fetch_add(1, std::memory_order_relaxed);
   } else {
     ++totals_.uploaded;
+    ++uploaded_into_[job.tier.get()];
     job.tier->counters().uploads.fetch_add(1, std::memory_order_relaxed);
     job.tier->counters().bytes_installed.fetch_add(job.source.size().count(), std::memory_order_relaxed);
   }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -58,8 +59,10 @@ class UploadQueue {
 
   // Runs one upload now, on the caller's thread (upload: sync), and counts it like a queued one.
   void run(Job job);
-  // Counts an outcome of ShardCacheHierarchy::backfill(), which uploads on its own.
-  void count(BackfillOutcome outcome);
+  // Counts an outcome of ShardCacheHierarchy::backfill() into `tier`, which uploads on its own.
+  void count(const Tier& tier, BackfillOutcome outcome);
+  // The uploads into `tier` that stored its object (queued, run() and counted backfills) since this queue was made.
+  std::uint64_t uploaded_into(const Tier& tier);
   // Whether an upload of `key` to `tier` by this queue (or one remembered by remember_stored()) succeeded: then the
   // tier holds the shard without asking it, which backfill() needs when the tier has gone down since. At most
   // k_max_remembered keys are remembered, then none more (a key not remembered is asked for, or skipped).
@@ -75,6 +78,7 @@ class UploadQueue {
   std::size_t running_ = 0;                               // guarded by mu_
   bool stopping_ = false;                                 // guarded by mu_
   UploadSummary totals_;                                  // guarded by mu_ (pending unused)
+  std::map<const Tier*, std::uint64_t> uploaded_into_;    // guarded by mu_
   std::set<std::pair<const Tier*, std::string>> stored_;  // guarded by mu_: "<instance>/<hash>" per tier
   std::vector<std::thread> workers_;
 };

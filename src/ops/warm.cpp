@@ -144,10 +144,11 @@ std::vector<std::vector<TierBackfill>> backfill_all(const ops::WarmSetup& setup,
   return rows;
 }
 
-// The `uploads` counter of every tier, to tell this warm's uploads from earlier ones.
+// The uploads into every tier so far, to tell this warm's uploads from earlier ones (not the tiers' `uploads`
+// counters: flushing the stats hands those to the stats file).
 std::vector<std::uint64_t> upload_counts(const ShardCacheHierarchy& cache) {
   std::vector<std::uint64_t> out;
-  for (const auto& tier : cache.tiers()) out.push_back(tier->counters().uploads.load(std::memory_order_relaxed));
+  for (const auto& tier : cache.tiers()) out.push_back(cache.uploads_into(*tier));
   return out;
 }
 
