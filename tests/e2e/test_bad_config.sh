@@ -174,14 +174,15 @@ tiers:
 EOF
 expect_bad missing_required "missing_required.yaml:3:" "tiers[1].bucket: missing"
 
-write max_age_on_cloud <<'EOF'
+# max_age is a field of every tier type (gc expires a cloud tier's objects by it); zero is refused on each.
+write zero_max_age_on_cloud <<'EOF'
 tiers:
   - path: /tmp/x
   - type: s3
     bucket: my-bucket
-    max_age: 30d
+    max_age: 0d
 EOF
-expect_bad max_age_on_cloud "max_age_on_cloud.yaml:5:" "tiers[1].max_age" "lifecycle"
+expect_bad zero_max_age_on_cloud "zero_max_age_on_cloud.yaml:5:" "tiers[1].max_age" "must be positive"
 
 write unset_variable <<'EOF'
 tiers:
