@@ -293,14 +293,19 @@ def test_gc_evicts_to_the_budget_and_check_and_stats_describe_the_tiers(env, tmp
     nothing = cache.gc()
     assert nothing.error is None and [(t.tier, t.evicted) for t in nothing.tiers] == [("local", 0)]
     assert nothing.tiers[0].entries_bytes == report.size_bytes
-    # The same directory with a budget of two shards: gc evicts the rest (a dry run first, which removes nothing).
+    # The same directory with a budget of about two and a half shards: gc evicts the rest (a dry run first, which
+    # removes nothing, then the same plan). Whether one or two shards stay depends on the sizes of the most recent
+    # ones (they vary) and on the tier's own files, which count against the budget too.
     shard = report.size_bytes // SHARDS
-    small = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "tier"), 2 * shard + shard // 2, name="local")])
+    budget = 2 * shard + shard // 2
+    small = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "tier"), budget, name="local")])
     dry = small.gc(dry_run=True)
-    assert dry.dry_run and dry.tiers[0].evicted == SHARDS - 2 and len(small.ls().entry_list) == SHARDS
+    assert dry.dry_run and SHARDS - 2 <= dry.tiers[0].evicted <= SHARDS - 1, dry
+    assert len(small.ls().entry_list) == SHARDS
     done = small.gc()
-    assert done.tiers[0].evicted == SHARDS - 2 and done.tiers[0].freed_bytes > 0
-    assert len(small.ls().entry_list) == 2
+    assert done.tiers[0].evicted == dry.tiers[0].evicted and done.tiers[0].freed_bytes > 0
+    assert len(small.ls().entry_list) == SHARDS - done.tiers[0].evicted
+    assert done.tiers[0].used_bytes <= budget
 
     checked = cache.check()
     assert checked.ok and checked.error is None and checked.tiers[0].ok and checked.tiers[0].writable
