@@ -24,6 +24,21 @@ std::optional<std::chrono::seconds> zone_offset(std::string_view zone) {
   return zone[0] == '-' ? -offset : offset;
 }
 
+// The UTC time of calendar fields already range-checked (month 1-12); nullopt when timegm refuses them.
+std::optional<std::chrono::system_clock::time_point> utc_time(int year, int month, int day, int hour, int minute,
+                                                              int second) {
+  struct tm utc {};
+  utc.tm_year = year - 1900;
+  utc.tm_mon = month - 1;
+  utc.tm_mday = day;
+  utc.tm_hour = hour;
+  utc.tm_min = minute;
+  utc.tm_sec = second;
+  const time_t seconds = ::timegm(&utc);
+  if (seconds == time_t(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(seconds);
+}
+
 }  // namespace
 
 std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text) {
@@ -41,16 +56,9 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   }
   const auto offset = zone_offset(text.substr(at));
   if (!offset) return std::nullopt;
-  struct tm utc {};
-  utc.tm_year = *year - 1900;
-  utc.tm_mon = *month - 1;
-  utc.tm_mday = *day;
-  utc.tm_hour = *hour;
-  utc.tm_min = *minute;
-  utc.tm_sec = *second;
-  const time_t seconds = ::timegm(&utc);
-  if (seconds == time_t(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(seconds) - *offset;
+  const auto time = utc_time(*year, *month, *day, *hour, *minute, *second);
+  if (!time) return std::nullopt;
+  return *time - *offset;
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) {
@@ -63,16 +71,7 @@ std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string
   const auto year = field(text, 12, 4, 0, 9999), day = field(text, 5, 2, 1, 31);
   const auto hour = field(text, 17, 2, 0, 23), minute = field(text, 20, 2, 0, 59), second = field(text, 23, 2, 0, 60);
   if (!year || !day || !hour || !minute || !second) return std::nullopt;
-  struct tm utc {};
-  utc.tm_year = *year - 1900;
-  utc.tm_mon = int(month / 3);
-  utc.tm_mday = *day;
-  utc.tm_hour = *hour;
-  utc.tm_min = *minute;
-  utc.tm_sec = *second;
-  const time_t seconds = ::timegm(&utc);
-  if (seconds == time_t(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(seconds);
+  return utc_time(*year, int(month / 3) + 1, *day, *hour, *minute, *second);
 }
 
 std::string format_rfc3339(std::chrono::system_clock::time_point when) {
