@@ -55,11 +55,13 @@ cf_prestart() {
 cf_doomed_server() {
   DOOMED_SERVER_PID=$(cat "$1/$2.pid") DOOMED_SERVER_START=$(cat "$1/$2.start") DOOMED_SERVER_LOG="$1/$2.log"
 }
-cf_doomed_alive() { [ -n "${DOOMED_SERVER_PID:-}" ] && same_process "$DOOMED_SERVER_PID" "$DOOMED_SERVER_START"; }
-# cf_kill_doomed WHAT: SIGKILLs the dedicated server; a failure of WHAT, with the end of its log, if it had died.
+cf_doomed_alive() { [ -n "${DOOMED_SERVER_PID:-}" ] && running_process "$DOOMED_SERVER_PID" "$DOOMED_SERVER_START"; }
+# cf_kill_doomed WHAT: SIGKILLs the dedicated server and forgets it (so that the next scenario starts another, even
+# while this one is still a zombie); a failure of WHAT, with the end of its log, if it had died before.
 cf_kill_doomed() {
   if cf_doomed_alive; then
     kill -KILL "$DOOMED_SERVER_PID"
+    DOOMED_SERVER_PID=
   else
     fail "$1: the dedicated server runs until it is killed" "pid $DOOMED_SERVER_PID is gone; its log ends:
 $(tail -n 20 "$DOOMED_SERVER_LOG" 2>&1)"

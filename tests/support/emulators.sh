@@ -275,11 +275,6 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-emu_alive() { # PID: running (a zombie counts as gone)
-  local state
-  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
 
 # emu_owns_port PID PORT: PID holds the socket listening on 127.0.0.1:PORT (so a ready answer on PORT is from
 # our emulator, not from a process that won a bind race).
@@ -360,7 +355,7 @@ emu_start_one() {
     url=$(emu_ready_url "$name" "$port")
     deadline=$(($(date +%s) + ${DATAVO_EMULATOR_TIMEOUT:-60}))
     while :; do
-      if ! emu_alive "$pid"; then
+      if ! pid_running "$pid"; then
         if grep -q -i -e EADDRINUSE -e 'address already in use' "$run/$name.log" 2>/dev/null; then
           emu_log "$name: port $port was taken before it could bind it (attempt $try); trying another"
           rm -f "$run/$name.pid" "$run/$name.start"
@@ -397,17 +392,17 @@ emu_start_one() {
 # emu_stop_pid NAME PID: TERM, up to 10 s for a graceful exit (Azurite 1-2 s, moto 1-4 s), then KILL.
 emu_stop_pid() {
   local name=$1 pid=$2 i
-  emu_alive "$pid" || { wait "$pid" 2>/dev/null; return 0; }
+  pid_running "$pid" || { wait "$pid" 2>/dev/null; return 0; }
   kill -TERM "$pid" 2>/dev/null
   for i in $(seq 1 100); do
-    emu_alive "$pid" || break
+    pid_running "$pid" || break
     sleep 0.1
   done
-  if emu_alive "$pid"; then
+  if pid_running "$pid"; then
     kill -KILL "$pid" 2>/dev/null
     emu_log "$name (pid $pid) did not exit on TERM within 10 s: killed"
     for i in $(seq 1 50); do
-      emu_alive "$pid" || break
+      pid_running "$pid" || break
       sleep 0.1
     done
   fi
@@ -458,7 +453,7 @@ emu_up_print() {
       *) emu_log "unknown emulator '$name' (known: ${EMU_ALL_NAMES[*]})"; return 2 ;;
     esac
     [ "$name" = moto ] || needs_npm=1
-    if [ -f "$run/$name.pid" ] && emu_alive "$(cat "$run/$name.pid")"; then
+    if [ -f "$run/$name.pid" ] && pid_running "$(cat "$run/$name.pid")"; then
       emu_log "$name is already running from $run (pid $(cat "$run/$name.pid")): run 'down' first"
       return 1
     fi
@@ -487,7 +482,7 @@ emulators_down() {
     [ -f "$run/$name.pid" ] || continue
     pid=$(cat "$run/$name.pid")
     recorded_start=$(cat "$run/$name.start" 2>/dev/null)
-    if emu_alive "$pid" && [ -n "$recorded_start" ] && ! same_process "$pid" "$recorded_start"; then
+    if pid_running "$pid" && [ -n "$recorded_start" ] && ! same_process "$pid" "$recorded_start"; then
       emu_log "$name: pid $pid now belongs to another process; not signalling it"
     else
       emu_stop_pid "$name" "$pid"

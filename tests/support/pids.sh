@@ -8,6 +8,10 @@
 #                             PID is gone. With VAR it forks nothing, so that recording it at every spawn does not
 #                             slow down suites that start processes all at once (the stampedes).
 #   same_process PID START    PID is still the process whose start time was START (false when START is empty)
+#   pid_running PID           PID names a process that has not exited (a zombie counts as gone)
+#   running_process PID START same_process, and PID has not exited: a process killed a moment ago keeps its PID and
+#                             start time as a zombie until its parent reaps it, and when the shell that started it
+#                             has left, that parent is PID 1, which may take its time on a busy machine
 
 pid_start_time() {
   local stat
@@ -22,3 +26,11 @@ same_process() {
   local now
   [ -n "$2" ] && pid_start_time "$1" now && [ "$now" = "$2" ]
 }
+
+pid_running() {
+  local state
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+running_process() { same_process "$1" "$2" && pid_running "$1"; }
