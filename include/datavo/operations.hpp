@@ -34,8 +34,8 @@ namespace datavo {
 
 struct CacheSessionOptions {
   std::optional<std::string> config_path;  // nullopt: the resolution order of config.hpp
-  // Whose entries to work on. nullopt: the instance remembered for $DATAVO_SERVER, as warm and read use it
-  // (OriginClient::remembered_instance: no request), else "local".
+  // Whose entries to work on. nullopt: the instance of $DATAVO_SERVER, as warm and read key it
+  // (OriginClient::server_instance: asked once per server, then remembered), else "local".
   std::optional<std::string> instance;
 };
 

@@ -136,12 +136,16 @@ class OriginClient {
   void remember_shard(const Manifest& manifest, std::size_t position, const std::vector<std::string>& keys) const;
 
   // The one resolver of the instance every front end uses (the CLI's cache commands, the SDK's get_or_fetch and
-  // cache.rm; SampleStream and warm settle the same identity through manifest()), so that they share one namespace.
-  // The instance whose cache entries belong to `server` (empty: $DATAVO_SERVER), without asking it: `explicit_name`
-  // when given, else the identity remembered for that URL, else Instance::from_server(server), else "local" when
-  // there is no server. `manifest_cache_dir` as in OriginClientOptions. Reads one small file; no network I/O.
-  static Result<Instance> remembered_instance(const std::string* explicit_name, std::string server = {},
-                                              std::optional<std::string> manifest_cache_dir = std::nullopt);
+  // cache.rm; SampleStream and warm settle the same identity through manifest()), so that they share one namespace:
+  // the instance whose cache entries belong to `server` (empty: $DATAVO_SERVER). `explicit_name` when given; else
+  // "local" when there is no server; else the identity remembered for that URL; else the server is asked
+  // (GET /v1/instance, once: the answer is remembered for every later process), as the first manifest() call would,
+  // so that a front end used first on a machine (the SDK's get_or_fetch, `datavo cache fetch`) keys its entries as
+  // warm and read will. No request offline ($DATAVO_OFFLINE, then Instance::from_server), nor when the server
+  // cannot be reached (the URL's instance then; asked again next time). `manifest_cache_dir` as in
+  // OriginClientOptions. Errors: those of create(), and a server that answers /v1/instance with an error.
+  static Result<Instance> server_instance(const std::string* explicit_name, std::string server = {},
+                                          std::optional<std::string> manifest_cache_dir = std::nullopt);
 
   // POST /v1/stream-tickets for that key group, asked again while the origin answers 202 (preparing_timeout). The
   // ticket's url is made absolute (a relative one is resolved against the server). Does not check the content

@@ -360,8 +360,9 @@ class ShardCacheHierarchy:
         over with ``f.write_file(path)``; ``f.restart()`` starts over). It may return None, or a dict with ``size``
         and/or ``sha256`` that the bytes must match. An exception it raises propagates and nothing is installed.
         The GIL is released while the hierarchy works. ``instance`` scopes the key (default: the instance
-        of $DATAVO_SERVER as the CLI, warm() and SampleStream resolve it: the server's instance_id, remembered by
-        the first request any of them made to it; the URL's host_port until then; "local" without a server).
+        of $DATAVO_SERVER as the CLI, warm() and SampleStream resolve it: the server's instance_id, asked once per
+        server and remembered; the URL's host_port only offline or while the server cannot be reached; "local"
+        without a server).
 
         The file at the path may be evicted later; open it right away (``tarfile.open(path)``): an open file stays
         readable."""

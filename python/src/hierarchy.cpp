@@ -225,8 +225,12 @@ ContentHash parse_hash(const py::str& text) {
 
 Instance resolve_instance(const std::optional<std::string>& name) {
   if (name) return unwrap(Instance::parse(*name));
-  // The CLI's resolver: the server's instance_id remembered for $DATAVO_SERVER, not the URL's host_port.
-  return unwrap(OriginClient::remembered_instance(nullptr));
+  // The CLI's resolver: the server's instance_id for $DATAVO_SERVER, not the URL's host_port. It may ask the server.
+  auto instance = [] {
+    py::gil_scoped_release release;
+    return OriginClient::server_instance(nullptr);
+  }();
+  return unwrap(std::move(instance));
 }
 
 py::dict tier_info_dict(const TierInfo& info) {

@@ -139,7 +139,9 @@ def test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard(env, proxy):
     assert report.origin_shards == SHARDS and report.error is None
 
 
-def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
+def moto_bucket(monkeypatch):
+    """(endpoint, bucket): a fresh bucket in the moto server that tests/support/emulators.sh started, with its
+    credentials in the environment."""
     endpoint = os.environ.get("MOTO_S3_ENDPOINT")
     if not endpoint:
         if os.environ.get("DATAVO_REQUIRE_EMULATORS") == "1":
@@ -149,6 +151,58 @@ def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     urllib.request.urlopen(urllib.request.Request(endpoint + "/" + bucket, method="PUT"), timeout=10).read()
+    return endpoint, bucket
+
+
+def test_get_or_fetch_used_first_on_a_machine_keys_its_entries_as_warm_does(env, origin, datavo_bin, monkeypatch):
+    """Issue 16, "one namespace", the other order: the SDK's get_or_fetch with DATAVO_SERVER runs first on a machine
+    (nothing remembered about the server yet), then `datavo warm`, SampleStream and `cache ls`: one instance, the
+    server's, and one copy per shard in each tier, the bucket included."""
+    from datavo_sdk import get_default_shard_cache
+
+    endpoint, bucket = moto_bucket(monkeypatch)
+    server_id = json.loads(urllib.request.urlopen(origin.url + "/v1/instance", timeout=10).read())["instance_id"]
+    # The shards' hashes and bytes, learnt elsewhere (another manifest cache and shard cache).
+    elsewhere = dict(os.environ, DATAVO_MANIFEST_CACHE_DIR=str(env / "elsewhere-manifests"),
+                     DATAVO_SHARD_CACHE_DIR=str(env / "elsewhere"))
+    subprocess.run([datavo_bin, "warm", DATASET, "--key", "audio.wav"], env=elsewhere, capture_output=True,
+                   text=True, check=True)
+    learnt = json.loads(subprocess.run([datavo_bin, "--json", "cache", "ls"], env=elsewhere, capture_output=True,
+                                       text=True, check=True).stdout)["entry_list"]
+    elsewhere_cache = ShardCacheHierarchy([ShardCacheTier(str(env / "elsewhere"), name="default")])
+    sources = {e["content_hash"]: elsewhere_cache.get_or_fetch(e["content_hash"], lambda f: pytest.fail("cached"),
+                                                               instance=server_id) for e in learnt}
+    assert len(sources) == SHARDS
+
+    config = env / "shards.yaml"
+    config.write_text("tiers:\n  - name: local\n    path: %s\n  - name: region\n    type: s3\n    bucket: %s\n"
+                      "    region: us-east-1\n    endpoint_url: %s\n    addressing_style: path\n"
+                      % (env / "local", bucket, endpoint))
+    monkeypatch.setenv("DATAVO_SHARD_CACHE_CONFIG", str(config))
+    assert not (env / "manifests").exists(), "nothing is remembered about the server on this machine yet"
+    cache = get_default_shard_cache()
+    fetched = []
+    for content_hash, source in sources.items():
+        cache.get_or_fetch(content_hash, lambda f, h=content_hash, s=source: (fetched.append(h), f.write_file(s)))
+    assert sorted(fetched) == sorted(sources), "a new machine: every shard fetched once"
+    del cache
+
+    shards_before = origin.requests("shard")
+    warmed = json.loads(subprocess.run([datavo_bin, "--json", "warm", DATASET, "--key", "audio.wav"],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert warmed["origin"]["shards"] == 0 and [row["hits"] for row in warmed["tiers"]][0] == SHARDS
+    assert sum(1 for _ in SampleStream.from_dataset(DATASET, keys=["audio.wav"])) == SAMPLES
+    assert origin.requests("shard") == shards_before, "warm and SampleStream read what get_or_fetch installed"
+    listing = json.loads(subprocess.run([datavo_bin, "--json", "cache", "ls"], capture_output=True, text=True,
+                                        check=True).stdout)
+    assert [(t["tier"], t["entries"]) for t in listing["tiers"]] == [("local", SHARDS), ("region", SHARDS)]
+    assert {(e["tier"], e["instance"]) for e in listing["entry_list"]} == {("local", server_id),
+                                                                          ("region", server_id)}
+    assert sorted(d for d in os.listdir(env / "local") if not d.startswith(".")) == [server_id]
+
+
+def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
+    endpoint, bucket = moto_bucket(monkeypatch)
     cache = ShardCacheHierarchy([
         ShardCacheTier(str(tmp_path / "local"), name="local"),
         S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=endpoint,

@@ -415,24 +415,21 @@ void OriginClient::remember_shard(const Manifest& manifest, std::size_t position
     LOG_DEBUG("cannot record shard " << record.shard_index << " in the shard index: " << stored.error().message);
 }
 
-Result<Instance> OriginClient::remembered_instance(const std::string* explicit_name, std::string server,
-                                                   std::optional<std::string> manifest_cache_dir) {
+Result<Instance> OriginClient::server_instance(const std::string* explicit_name, std::string server,
+                                               std::optional<std::string> manifest_cache_dir) {
   if (explicit_name != nullptr && !explicit_name->empty()) return Instance::parse(*explicit_name);
   if (server.empty()) {
     if (const char* env = std::getenv("DATAVO_SERVER"); env != nullptr) server = env;
   }
   while (server.ends_with('/')) server.pop_back();
   if (server.empty()) return Instance::local();
-  std::string dir;
-  if (manifest_cache_dir && !manifest_cache_dir->empty()) {
-    dir = *manifest_cache_dir;
-  } else if (auto found = client::default_manifest_cache_dir()) {
-    dir = std::move(*found);
-  }
-  if (!dir.empty()) {
-    if (auto known = client::load_server_instance(dir, server)) return std::move(*known);
-  }
-  return Instance::from_server(server);
+  OriginClientOptions options;
+  options.server = std::move(server);
+  options.manifest_cache_dir = std::move(manifest_cache_dir);
+  auto client = create(std::move(options));
+  if (!client) return std::move(client).error();
+  DATAVO_TRY((*client)->impl_->settle_instance());
+  return (*client)->instance();
 }
 
 Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std::size_t position,

@@ -11,7 +11,7 @@ Result<CacheSession> open_cache_session(const CacheSessionOptions& options) {
   auto cache = build_hierarchy(session.config);
   if (!cache) return std::move(cache).error();
   session.cache = std::move(*cache);
-  auto instance = OriginClient::remembered_instance(options.instance ? &*options.instance : nullptr);
+  auto instance = OriginClient::server_instance(options.instance ? &*options.instance : nullptr);
   if (!instance) return std::move(instance).error();
   session.instance = std::move(*instance);
   return session;

@@ -62,24 +62,25 @@ TEST(OriginClientTest, OfflineFromTheEnvironment) {
   }
 }
 
-TEST(OriginClientTest, RememberedInstanceWithoutARecordReadsTheServerUrlOrTheEnvironment) {
+TEST(OriginClientTest, ServerInstanceOfflineWithoutARecordReadsTheServerUrlOrTheEnvironment) {
   TempDir dir;
   const std::string prod = "prod";
   const std::string empty;
   {
+    clienttest::ScopedEnv offline("DATAVO_OFFLINE", "1");  // no request: the URL's instance
     clienttest::ScopedEnv env("DATAVO_SERVER", "http://[::1]:9000/x");
-    EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "--1_9000");
-    EXPECT_EQ(OriginClient::remembered_instance(&empty, {}, dir.path())->name(), "--1_9000");
-    EXPECT_EQ(OriginClient::remembered_instance(&prod, {}, dir.path())->name(), "prod");
+    EXPECT_EQ(OriginClient::server_instance(nullptr, {}, dir.path())->name(), "--1_9000");
+    EXPECT_EQ(OriginClient::server_instance(&empty, {}, dir.path())->name(), "--1_9000");
+    EXPECT_EQ(OriginClient::server_instance(&prod, {}, dir.path())->name(), "prod");
   }
   {
     clienttest::ScopedEnv env("DATAVO_SERVER", "");
-    EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "local");
+    EXPECT_EQ(OriginClient::server_instance(nullptr, {}, dir.path())->name(), "local");
   }
   clienttest::ScopedEnv unset("DATAVO_SERVER", std::nullopt);
-  EXPECT_EQ(OriginClient::remembered_instance(nullptr, {}, dir.path())->name(), "local");
+  EXPECT_EQ(OriginClient::server_instance(nullptr, {}, dir.path())->name(), "local");
   const std::string bad = ".hidden";
-  EXPECT_FALSE(OriginClient::remembered_instance(&bad, {}, dir.path()));
+  EXPECT_FALSE(OriginClient::server_instance(&bad, {}, dir.path()));
 }
 
 class OriginClientFakeTest : public ::testing::Test {

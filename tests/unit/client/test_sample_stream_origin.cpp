@@ -244,12 +244,41 @@ TEST_F(SampleStreamOriginTest, TwoUrlsOfOneServerShareOneCache) {
   auto offline = clienttest::make_client(clienttest::client_options(
       "http://localhost:" + std::to_string(server->port()), dir.sub("manifests"), Offline::yes));
   EXPECT_EQ(offline->instance().name(), id);
-  auto remembered = OriginClient::remembered_instance(nullptr, server->base_url(), dir.sub("manifests"));
+  auto remembered = OriginClient::server_instance(nullptr, server->base_url(), dir.sub("manifests"));
   ASSERT_TRUE(remembered);
   EXPECT_EQ(remembered->name(), id);
   const std::string elsewhere = "elsewhere";
-  EXPECT_EQ(OriginClient::remembered_instance(&elsewhere, server->base_url(), dir.sub("manifests"))->name(),
-            "elsewhere");
+  EXPECT_EQ(OriginClient::server_instance(&elsewhere, server->base_url(), dir.sub("manifests"))->name(), "elsewhere");
+}
+
+// A front end used first on a machine (the SDK's get_or_fetch, `datavo cache fetch`) keys its entries by the
+// server's identity too: server_instance asks for it once, and a later process finds it remembered.
+TEST_F(SampleStreamOriginTest, ServerInstanceAsksAServerNothingIsRememberedForOnce) {
+  const auto instance_requests = [&] {
+    auto client = clienttest::make_client(clienttest::client_options(server->base_url(), dir.sub("probe")));
+    auto metrics = client->metrics();
+    if (!metrics) throw std::runtime_error(metrics.error().message);
+    return metrics->requests_for("instance");
+  };
+  const std::uint64_t before = instance_requests();
+  auto first = OriginClient::server_instance(nullptr, server->base_url(), dir.sub("fresh"));
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->name().size(), 32u) << first->name();  // the store's instance_id, not "127.0.0.1_<port>"
+  EXPECT_EQ(instance_requests(), before + 1);
+  auto again =
+      OriginClient::server_instance(nullptr, "http://localhost:" + std::to_string(server->port()), dir.sub("fresh"));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->name(), first->name()) << "another URL of the same server: asked, the same identity";
+  const std::uint64_t after_two_urls = instance_requests();
+  EXPECT_EQ(after_two_urls, before + 2);
+  EXPECT_EQ(OriginClient::server_instance(nullptr, server->base_url(), dir.sub("fresh"))->name(), first->name());
+  EXPECT_EQ(instance_requests(), after_two_urls) << "remembered: no request";
+  {
+    clienttest::ScopedEnv offline("DATAVO_OFFLINE", "1");
+    EXPECT_EQ(OriginClient::server_instance(nullptr, server->base_url(), dir.sub("other"))->name(),
+              "127.0.0.1_" + std::to_string(server->port()));
+  }
+  EXPECT_EQ(instance_requests(), after_two_urls) << "offline: no request";
 }
 
 TEST_F(SampleStreamOriginTest, WarmPassWithoutAPinMakesOneConditionalRequest) {
