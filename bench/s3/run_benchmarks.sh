@@ -2,7 +2,8 @@
 # The S3 benchmarks of docs/BENCHMARKS-s3.md: builds bench_cloud_transfer and datavo in Release (build-bench/), starts
 # moto and s3rver with tests/support/emulators.sh, runs bench/s3/s3_bench.py (downloads and uploads of a 256 MiB
 # object: the S3 tier beside boto3's transfer manager and the aws CLI, medians of REPS interleaved rounds), then the
-# region simulation (tests/e2e/test_s3_region.sh) with larger shards, and stops the servers by PID.
+# region simulation (tests/e2e/test_s3_region.sh) with larger shards and its figures of interrupts and outages
+# (bench/s3/region_figures.sh), and stops the servers by PID.
 #
 # Usage: bench/s3/run_benchmarks.sh [REPS] [SIZE_MIB]     (defaults 5 and 256; about 10 minutes on 2 cores)
 # Environment: DATAVO_BENCH_BUILD (default <repo>/build-bench), DATAVO_BENCH_DIR (default /var/tmp: a disk).
@@ -29,3 +30,7 @@ echo "== machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/load
 echo "== region simulation (8 VMs, 8 shards of about 4 MB, one of 6 MiB)" >&2
 DATAVO_BIN="$build/cli/datavo" DATAVO_SOURCE_DIR="$root" REGION_SHARD_BYTES=4000000 \
   bash "$root/tests/e2e/test_s3_region.sh" | grep -E '^# (region|  single)|passed'
+
+echo "== region figures (issue 16: an interrupted VM, a bucket outage; medians of 3 rounds)" >&2
+DATAVO_BIN="$build/cli/datavo" REGION_SHARD_BYTES=4000000 bash "$root/bench/s3/region_figures.sh" 3 | grep -E '^#   '
+

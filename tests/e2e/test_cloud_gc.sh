@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `datavo cache gc` with a local folder tier above an S3 tier (moto), issue 16's "gc says what it does with a cloud
 # tier: max_age applies, and size limits are left to the bucket's lifecycle rules":
-#   1. with `max_age: 5s` on the bucket, two objects uploaded 6 s before the third: `--dry-run` counts the two old
+#   1. with `max_age: 20s` on the bucket, two objects uploaded 21 s before the third (20 s of margin for the young
+#      one: a loaded machine took over 5 s for the commands that follow): `--dry-run` counts the two old
 #      ones and deletes nothing; gc deletes exactly those two from the bucket (seen with boto3), leaves the young one
 #      and the local copies (the folder tier has no max_age), and says so per tier in text and JSON;
 #   2. the same bucket without max_age: gc does nothing to it and says that its lifecycle rules reclaim it;
@@ -23,7 +24,7 @@ tiers:
 $(s3_tier_yaml bucket gc-bucket "$MOTO_S3_ENDPOINT" 'upload: sync' "$@")
 YAML
 }
-config_with 'max_age: 5s'
+config_with 'max_age: 20s'
 INSTANCE=$(dv --json cache info | json "j['instance']")
 
 mkdir -p "$E2E_TMP/files"
@@ -39,7 +40,7 @@ fetch() {
 }
 fetch old1
 fetch old2
-sleep 6
+sleep 21
 fetch young
 # The objects in the bucket, by name (no leases: the fetches are done).
 objects() { s3tool "$MOTO_S3_ENDPOINT" ls gc-bucket | json "' '.join(sorted(o['key'] for o in j))"; }
@@ -51,8 +52,8 @@ expect_eq "set-up: the bucket holds the three objects" "$ALL" "$(objects)"
 
 run --json cache gc --dry-run
 expect_eq "gc --dry-run: exit 0" 0 "$RC"
-expect_eq "gc --dry-run --json: the folder tier evicts, the bucket expires 2 objects (6000 bytes) of max_age 5 s" \
-  '[["local", "folder", "evict", null, 0], ["bucket", "s3", "expire", 5, 2, 6000, 3000]]' \
+expect_eq "gc --dry-run --json: the folder tier evicts, the bucket expires 2 objects (6000 bytes) of max_age 20 s" \
+  '[["local", "folder", "evict", null, 0], ["bucket", "s3", "expire", 20, 2, 6000, 3000]]' \
   "$(json "[[j['tiers'][0][k] for k in ('tier', 'type', 'policy', 'max_age_seconds', 'expired')],
             [j['tiers'][1][k] for k in ('tier', 'type', 'policy', 'max_age_seconds', 'expired', 'freed_bytes',
                                         'used_bytes')]]" <<<"$OUT")"
@@ -61,7 +62,7 @@ expect_eq "gc --dry-run: nothing deleted" "$ALL" "$(objects)"
 run cache gc
 expect_eq "gc: exit 0" 0 "$RC"
 expect_contains "gc (text): the bucket's line says what was deleted and why" \
-  "bucket (s3): deleted 2 objects older than max_age 5s" "$OUT"
+  "bucket (s3): deleted 2 objects older than max_age 20s" "$OUT"
 expect_contains "gc (text): and that its size is the lifecycle rules'" "left to the bucket's lifecycle rules" "$OUT"
 expect_eq "gc: only the young object is left in the bucket" "$(entry_key "$INSTANCE" "${H[young]}")" "$(objects)"
 expect_eq "gc: the local tier still holds the three entries (no max_age there)" 3 \

@@ -23,73 +23,8 @@ SHARD_BYTES=${REGION_SHARD_BYTES:-1000000}
 SHARDS_WANTED=8
 PER_SHARD=10
 
-s3_up moto
-start_proxy MOTO "$MOTO_S3_ENDPOINT"
+. "$(dirname "$0")/region_lib.sh"
 for bucket in region-a region-b region-c; do make_bucket "$MOTO_S3_ENDPOINT" "$bucket"; done
-
-# The dataset: shard 0 of 6 MiB (multipart with part_size 5 MiB), the others of SHARD_BYTES.
-python3 - "$E2E_TMP/src" "$SHARDS_WANTED" "$PER_SHARD" "$SHARD_BYTES" <<'PY'
-import os, random, sys
-root, shards, per, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(root, exist_ok=True)
-rng = random.Random(9)
-for i in range(shards * per):
-    n = (6 * 1024 * 1024 if i < per else size) // per
-    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
-        f.write(rng.randbytes(n))
-PY
-DS=region_sim/train
-run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard "$PER_SHARD"
-[ "$RC" -eq 0 ] || die "pack" "$ERR"
-SHARDS=$(json "j['total_shards']" <<<"$OUT")
-expect_eq "the dataset has $SHARDS_WANTED shards" "$SHARDS_WANTED" "$SHARDS"
-start_origin "$E2E_TMP/store"
-
-# vm_config NAME BUCKET [FIELD...]
-vm_config() {
-  local name=$1 bucket=$2
-  shift 2
-  printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/vms/$name" \
-    "$(s3_tier_yaml region "$bucket" "$MOTO_URL" 'part_size: 5MiB' "$@")" >"$E2E_TMP/vms/$name.yaml"
-}
-origin_bytes() {
-  python3 - "$ORIGIN_URL" <<'PY'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
-m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
-print(int(float(m.group(1))) if m else 0)
-PY
-}
-
-# region NAME BUCKET COUNT [FIELD...]: COUNT VMs warm at the same moment; their JSON in $E2E_TMP/vms/NAME-<i>.json.
-region() {
-  local name=$1 bucket=$2 count=$3 i pids=()
-  shift 3
-  mkdir -p "$E2E_TMP/vms"
-  rm -f "$E2E_TMP/vms/go"
-  for i in $(seq 1 "$count"); do
-    vm_config "$name-$i" "$bucket" "$@"
-    (
-      while [ ! -e "$E2E_TMP/vms/go" ]; do sleep 0.01; done
-      DATAVO_MANIFEST_CACHE_DIR="$E2E_TMP/vms/$name-$i.manifests" exec timeout -k 5 240 "$DATAVO_BIN" \
-        --config "$E2E_TMP/vms/$name-$i.yaml" --json warm "$DS" --key bin --jobs 4
-    ) >"$E2E_TMP/vms/$name-$i.json" 2>"$E2E_TMP/vms/$name-$i.err" &
-    pids+=($!)
-  done
-  touch "$E2E_TMP/vms/go"
-  REGION_FAILED=0
-  for i in "${!pids[@]}"; do wait "${pids[$i]}" || REGION_FAILED=$((REGION_FAILED + 1)); done
-}
-# sum_of NAME COUNT EXPR: the sum of EXPR over the VMs' warm JSON.
-sum_of() {
-  local total=0 i v
-  for i in $(seq 1 "$2"); do
-    v=$(json "$3" <"$E2E_TMP/vms/$1-$i.json" 2>/dev/null || echo 0)
-    total=$((total + v))
-  done
-  echo "$total"
-}
-entries_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if o['key'].endswith('.tar')])"; }
 
 # --- 1. region A, single flight -----------------------------------------------------------------------------
 
