@@ -99,7 +99,7 @@ void add_cache_verify_command(CLI::App& cache, GlobalOptions& global) {
       "verify", "re-hash entries against their recorded SHA-256; check cloud objects against their metadata");
   verify->add_flag("--repair", *repair,
                    "move bad entries to .quarantine/; delete bad objects from writable cloud tiers");
-  verify->add_flag("--full", *full, "download and hash every cloud object (default: a HEAD each)");
+  verify->add_flag("--full", *full, "also download and hash every cloud object (default: a HEAD each)");
   verify->callback([&global, repair, full] { cmd_verify(global, *repair, *full); });
 }
 

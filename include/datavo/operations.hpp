@@ -273,7 +273,7 @@ struct TierObjectVerifyReport {
   std::string tier;
   std::string type;  // "s3", "gcs", "azure_blob"
   bool read_only = false;
-  ObjectVerifyReport verify;   // what was checked before any failure
+  ObjectVerifyReport verify;   // all zero when error is set
   std::optional<Error> error;  // the tier could not be listed or an object not read (unreachable, refused)
 };
 

@@ -193,7 +193,9 @@ enum class Repair { no, yes };
 // How `datavo cache verify` checks a cloud tier's objects (ObjectVerifier).
 enum class VerifyDepth {
   metadata,  // a HEAD per object: the recorded size and SHA-256, and the service's own SHA-256 where it keeps one
-  full,      // every object downloaded (streamed into a hash, installed nowhere) and compared with its SHA-256
+  // and then every object that its HEAD found nothing wrong with downloaded (streamed into a hash, installed
+  // nowhere) and compared with its recorded SHA-256
+  full,
 };
 const char* to_string(VerifyDepth depth);
 
@@ -224,7 +226,9 @@ struct ObjectVerifyReport {
 // bytes do not hash to datavo-sha256. Only S3 keeps a whole-object SHA-256 (the one Datavo sends with a single
 // PUT; not for multipart uploads, whose checksum is composite); GCS and Azure keep MD5 / CRC32C, which cannot be
 // compared with a recorded SHA-256, so their objects are metadata_only unless downloaded. An object gone between
-// the listing and its HEAD is not counted. An Error when the tier cannot be listed or an object cannot be read.
+// the listing and its HEAD is not counted. Repair::yes deletes bad objects from a writable tier (BadObject::removed;
+// a delete that fails is a WARNING and said in `why`); a read-only tier's are only reported. An Error when the
+// tier cannot be listed or an object cannot be read.
 class ObjectVerifier {
  public:
   virtual ~ObjectVerifier() = default;
