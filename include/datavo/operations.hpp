@@ -268,7 +268,16 @@ struct TierVerifyReport {
   VerifyReport verify;
 };
 
-// A tier that verify does not re-hash, and why (a front end says so rather than skip it without a word).
+// A cloud tier whose objects verify checked (ObjectVerifier), or failed to check.
+struct TierObjectVerifyReport {
+  std::string tier;
+  std::string type;  // "s3", "gcs", "azure_blob"
+  bool read_only = false;
+  ObjectVerifyReport verify;   // all zero when error is set
+  std::optional<Error> error;  // the tier could not be listed or an object not read (unreachable, refused)
+};
+
+// A tier that verify does not check, and why (a front end says so rather than skip it without a word).
 struct TierNotVerified {
   std::string tier;
   std::string type;
@@ -277,18 +286,28 @@ struct TierNotVerified {
 
 struct CacheVerifyReport {
   Repair repair = Repair::no;
-  std::vector<TierVerifyReport> tiers;        // the folder tiers verified, fastest first
-  std::vector<TierNotVerified> not_verified;  // the other tiers (remote), fastest first
-  std::uint64_t unrepaired = 0;               // bad entries left in place (Repair::no, or a quarantine that failed)
-  // The error of a tier that could not be verified (the tiers after it were not), or integrity when an entry does
-  // not match its digest and was not quarantined.
+  VerifyDepth depth = VerifyDepth::metadata;
+  std::vector<TierVerifyReport> tiers;          // the folder tiers verified, fastest first
+  std::vector<TierObjectVerifyReport> objects;  // the cloud tiers, fastest first
+  std::vector<TierNotVerified> not_verified;    // the other tiers (the memory double), fastest first
+  // Bad entries left in place: Repair::no, a quarantine or delete that failed, or a read-only cloud tier.
+  std::uint64_t unrepaired = 0;
+  // Cloud tiers' objects whose bytes were not proven (ObjectVerifyReport::metadata_only): VerifyDepth::full
+  // downloads them.
+  std::uint64_t metadata_only = 0;
+  // The error of a folder tier that could not be verified (the tiers after it were not); else remote (or the
+  // tier's own code) when a cloud tier could not be checked; else integrity when an entry or object is bad and was
+  // not repaired.
   std::optional<Error> error;
 };
 
 // Re-hashes the entries of every folder tier against their recorded SHA-256; Repair::yes quarantines bad ones.
-// Remote tiers are listed in not_verified: their objects are checked against their recorded SHA-256 on every read
-// instead (a mismatch is never installed, and is deleted from a writable tier).
-CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair);
+// Checks the entry objects of every cloud tier, all instances (ObjectVerifier, datavo/tier.hpp): with
+// VerifyDepth::metadata a HEAD each, proven by the service's own SHA-256 where it keeps one (S3), otherwise
+// counted as metadata_only; with VerifyDepth::full every object is downloaded and hashed. Repair::yes deletes bad
+// objects from writable cloud tiers. A cloud tier that cannot be checked is reported with its error, and the
+// other tiers are still checked. Other tiers without a verification are listed in not_verified.
+CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair, VerifyDepth depth = VerifyDepth::metadata);
 
 // ---- check -------------------------------------------------------------------------------------------------------
 

@@ -186,6 +186,55 @@ struct CheckReport {
   std::vector<std::string> warnings;  // works, but not fully (e.g. conditional writes ignored)
 };
 
+// Whether `datavo cache verify` repairs what it finds bad: a folder tier quarantines the entry, a writable cloud
+// tier deletes the object (a read-only one only reports it).
+enum class Repair { no, yes };
+
+// How `datavo cache verify` checks a cloud tier's objects (ObjectVerifier).
+enum class VerifyDepth {
+  metadata,  // a HEAD per object: the recorded size and SHA-256, and the service's own SHA-256 where it keeps one
+  // and then every object that its HEAD found nothing wrong with downloaded (streamed into a hash, installed
+  // nowhere) and compared with its recorded SHA-256
+  full,
+};
+const char* to_string(VerifyDepth depth);
+
+// An object that does not match what Datavo recorded for it.
+struct BadObject {
+  std::string object;  // the object name in the bucket or container
+  std::string why;     // e.g. "size 10 but datavo-size 20", "no datavo-sha256 metadata"
+  bool removed = false;
+};
+
+// What ObjectVerifier::verify_objects found. Every entry object counted in `objects` is in exactly one of
+// verified_by_service, verified_by_download, metadata_only and bad.
+struct ObjectVerifyReport {
+  VerifyDepth depth = VerifyDepth::metadata;
+  std::uint64_t objects = 0;               // entry objects checked (all instances)
+  std::uint64_t verified_by_service = 0;   // the service's whole-object SHA-256 equals the recorded one (S3 only)
+  std::uint64_t verified_by_download = 0;  // VerifyDepth::full: the downloaded bytes hash to the recorded SHA-256
+  std::uint64_t metadata_only = 0;         // size and SHA-256 recorded and consistent, bytes not proven
+  std::uint64_t bad = 0;
+  std::uint64_t removed = 0;  // bad objects deleted (Repair::yes on a writable tier)
+  std::vector<BadObject> bad_objects;
+};
+
+// The check of a cloud tier's entry objects against the metadata recorded with them (datavo-sha256, datavo-size),
+// offered by the cloud tiers (Tier::verifier). With VerifyDepth::metadata it reads no object's bytes: one listing
+// and a HEAD per object. An object is bad when its metadata is missing or unparseable, its size differs from
+// datavo-size, a whole-object SHA-256 kept by the service differs from datavo-sha256, or (VerifyDepth::full) its
+// bytes do not hash to datavo-sha256. Only S3 keeps a whole-object SHA-256 (the one Datavo sends with a single
+// PUT; not for multipart uploads, whose checksum is composite); GCS and Azure keep MD5 / CRC32C, which cannot be
+// compared with a recorded SHA-256, so their objects are metadata_only unless downloaded. An object gone between
+// the listing and its HEAD is not counted. Repair::yes deletes bad objects from a writable tier (BadObject::removed;
+// a delete that fails is a WARNING and said in `why`); a read-only tier's are only reported. An Error when the
+// tier cannot be listed or an object cannot be read.
+class ObjectVerifier {
+ public:
+  virtual ~ObjectVerifier() = default;
+  virtual Result<ObjectVerifyReport> verify_objects(VerifyDepth depth, Repair repair) = 0;
+};
+
 // When an upload to a remote tier runs: after the local install, in the hierarchy's bounded background queue
 // (the reader gets its local path at once), or before get_or_fetch() returns.
 enum class UploadMode { background, sync };
@@ -245,6 +294,9 @@ class Tier {
   virtual UploadMode upload_mode() const { return UploadMode::sync; }
   // Cross-VM single flight (leases in a bucket), or nullptr when the tier offers none.
   virtual RemoteCoordination* coordination() { return nullptr; }
+  // The check of this tier's objects for `datavo cache verify`, or nullptr when it offers none (folder tiers have
+  // FolderTier::verify instead; the memory double has none).
+  virtual ObjectVerifier* verifier() { return nullptr; }
   // Who reaches this tier's entries: this machine alone (folder and memory tiers), or other machines as well (a
   // bucket). `datavo cache rm` leaves shared tiers alone unless they are asked for.
   virtual TierReach reach() const { return TierReach::this_machine; }

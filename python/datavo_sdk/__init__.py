@@ -37,6 +37,7 @@ from ._tiers import (  # noqa: E402
 
 from ._stream import SampleBatches, SampleStream  # noqa: E402  (imports no torch: it becomes an IterableDataset once torch loads)
 from ._ops import (  # noqa: E402
+    BadObject,
     CacheEntry,
     CheckReport,
     CheckStep,
@@ -50,6 +51,7 @@ from ._ops import (  # noqa: E402
     TierFailure,
     TierGc,
     TierNotVerified,
+    TierObjectVerify,
     TierVerify,
     UploadSummary,
     VerifyReport,
@@ -83,6 +85,7 @@ __all__ = [
     "WarmTierUploads",
     "WarmFailure",
     "UploadSummary",
+    "BadObject",
     "CacheEntry",
     "CheckReport",
     "CheckStep",
@@ -96,6 +99,7 @@ __all__ = [
     "TierFailure",
     "TierGc",
     "TierNotVerified",
+    "TierObjectVerify",
     "TierVerify",
     "VerifyReport",
 ]

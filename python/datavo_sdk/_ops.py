@@ -303,8 +303,35 @@ class TierVerify:
 
 
 @dataclasses.dataclass(frozen=True)
+class BadObject:
+    """A cloud object that does not match the size and SHA-256 recorded with it."""
+
+    object: str  #: the object name in the bucket or container
+    why: str
+    removed: bool  #: deleted by ``repair=True`` (a writable tier)
+
+
+@dataclasses.dataclass(frozen=True)
+class TierObjectVerify:
+    """A cloud tier's objects as verify checked them; each object is in exactly one of verified_by_service,
+    verified_by_download, metadata_only and bad."""
+
+    tier: str
+    type: str  #: "s3", "gcs", "azure_blob"
+    read_only: bool
+    objects: int
+    verified_by_service: int  #: the service's whole-object SHA-256 is the recorded one (S3 only)
+    verified_by_download: int  #: ``full=True``: downloaded and hashed
+    metadata_only: int  #: size and SHA-256 recorded and consistent, bytes not proven (``full=True`` downloads them)
+    bad: int
+    removed: int
+    bad_objects: typing.List[BadObject]
+    error: typing.Optional[DatavoError]  #: the tier could not be checked (unreachable, refused)
+
+
+@dataclasses.dataclass(frozen=True)
 class TierNotVerified:
-    """A tier that verify does not re-hash (a cloud tier), and why."""
+    """A tier that verify does not check (the memory tier), and why."""
 
     tier: str
     type: str
@@ -314,9 +341,12 @@ class TierNotVerified:
 @dataclasses.dataclass(frozen=True)
 class VerifyReport(_Report):
     repair: bool
+    depth: str  #: "metadata" or "full" (cloud objects downloaded)
     tiers: typing.List[TierVerify]  #: the folder tiers, fastest first
+    objects: typing.List[TierObjectVerify]  #: the cloud tiers, fastest first
     not_verified: typing.List[TierNotVerified]  #: the other tiers, fastest first
     unrepaired: int  #: bad entries left in place
+    metadata_only: int  #: cloud objects not proven by a checksum (``full=True`` downloads them)
     error: typing.Optional[DatavoError]
 
 
@@ -376,10 +406,16 @@ def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:
     return GcReport(tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
 
 
-def verify(cache: ShardCacheHierarchy, repair: bool) -> VerifyReport:
+def _object_verify(row: typing.Dict[str, typing.Any]) -> TierObjectVerify:
+    bad = [BadObject(**one) for one in row.pop("bad_objects")]
+    return TierObjectVerify(bad_objects=bad, **row)
+
+
+def verify(cache: ShardCacheHierarchy, repair: bool, full: bool) -> VerifyReport:
     _logging.sync_level()
-    answer = _datavo.cache_verify(cache._native, repair)
+    answer = _datavo.cache_verify(cache._native, repair, full)
     return VerifyReport(tiers=[TierVerify(**row) for row in answer.pop("tiers")],
+                        objects=[_object_verify(row) for row in answer.pop("objects")],
                         not_verified=[TierNotVerified(**row) for row in answer.pop("not_verified")], **answer)
 
 

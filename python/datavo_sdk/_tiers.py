@@ -446,12 +446,14 @@ class ShardCacheHierarchy:
 
         return _ops.gc(self, bool(dry_run))
 
-    def verify(self, *, repair: bool = False) -> "VerifyReport":
-        """``datavo cache verify [--repair]``: re-hashes every entry of the folder tiers against its recorded SHA-256;
-        ``repair=True`` quarantines the bad ones."""
+    def verify(self, *, repair: bool = False, full: bool = False) -> "VerifyReport":
+        """``datavo cache verify [--repair] [--full]``: re-hashes every entry of the folder tiers against its recorded
+        SHA-256, and checks every object of the cloud tiers against its recorded size and SHA-256 (a HEAD each,
+        proven by the service's own SHA-256 where it keeps one: S3; ``full=True`` downloads and hashes every
+        object). ``repair=True`` quarantines bad entries and deletes bad objects from writable cloud tiers."""
         from . import _ops
 
-        return _ops.verify(self, bool(repair))
+        return _ops.verify(self, bool(repair), bool(full))
 
     def check(self) -> "CheckReport":
         """``datavo cache check``: probes every tier once (write, sync and read back for a folder tier; put, get,

@@ -313,10 +313,41 @@ py::dict gc_dict(ShardCacheHierarchy& cache, bool dry_run) {
   return out;
 }
 
-py::dict verify_dict(ShardCacheHierarchy& cache, bool repair) {
-  const CacheVerifyReport r = blocking([&] { return cache_verify(cache, repair ? Repair::yes : Repair::no); });
+py::list object_verify_rows(const CacheVerifyReport& r) {
+  py::list rows;
+  for (const auto& t : r.objects) {
+    py::dict row;
+    row["tier"] = t.tier;
+    row["type"] = t.type;
+    row["read_only"] = t.read_only;
+    row["objects"] = t.verify.objects;
+    row["verified_by_service"] = t.verify.verified_by_service;
+    row["verified_by_download"] = t.verify.verified_by_download;
+    row["metadata_only"] = t.verify.metadata_only;
+    row["bad"] = t.verify.bad;
+    row["removed"] = t.verify.removed;
+    py::list bad;
+    for (const auto& b : t.verify.bad_objects) {
+      py::dict one;
+      one["object"] = b.object;
+      one["why"] = b.why;
+      one["removed"] = b.removed;
+      bad.append(one);
+    }
+    row["bad_objects"] = bad;
+    row["error"] = exception_or_none(t.error);
+    rows.append(row);
+  }
+  return rows;
+}
+
+py::dict verify_dict(ShardCacheHierarchy& cache, bool repair, bool full) {
+  const CacheVerifyReport r = blocking([&] {
+    return cache_verify(cache, repair ? Repair::yes : Repair::no, full ? VerifyDepth::full : VerifyDepth::metadata);
+  });
   py::dict out;
   out["repair"] = repair;
+  out["depth"] = to_string(r.depth);
   py::list tiers;
   for (const auto& t : r.tiers) {
     py::dict row;
@@ -339,7 +370,9 @@ py::dict verify_dict(ShardCacheHierarchy& cache, bool repair) {
     not_verified.append(row);
   }
   out["not_verified"] = not_verified;
+  out["objects"] = object_verify_rows(r);
   out["unrepaired"] = r.unrepaired;
+  out["metadata_only"] = r.metadata_only;
   out["error"] = exception_or_none(r.error);
   return out;
 }
@@ -454,7 +487,7 @@ void bind_ops(py::module_& m) {
   m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"),
         py::arg("tier"), py::arg("all_tiers"));
   m.def("cache_gc", &gc_dict, py::arg("cache"), py::arg("dry_run"));
-  m.def("cache_verify", &verify_dict, py::arg("cache"), py::arg("repair"));
+  m.def("cache_verify", &verify_dict, py::arg("cache"), py::arg("repair"), py::arg("full"));
   m.def("cache_check", &check_dict, py::arg("cache"));
   m.def("cache_stats", &stats_rows, py::arg("cache"), py::arg("reset"));
 

@@ -336,10 +336,15 @@ def test_gc_and_verify_say_what_they_do_with_a_cloud_tier(env, tmp_path, monkeyp
     assert [t.tier for t in expiring.failures] == ["bucket"] and expiring.error is not None
     assert [(t.tier, t.policy, t.max_age_seconds) for t in expiring.tiers] == [
         ("local", "evict", None), ("bucket", "expire", 2 * 86400)]
-    verified = hierarchy().verify()
-    assert verified.error is None and [t.tier for t in verified.tiers] == ["local"]
-    assert [(t.tier, t.type) for t in verified.not_verified] == [("bucket", "s3")]
-    assert "checked against their recorded SHA-256 on every read" in verified.not_verified[0].why
+    # verify checks the bucket's objects: one it cannot reach is a row with its error (and the command's failure),
+    # not a crash, and the folder tier is verified all the same.
+    verified = hierarchy().verify(full=True)
+    assert [t.tier for t in verified.tiers] == ["local"] and verified.not_verified == []
+    assert verified.depth == "full"
+    assert [(t.tier, t.type, t.read_only, t.objects, t.bad) for t in verified.objects] == [
+        ("bucket", "s3", False, 0, 0)]
+    assert isinstance(verified.objects[0].error, DatavoError)
+    assert isinstance(verified.error, DatavoError) and "tier 'bucket' could not be verified" in str(verified.error)
 
 
 def test_gc_evicts_to_the_budget_and_check_and_stats_describe_the_tiers(env, tmp_path):

@@ -20,9 +20,9 @@ import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
                         Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
                         WarmFailure, WarmReport, WarmTier, WarmTierUploads, get_default_shard_cache, warm)
-from datavo_sdk import (CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport, RmTier,
-                        TierCheck, TierFailure, TierGc, TierLsTotal, TierNotVerified, TierVerify,
-                        VerifyReport)
+from datavo_sdk import (BadObject, CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport,
+                        RmTier, TierCheck, TierFailure, TierGc, TierLsTotal, TierNotVerified, TierObjectVerify,
+                        TierVerify, VerifyReport)
 from datavo_sdk.errors import IntegrityError, NotFoundError, UnreachableError
 
 
@@ -65,6 +65,9 @@ def main() -> int:
     verified: VerifyReport = cache.verify(repair=False)
     verify_rows: typing.List[TierVerify] = verified.tiers
     left_alone: typing.List[TierNotVerified] = verified.not_verified
+    cloud_rows: typing.List[TierObjectVerify] = cache.verify(full=True).objects
+    bad_objects: typing.List[BadObject] = cloud_rows[0].bad_objects if cloud_rows else []
+    unproven: int = verified.metadata_only
     gc_policy: str = gc_rows[0].policy
     gc_age: typing.Optional[int] = gc_rows[0].max_age_seconds
     checked: CheckReport = cache.check()
@@ -72,7 +75,7 @@ def main() -> int:
     steps: typing.List[CheckStep] = check_rows[0].steps
     counters: typing.List[CacheInfo] = cache.stats(reset=True)
     checked.raise_for_error()
-    warmed += len(entries) + len(broken) + len(gone) + len(gc_rows) + len(verify_rows) + len(steps) + len(counters)
+    warmed += len(entries) + len(broken) + len(gone) + len(gc_rows) + len(verify_rows) + len(bad_objects) + unproven + len(steps) + len(counters)
     rank, world, worker, workers = stream.consumer()
     for sample in stream:
         assert isinstance(sample, Sample)

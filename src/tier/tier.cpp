@@ -92,6 +92,14 @@ const char* to_string(UploadMode mode) {
   return "background";
 }
 
+const char* to_string(VerifyDepth depth) {
+  switch (depth) {
+    case VerifyDepth::metadata: return "metadata";
+    case VerifyDepth::full: return "full";
+  }
+  return "metadata";
+}
+
 bool Tier::can_hold(Bytes size) const {
   if (read_only()) return false;
   auto cap = max_bytes();

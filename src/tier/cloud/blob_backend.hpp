@@ -34,6 +34,10 @@ struct ObjectInfo {
   std::string version;                 // the pin for ranged reads: the ETag (S3, Azure) or the generation (GCS)
   std::optional<Sha256> sha256;        // metadata datavo-sha256
   std::optional<Bytes> recorded_size;  // metadata datavo-size
+  // The whole-object SHA-256 that the service keeps for the object, answered to a HEAD: only S3 has one (the
+  // x-amz-checksum-sha256 Datavo sends with a single PUT, returned with x-amz-checksum-mode: ENABLED; a multipart
+  // object's checksum is composite, "...-N", and is not one). GCS and Azure keep MD5 / CRC32C only: nullopt.
+  std::optional<Sha256> service_sha256;
   std::chrono::system_clock::time_point last_modified;
 };
 

@@ -59,6 +59,27 @@ class CountingSink final : public ByteSink {
   const Bytes start_;
 };
 
+// Hashes what it receives and keeps nothing: `cache verify --full` reads an object through it.
+class HashingSink final : public ByteSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override {
+    hasher_.update(data, size);
+    written_ += Bytes{size};
+    return {};
+  }
+  Bytes written() const override { return written_; }
+  Result<void> restart() override {
+    hasher_ = Sha256Hasher();
+    written_ = Bytes{0};
+    return {};
+  }
+  Sha256 digest() { return hasher_.finish(); }
+
+ private:
+  Sha256Hasher hasher_;
+  Bytes written_;
+};
+
 std::string describe_remote(const std::string& name, std::string_view type) {
   return "tier '" + name + "' (" + std::string(type) + ")";
 }
@@ -120,7 +141,7 @@ class HeldLease final : public Lease {
   std::thread renewer_;
 };
 
-class BlobTier final : public Tier, public RemoteCoordination {
+class BlobTier final : public Tier, public RemoteCoordination, public ObjectVerifier {
  public:
   BlobTier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend)
       : options_(std::move(options)), backend_(std::move(backend)), prefix_(object_prefix(options_)) {}
@@ -137,6 +158,7 @@ class BlobTier final : public Tier, public RemoteCoordination {
   RemoteCoordination* coordination() override { return options_.single_flight && !read_only() ? this : nullptr; }
   TierReach reach() const override { return TierReach::shared; }
   std::optional<Seconds> max_age() const override { return options_.max_age; }
+  ObjectVerifier* verifier() override { return this; }
 
   Result<bool> contains(const ShardKey& key) override {
     auto info = backend_->head(entry_object_name(options_, key));
@@ -145,15 +167,7 @@ class BlobTier final : public Tier, public RemoteCoordination {
   }
 
   Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
-    const std::string object = entry_object_name(options_, key);
-    for (int round = 1;; ++round) {
-      // written() counts positional bytes only once their prefix is complete: a conflict found before that (in
-      // the first range) left bytes that the next round's ranges must not overlap.
-      if (round > 1) DATAVO_TRY(sink.restart());
-      auto read = read_object(object, sink);
-      if (read || read.error().code != ErrorCode::conflict || round == 2) return read;
-      LOG_INFO(describe_remote(name(), type()) << ": " << object << " changed while it was read; reading it again");
-    }
+    return read_entry(entry_object_name(options_, key), sink);
   }
 
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {
@@ -185,15 +199,9 @@ class BlobTier final : public Tier, public RemoteCoordination {
     if (!listed) return std::move(listed).error();
     std::vector<EntryInfo> out;
     for (const auto& object : *listed) {
-      // <instance>/<hash>.tar under the prefix; anything else (leases, probes, other tools' objects) is not ours.
-      std::string_view rest(object.name);
-      rest.remove_prefix(std::min(rest.size(), prefix_.size()));
-      const auto slash = rest.find('/');
-      if (slash == std::string_view::npos || !rest.ends_with(k_entry_suffix)) continue;
-      auto instance = Instance::parse(rest.substr(0, slash));
-      auto hash = ContentHash::parse(rest.substr(slash + 1, rest.size() - slash - 1 - 4));
-      if (!instance || !hash) continue;
-      out.push_back(EntryInfo{instance->name(), *hash, object.size, object.last_modified});
+      auto key = entry_key(object.name);
+      if (!key) continue;
+      out.push_back(EntryInfo{key->instance.name(), key->hash, object.size, object.last_modified});
     }
     std::sort(out.begin(), out.end(),
               [](const EntryInfo& a, const EntryInfo& b) { return a.last_access > b.last_access; });
@@ -201,6 +209,8 @@ class BlobTier final : public Tier, public RemoteCoordination {
   }
 
   CheckReport check() override;
+
+  Result<ObjectVerifyReport> verify_objects(VerifyDepth depth, Repair repair) override;
 
   Result<LeaseAttempt> try_lease(const ShardKey& key) override {
     const std::string object = lease_object_name(options_, key);
@@ -256,6 +266,36 @@ class BlobTier final : public Tier, public RemoteCoordination {
   }
 
  private:
+  // The key of an entry object: <instance>/<hash>.tar under the prefix. nullopt for anything else (leases,
+  // probes, other tools' objects), which is not ours.
+  std::optional<ShardKey> entry_key(std::string_view name) const {
+    std::string_view rest(name);
+    rest.remove_prefix(std::min(rest.size(), prefix_.size()));
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || !rest.ends_with(k_entry_suffix)) return std::nullopt;
+    auto instance = Instance::parse(rest.substr(0, slash));
+    auto hash = ContentHash::parse(rest.substr(slash + 1, rest.size() - slash - 1 - 4));
+    if (!instance || !hash) return std::nullopt;
+    return ShardKey{*instance, *hash};
+  }
+
+  // One object's judgement for verify_objects(); nullopt when the object is gone.
+  Result<std::optional<ObjectJudgement>> verify_object(const std::string& object, VerifyDepth depth);
+  // Records a bad object in `report`, deleting it with Repair::yes from a writable tier.
+  void record_bad(ObjectVerifyReport& report, const std::string& object, std::string why, Repair repair);
+
+  // The lookup of read_into() by object name: a conflict (the object changed while it was read) reads it again once.
+  Result<std::optional<Expectation>> read_entry(const std::string& object, ByteSink& sink) {
+    for (int round = 1;; ++round) {
+      // written() counts positional bytes only once their prefix is complete: a conflict found before that (in
+      // the first range) left bytes that the next round's ranges must not overlap.
+      if (round > 1) DATAVO_TRY(sink.restart());
+      auto read = read_object(object, sink);
+      if (read || read.error().code != ErrorCode::conflict || round == 2) return read;
+      LOG_INFO(describe_remote(name(), type()) << ": " << object << " changed while it was read; reading it again");
+    }
+  }
+
   // Collects a small object's bytes (a lease, a probe).
   struct StringBody final : public ByteSink {
     Result<void> write(const void* data, std::size_t size) override {
@@ -450,6 +490,59 @@ class BlobTier final : public Tier, public RemoteCoordination {
   const std::string prefix_;
 };
 
+Result<ObjectVerifyReport> BlobTier::verify_objects(VerifyDepth depth, Repair repair) {
+  auto listed = backend_->list(prefix_);
+  if (!listed) return std::move(listed).error();
+  ObjectVerifyReport report;
+  report.depth = depth;
+  for (const auto& object : *listed) {
+    if (!entry_key(object.name)) continue;
+    if (util::cancel_requested()) return util::cancelled_error("verify of " + describe_remote(name(), type()));
+    auto judged = verify_object(object.name, depth);
+    if (!judged) return std::move(judged).error();
+    if (!*judged) continue;  // removed since the listing (gc, another VM's repair)
+    ++report.objects;
+    switch ((*judged)->verdict) {
+      case ObjectVerdict::verified_by_service: ++report.verified_by_service; break;
+      case ObjectVerdict::verified_by_download: ++report.verified_by_download; break;
+      case ObjectVerdict::metadata_only: ++report.metadata_only; break;
+      case ObjectVerdict::bad: record_bad(report, object.name, std::move((*judged)->why), repair); break;
+    }
+  }
+  return report;
+}
+
+Result<std::optional<ObjectJudgement>> BlobTier::verify_object(const std::string& object, VerifyDepth depth) {
+  auto info = backend_->head(object);
+  if (!info) return std::move(info).error();
+  if (!*info) return std::optional<ObjectJudgement>{};
+  ObjectJudgement judged = judge_object(**info);
+  if (judged.verdict == ObjectVerdict::bad || depth == VerifyDepth::metadata) return std::optional{judged};
+  // Through the read path, as a lookup reads it (ranged GETs pinned to one version), into a hash only.
+  HashingSink sink;
+  auto read = read_entry(object, sink);
+  if (!read) return std::move(read).error();
+  if (!*read) return std::optional<ObjectJudgement>{};
+  return std::optional{judge_download(**read, sink.written(), sink.digest())};
+}
+
+void BlobTier::record_bad(ObjectVerifyReport& report, const std::string& object, std::string why, Repair repair) {
+  ++report.bad;
+  BadObject bad{object, std::move(why), false};
+  if (repair == Repair::yes && !read_only()) {
+    auto removed = backend_->remove(object);
+    if (removed) {
+      bad.removed = true;
+      ++report.removed;
+    } else {
+      LOG_WARNING(describe_remote(name(), type())
+                  << ": cannot delete the bad object " << object << ": " << removed.error().message);
+      bad.why += "; not deleted: " + removed.error().message;
+    }
+  }
+  report.bad_objects.push_back(std::move(bad));
+}
+
 CheckReport BlobTier::check() {
   CheckReport report;
   auto step = [&report](std::string name, bool ok, std::string detail) {
@@ -511,6 +604,33 @@ CheckReport BlobTier::check() {
 }
 
 }  // namespace
+
+ObjectJudgement judge_object(const ObjectInfo& info) {
+  if (!info.sha256) return {ObjectVerdict::bad, "no datavo-sha256 metadata (or not 64 hex digits)"};
+  if (!info.recorded_size) return {ObjectVerdict::bad, "no datavo-size metadata (or not a decimal number)"};
+  if (*info.recorded_size != info.size) {
+    return {ObjectVerdict::bad, "size " + std::to_string(info.size.count()) + " but datavo-size " +
+                                    std::to_string(info.recorded_size->count())};
+  }
+  if (!info.service_sha256) return {ObjectVerdict::metadata_only, ""};
+  if (*info.service_sha256 != *info.sha256) {
+    return {ObjectVerdict::bad,
+            "the service's SHA-256 " + info.service_sha256->hex() + " is not datavo-sha256 " + info.sha256->hex()};
+  }
+  return {ObjectVerdict::verified_by_service, ""};
+}
+
+ObjectJudgement judge_download(const Expectation& recorded, Bytes read, const Sha256& digest) {
+  if (!recorded.sha256) return {ObjectVerdict::bad, "no datavo-sha256 metadata (or not 64 hex digits)"};
+  if (recorded.size && *recorded.size != read) {
+    return {ObjectVerdict::bad, "read " + std::to_string(read.count()) + " bytes but datavo-size " +
+                                    std::to_string(recorded.size->count())};
+  }
+  if (digest != *recorded.sha256) {
+    return {ObjectVerdict::bad, "the bytes hash to " + digest.hex() + ", not datavo-sha256 " + recorded.sha256->hex()};
+  }
+  return {ObjectVerdict::verified_by_download, ""};
+}
 
 std::string object_prefix(const CloudTierOptions& options) { return options.prefix ? *options.prefix + "/" : ""; }
 

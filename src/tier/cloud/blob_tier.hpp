@@ -38,6 +38,19 @@ std::shared_ptr<Tier> make_blob_tier(CloudTierOptions options, std::unique_ptr<B
 // invalid_argument naming the option unless part_size, concurrency and prefix are acceptable.
 Result<void> validate_cloud_options(const CloudTierOptions& options);
 
+// How `datavo cache verify` judges one entry object (ObjectVerifier, datavo/tier.hpp).
+enum class ObjectVerdict { verified_by_service, verified_by_download, metadata_only, bad };
+struct ObjectJudgement {
+  ObjectVerdict verdict = ObjectVerdict::bad;
+  std::string why;  // for bad: what does not match
+};
+// From what a HEAD says: bad when datavo-sha256 or datavo-size is missing, the size is not datavo-size, or the
+// service's whole-object SHA-256 is not datavo-sha256; verified_by_service when it is; else metadata_only.
+ObjectJudgement judge_object(const ObjectInfo& info);
+// From a download: `read` bytes hashing to `digest` against what the read returned as recorded (bad, or
+// verified_by_download).
+ObjectJudgement judge_download(const Expectation& recorded, Bytes read, const Sha256& digest);
+
 // The object names of the layer, for backends and tests.
 std::string object_prefix(const CloudTierOptions& options);  // "" or "<prefix>/"
 std::string entry_object_name(const CloudTierOptions& options, const ShardKey& key);

@@ -34,6 +34,7 @@ Result<std::optional<ObjectInfo>> HeaderBackend::head(const std::string& name) {
   net::HttpRequest request;
   request.method = net::HttpMethod::head;
   request.url = object_url(name);
+  add_head_headers(request.headers);
   request.accepted_statuses = {404};
   auto response = perform(request);
   if (!response) return std::move(response).error();
@@ -72,6 +73,7 @@ ObjectInfo HeaderBackend::info_of(const net::HttpResponse& response) const {
   if (auto size = response.header(dialect_.meta_size)) {
     if (auto parsed = util::parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
   }
+  read_service_checksum(response, info);
   return info;
 }
 

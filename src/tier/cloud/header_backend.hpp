@@ -49,8 +49,13 @@ class HeaderBackend : public BlobBackend {
   Result<std::vector<ListedObject>> list_pages(const std::function<std::string(const std::string& token)>& page_url,
                                                const PageReader& read_page);
 
-  // The object as an answer to a GET or HEAD describes it (size, ETag, Datavo's metadata when present).
+  // The object as an answer to a GET or HEAD describes it (size, ETag, Datavo's metadata when present, then
+  // read_service_checksum).
   ObjectInfo info_of(const net::HttpResponse& response) const;
+  // Headers that a HEAD carries besides the URL's (S3: x-amz-checksum-mode: ENABLED). Default: none.
+  virtual void add_head_headers(net::HttpHeaders& /*headers*/) const {}
+  // Sets info.service_sha256 from an answer when the service keeps a whole-object SHA-256 (S3). Default: none.
+  virtual void read_service_checksum(const net::HttpResponse& /*response*/, ObjectInfo& /*info*/) const {}
   // Datavo's metadata of an entry, as request headers.
   void add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) const;
 

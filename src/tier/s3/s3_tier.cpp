@@ -86,6 +86,9 @@ class S3Backend final : public cloud::HeaderBackend {
       add_metadata(request.headers, *metadata);
       // S3 checks the bytes against this and refuses a corrupt upload; the signature covers them through it too.
       request.headers.push_back({"x-amz-checksum-sha256", util::base64_encode(raw_digest(metadata->sha256))});
+      // Which algorithm that is, as the SDKs say it: S3 keeps the checksum either way (and `cache verify` reads it
+      // back), S3-compatible servers such as moto keep it only with this header.
+      request.headers.push_back({"x-amz-sdk-checksum-algorithm", "SHA256"});
       request.headers.push_back({"x-amz-content-sha256", metadata->sha256.hex()});
     }
     request.accepted_statuses = {409, 412};
@@ -270,6 +273,23 @@ class S3Backend final : public cloud::HeaderBackend {
   }
 
   std::string object_url(const std::string& name) override { return url(name); }
+
+  void add_head_headers(net::HttpHeaders& headers) const override {
+    headers.push_back({"x-amz-checksum-mode", "ENABLED"});
+  }
+
+  // A whole-object SHA-256 only: a multipart upload's is a checksum of the parts' checksums ("<base64>-<parts>",
+  // x-amz-checksum-type COMPOSITE), which no recorded SHA-256 can be compared with.
+  void read_service_checksum(const net::HttpResponse& response, ObjectInfo& info) const override {
+    auto checksum = response.header("x-amz-checksum-sha256");
+    if (!checksum || checksum->find('-') != std::string_view::npos) return;
+    if (auto type = response.header("x-amz-checksum-type"); type && *type == "COMPOSITE") return;
+    auto raw = util::base64_decode(*checksum);
+    if (!raw || raw->size() != Sha256::Raw{}.size()) return;
+    Sha256::Raw digest{};
+    std::copy(raw->begin(), raw->end(), reinterpret_cast<char*>(digest.data()));
+    info.service_sha256 = Sha256(digest);
+  }
 
   // A 404 with NoSuchBucket is a missing bucket (an error that degrades the tier), not a missing object.
   Result<void> container_exists(const net::HttpResponse& response) const override {

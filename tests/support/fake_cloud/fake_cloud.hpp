@@ -8,7 +8,8 @@
 //   - the front ends translate one dialect's REST API onto it, the way the service documents it:
 //       S3 (s3_front.cpp): path-style /<bucket>/<key>; every request's SigV4 signature checked against the keys
 //         the store knows, from what arrived on the wire (Host, the raw target, every header, the body hash);
-//         ExpiredToken for session tokens said to be expired; GET with Range and If-Match, HEAD, PUT with
+//         ExpiredToken for session tokens said to be expired; GET with Range and If-Match, HEAD (both with the
+//         client's x-amz-checksum-sha256 when x-amz-checksum-mode: ENABLED), PUT with
 //         If-None-Match: * and x-amz-checksum-sha256, CreateMultipartUpload, UploadPart, CompleteMultipartUpload
 //         (If-None-Match, the parts' ETags and checksums checked), AbortMultipartUpload, DeleteObject,
 //         ListObjectsV2 pages; NoSuchBucket told from NoSuchKey;
@@ -115,6 +116,10 @@ class ObjectStore {
   // An object as a composite upload leaves it: no MD5, and the given CRC-32C.
   void put_composite_object(const std::string& bucket, const std::string& name, const std::string& bytes,
                             std::string crc32c_base64);
+  // An object as an S3 PUT with x-amz-checksum-sha256 leaves it: the SHA-256 the service keeps (base64, or a
+  // multipart upload's "<base64>-<parts>"), answered to reads with x-amz-checksum-mode: ENABLED.
+  void put_object_with_sha256(const std::string& bucket, const std::string& name, const std::string& bytes,
+                              std::map<std::string, std::string> metadata, std::string sha256_base64);
   std::optional<StoredObject> object(const std::string& bucket, const std::string& name);
   std::size_t object_count(const std::string& bucket);
   // Uploads in parts that are neither completed nor aborted (S3 multipart uploads, GCS resumable sessions).

@@ -111,6 +111,13 @@ void ObjectStore::put_composite_object(const std::string& bucket, const std::str
   lock()->store(bucket, name, std::move(object));
 }
 
+void ObjectStore::put_object_with_sha256(const std::string& bucket, const std::string& name, const std::string& bytes,
+                                         std::map<std::string, std::string> metadata, std::string sha256) {
+  StoredObject object = object_of(bytes, std::move(metadata));
+  object.client_checksums["sha256"] = std::move(sha256);
+  lock()->store(bucket, name, std::move(object));
+}
+
 std::optional<StoredObject> ObjectStore::object(const std::string& bucket, const std::string& name) {
   auto state = lock();
   ObjectPtr found = state->find(bucket, name);

@@ -154,6 +154,10 @@ class S3Front final : public FrontEnd {
     res.set_header("ETag", object->etag);
     if (state.metadata_in_reads)
       for (const auto& [name, value] : object->metadata) res.set_header("x-amz-meta-" + name, value);
+    if (auto sha256 = object->client_checksums.find("sha256");
+        sha256 != object->client_checksums.end() && req.get_header_value("x-amz-checksum-mode") == "ENABLED") {
+      res.set_header("x-amz-checksum-sha256", sha256->second);
+    }
     if (req.method == "HEAD") {
       res.set_content(object->bytes, "application/octet-stream");
       return;

@@ -6,14 +6,19 @@
 //   - an object replaced between the ranges of a read: 412 to the pin, the object read once more; replaced again
 //     while it is read once more: a conflict;
 //   - list pages, an empty object, a damaged upload refused, a throttled read retried;
-//   - `cache check` on a server that honours conditional creates and on one that ignores them.
+//   - `cache check` on a server that honours conditional creates and on one that ignores them;
+//   - `cache verify` (ObjectVerifier): bad metadata, sizes and service checksums found with HEADs only, changed
+//     bytes found by a full download, bad objects deleted with Repair::yes only from a writable tier; and the
+//     judgement of one object (judge_object, judge_download) case by case.
 // The request-building cases of each backend are in tests/unit/tier/<s3,gcs,azure>/test_*_tier.cpp; the tier
 // contract on the real emulators is tests/conformance/.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "support/shard_fixtures.hpp"
+#include "tier/cloud/blob_tier.hpp"
 #include "unit/tier/cloud/tiers_on_fake.hpp"
+#include "util/base64.hpp"
 
 namespace datavo::fakecloud {
 namespace {
@@ -61,6 +66,12 @@ std::vector<SeenRequest> matching(const std::vector<SeenRequest>& all,
   return out;
 }
 bool is_get(const SeenRequest& r) { return r.op == "GetObject"; }
+
+// The x-amz-checksum-sha256 of `bytes`.
+std::string sha256_base64(const std::string& bytes) {
+  const auto raw = sha256_of(bytes).raw();
+  return util::base64_encode(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+}
 
 class BlobTierTest : public ::testing::TestWithParam<Dialect> {
  protected:
@@ -257,6 +268,143 @@ TEST_P(BlobTierTest, CheckPassesWhereCreatesAreConditionalAndSaysSoWhereTheyAreI
   ASSERT_EQ(report.warnings.size(), 1u);
   EXPECT_THAT(report.warnings[0], HasSubstr("ignores conditional writes"));
   EXPECT_EQ(cloud_.object_count(k_bucket), 0u);
+}
+
+bool is_head(const SeenRequest& r) { return r.op == "HeadObject"; }
+
+ObjectVerifyReport verify(Tier& tier, VerifyDepth depth, Repair repair) {
+  ObjectVerifier* verifier = tier.verifier();
+  if (verifier == nullptr) throw std::runtime_error("a cloud tier offers no verifier");
+  auto report = verifier->verify_objects(depth, repair);
+  if (!report) throw std::runtime_error(report.error().message);
+  return *report;
+}
+
+std::set<std::string> bad_names(const ObjectVerifyReport& report) {
+  std::set<std::string> names;
+  for (const auto& bad : report.bad_objects) names.insert(bad.object);
+  return names;
+}
+
+TEST_P(BlobTierTest, VerifyFindsBadMetadataAndSizesWithHeadsAloneAndChangedBytesByDownloading) {
+  auto tier = make();
+  const auto good1 = make_key(60), good2 = make_key(61), truncated = make_key(62), bare = make_key(63),
+             changed = make_key(64);
+  ASSERT_TRUE(install(*tier, good1, random_bytes(3000, 60)));
+  ASSERT_TRUE(install(*tier, good2, random_bytes(4000, 61)));
+  const std::string whole = random_bytes(5000, 62);
+  cloud_.put_object(k_bucket, object_name(truncated), whole.substr(0, 4000), datavo_metadata(GetParam(), whole));
+  cloud_.put_object(k_bucket, object_name(bare), "no metadata");
+  // Other bytes of the same size under consistent metadata: nothing but the bytes themselves tells.
+  const std::string recorded = random_bytes(2000, 64);
+  cloud_.put_object(k_bucket, object_name(changed), random_bytes(2000, 65), datavo_metadata(GetParam(), recorded));
+  cloud_.put_object(k_bucket, "local/.leases/abc", "lease");
+  cloud_.put_object(k_bucket, "unrelated.txt", "x");
+  cloud_.clear_requests();
+
+  const ObjectVerifyReport metadata = verify(*tier, VerifyDepth::metadata, Repair::no);
+  EXPECT_EQ(metadata.objects, 5u);
+  EXPECT_EQ(metadata.bad, 2u);
+  EXPECT_EQ(bad_names(metadata), (std::set<std::string>{object_name(truncated), object_name(bare)}));
+  if (GetParam() == Dialect::s3) {
+    // S3 keeps the SHA-256 sent with the single PUTs of the tier; the changed object was written without one.
+    EXPECT_EQ(metadata.verified_by_service, 2u);
+    EXPECT_EQ(metadata.metadata_only, 1u);
+  } else {
+    EXPECT_EQ(metadata.verified_by_service, 0u) << "GCS and Azure keep no SHA-256";
+    EXPECT_EQ(metadata.metadata_only, 3u);
+  }
+  EXPECT_EQ(metadata.removed, 0u);
+  EXPECT_TRUE(matching(cloud_.requests(), is_get).empty()) << "no object's bytes are read";
+  EXPECT_EQ(matching(cloud_.requests(), is_head).size(), 5u);
+  for (const auto& bad : metadata.bad_objects) {
+    if (bad.object == object_name(truncated)) {
+      EXPECT_THAT(bad.why, HasSubstr("size 4000 but datavo-size 5000"));
+    }
+  }
+
+  cloud_.clear_requests();
+  const ObjectVerifyReport full = verify(*tier, VerifyDepth::full, Repair::no);
+  EXPECT_EQ(full.objects, 5u);
+  EXPECT_EQ(full.verified_by_download, 2u);
+  EXPECT_EQ(full.verified_by_service + full.metadata_only, 0u) << "every good object downloaded";
+  EXPECT_EQ(bad_names(full), (std::set<std::string>{object_name(truncated), object_name(bare), object_name(changed)}));
+  EXPECT_EQ(matching(cloud_.requests(), is_get).size(), 3u) << "one GET per object whose metadata holds";
+  EXPECT_EQ(cloud_.object_count(k_bucket), 7u) << "nothing deleted without Repair::yes";
+
+  auto read_only = make({.access = Access::read_only});
+  const ObjectVerifyReport reported = verify(*read_only, VerifyDepth::full, Repair::yes);
+  EXPECT_EQ(reported.bad, 3u);
+  EXPECT_EQ(reported.removed, 0u) << "a read-only tier is only reported";
+  EXPECT_EQ(cloud_.object_count(k_bucket), 7u);
+
+  const ObjectVerifyReport repaired = verify(*tier, VerifyDepth::full, Repair::yes);
+  EXPECT_EQ(repaired.removed, 3u);
+  for (const auto& bad : repaired.bad_objects) EXPECT_TRUE(bad.removed) << bad.object;
+  EXPECT_FALSE(cloud_.object(k_bucket, object_name(changed)));
+  EXPECT_TRUE(cloud_.object(k_bucket, object_name(good1)));
+  const ObjectVerifyReport after = verify(*tier, VerifyDepth::metadata, Repair::no);
+  EXPECT_EQ(after.objects, 2u);
+  EXPECT_EQ(after.bad, 0u);
+}
+
+TEST_P(BlobTierTest, VerifyTrustsOnlyAWholeObjectSha256OfTheService) {
+  if (GetParam() != Dialect::s3) GTEST_SKIP() << "only S3 keeps a SHA-256 of the object";
+  auto tier = make();
+  const std::string bytes = random_bytes(1000, 70);
+  const auto lying = make_key(70), composite = make_key(71), other = make_key(72);
+  // Overwritten out of band with other bytes (and their checksum) under the old metadata.
+  cloud_.put_object_with_sha256(k_bucket, object_name(lying), random_bytes(1000, 71),
+                                datavo_metadata(GetParam(), bytes), sha256_base64(random_bytes(1000, 71)));
+  // A multipart upload's checksum is of its parts: not comparable, so the object is not proven either way.
+  cloud_.put_object_with_sha256(k_bucket, object_name(composite), bytes, datavo_metadata(GetParam(), bytes),
+                                sha256_base64(bytes) + "-2");
+  cloud_.put_object_with_sha256(k_bucket, object_name(other), bytes, datavo_metadata(GetParam(), bytes),
+                                sha256_base64(bytes));
+  const ObjectVerifyReport report = verify(*tier, VerifyDepth::metadata, Repair::no);
+  EXPECT_EQ(report.objects, 3u);
+  EXPECT_EQ(report.verified_by_service, 1u);
+  EXPECT_EQ(report.metadata_only, 1u);
+  ASSERT_EQ(report.bad_objects.size(), 1u);
+  EXPECT_EQ(report.bad_objects[0].object, object_name(lying));
+  EXPECT_THAT(report.bad_objects[0].why, HasSubstr("the service's SHA-256"));
+  for (const auto& head : matching(cloud_.requests(), is_head))
+    EXPECT_EQ(head.header("x-amz-checksum-mode"), "ENABLED");
+}
+
+TEST_P(BlobTierTest, VerifyOfAMissingBucketIsNotFound) {
+  auto gone = make_tier_on(cloud_, "no-such-bucket", {}, env_);
+  auto report = gone->verifier()->verify_objects(VerifyDepth::metadata, Repair::no);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code, ErrorCode::not_found);
+}
+
+TEST(JudgeObjectTest, EachWayAnObjectCanFailItsMetadata) {
+  const Sha256 recorded = sha256_of("recorded");
+  const Sha256 other = sha256_of("other");
+  auto info = [&](std::optional<Sha256> sha, std::optional<Bytes> size, std::optional<Sha256> service) {
+    cloud::ObjectInfo out;
+    out.size = Bytes{8};
+    out.sha256 = sha;
+    out.recorded_size = size;
+    out.service_sha256 = service;
+    return out;
+  };
+  using cloud::ObjectVerdict;
+  EXPECT_EQ(cloud::judge_object(info(std::nullopt, Bytes{8}, std::nullopt)).verdict, ObjectVerdict::bad);
+  EXPECT_EQ(cloud::judge_object(info(recorded, std::nullopt, std::nullopt)).verdict, ObjectVerdict::bad);
+  const auto short_one = cloud::judge_object(info(recorded, Bytes{9}, std::nullopt));
+  EXPECT_EQ(short_one.verdict, ObjectVerdict::bad);
+  EXPECT_EQ(short_one.why, "size 8 but datavo-size 9");
+  EXPECT_EQ(cloud::judge_object(info(recorded, Bytes{8}, other)).verdict, ObjectVerdict::bad);
+  EXPECT_EQ(cloud::judge_object(info(recorded, Bytes{8}, recorded)).verdict, ObjectVerdict::verified_by_service);
+  EXPECT_EQ(cloud::judge_object(info(recorded, Bytes{8}, std::nullopt)).verdict, ObjectVerdict::metadata_only);
+
+  const Expectation expected{Bytes{8}, recorded};
+  EXPECT_EQ(cloud::judge_download(expected, Bytes{8}, recorded).verdict, ObjectVerdict::verified_by_download);
+  EXPECT_EQ(cloud::judge_download(expected, Bytes{8}, other).verdict, ObjectVerdict::bad);
+  EXPECT_EQ(cloud::judge_download(expected, Bytes{7}, recorded).verdict, ObjectVerdict::bad);
+  EXPECT_EQ(cloud::judge_download(Expectation{Bytes{8}, std::nullopt}, Bytes{8}, recorded).verdict, ObjectVerdict::bad);
 }
 
 std::string dialect_name(const ::testing::TestParamInfo<Dialect>& info) { return to_string(info.param); }

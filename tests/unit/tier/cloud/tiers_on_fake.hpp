@@ -30,6 +30,8 @@ struct TierSetup {
   bool single_flight = true;
   int max_attempts = 3;
   std::optional<std::string> prefix = std::nullopt;
+  Access access = Access::read_write;
+  std::string name = "cloud";
 };
 
 // An environment that reads nothing of the machine's, with the fake's credentials in it.
@@ -58,8 +60,9 @@ inline void point_at(credtest::FakeEnvironment& env, FakeCloud& cloud, const std
 
 inline CloudTierOptions remote_options(const TierSetup& setup) {
   CloudTierOptions remote;
-  remote.name = "cloud";
+  remote.name = setup.name;
   remote.prefix = setup.prefix;
+  remote.access = setup.access;
   remote.part_size = setup.part_size;
   remote.concurrency = setup.concurrency;
   remote.single_flight = setup.single_flight;

@@ -5,7 +5,8 @@
 // neither lies in a 200):
 //   - a lookup is one ranged GET; the ranges after the first are pinned with If-Match to its ETag, and a 412 reads
 //     the object once more; a HEAD answers contains(), and remove() asks before it deletes;
-//   - a put is one PUT with If-None-Match: *, the metadata and x-amz-checksum-sha256 (412: already_present);
+//   - a put is one PUT with If-None-Match: *, the metadata and x-amz-checksum-sha256 (412: already_present), and
+//     x-amz-sdk-checksum-algorithm: SHA256, with which S3-compatible servers keep that checksum too;
 //   - a large object is a multipart upload: parts with their checksums, a conditional CompleteMultipartUpload
 //     naming every part's ETag and checksum; an upload that failed or lost the race is aborted;
 //   - an error in the body of a 200 to CompleteMultipartUpload; listing pages; error codes; every request signed.
@@ -89,6 +90,7 @@ TEST_F(S3TierTest, APutIsOneSignedConditionalPutWithTheMetadataAndTheSha256OfThe
   EXPECT_EQ(put.header("x-amz-meta-datavo-size"), "100000");
   EXPECT_EQ(put.header("x-amz-content-sha256"), sha256_of(bytes).hex()) << "the payload is signed";
   EXPECT_EQ(put.header("x-amz-checksum-sha256"), sha256_base64(bytes));
+  EXPECT_EQ(put.header("x-amz-sdk-checksum-algorithm"), "SHA256") << "S3-compatible servers keep the checksum with it";
   EXPECT_THAT(put.header("Authorization"),
               HasSubstr(std::string("AWS4-HMAC-SHA256 Credential=") + fakecloud::k_s3_key_id + "/"));
   EXPECT_THAT(put.header("Authorization"), HasSubstr("/us-east-1/s3/aws4_request"));
