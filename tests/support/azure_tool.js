@@ -13,7 +13,11 @@
 //                                           download to FILE (ranges of N bytes, N at once when given); prints the
 //                                           properties as JSON
 //     head CONTAINER NAME                   print {"size", "etag", "metadata", "contentMD5"} as JSON (exit 3: no blob)
-//     list CONTAINER [PREFIX]               print the blob names, one a line
+//     list CONTAINER [PREFIX] [--uncommitted]
+//                                           print the blob names, one a line; --uncommitted: also the blobs that
+//                                           have only uncommitted blocks (List Blobs include=uncommittedblobs)
+//     blocks CONTAINER NAME                 print {"committed": N, "uncommitted": N, "uncommitted_bytes": N} of
+//                                           a blob's block list (Get Block List, blocklisttype=all; exit 3: none)
 //     delete CONTAINER NAME                 delete a blob (exit 3 when there is none)
 //     corrupt CONTAINER NAME                rewrite a blob with one byte changed, its metadata kept
 // Timing (for the benchmarks): put and get print {"seconds", "cpu_seconds", "bytes"} of the transfer itself on
@@ -41,7 +45,7 @@ function parse(argv) {
   const options = { meta: {} };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
-    if (a === "--expired" || a === "--account") options[a.slice(2)] = true;
+    if (a === "--expired" || a === "--account" || a === "--uncommitted") options[a.slice(2)] = true;
     else if (a === "--meta") {
       const [k, v] = argv[++i].split("=");
       options.meta[k] = v;
@@ -148,7 +152,24 @@ async function main() {
       return;
     }
     case "list": {
-      for await (const item of container.listBlobsFlat({ prefix: positional[1] || undefined })) console.log(item.name);
+      // (sic: the SDK spells the option includeUncommitedBlobs)
+      const listing = { prefix: positional[1] || undefined, includeUncommitedBlobs: !!options.uncommitted };
+      for await (const item of container.listBlobsFlat(listing)) console.log(item.name);
+      return;
+    }
+    case "blocks": {
+      const list = await blob.getBlockList("all").catch((e) => {
+        if (e.statusCode === 404) fail("no such blob", 3);
+        throw e;
+      });
+      const uncommitted = list.uncommittedBlocks || [];
+      console.log(
+        JSON.stringify({
+          committed: (list.committedBlocks || []).length,
+          uncommitted: uncommitted.length,
+          uncommitted_bytes: uncommitted.reduce((sum, b) => sum + b.size, 0),
+        }),
+      );
       return;
     }
     case "delete": {
@@ -164,7 +185,7 @@ async function main() {
       return;
     }
     default:
-      fail("usage: node azure_tool.js create|sas|put|get|head|list|delete|corrupt ...", 2);
+      fail("usage: node azure_tool.js create|sas|put|get|head|list|blocks|delete|corrupt ...", 2);
   }
 }
 
