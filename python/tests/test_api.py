@@ -58,7 +58,8 @@ def test_exports_exactly_the_spec_names_plus_the_documented_extras():
     assert set(SPEC_NAMES) <= set(datavo_sdk.__all__)
     operations = {"warm", "WarmReport", "WarmTier", "WarmTierUploads", "WarmFailure", "UploadSummary", "LsReport", "CacheEntry",
                   "TierLsTotal", "RmReport", "RemovedEntry", "RmTier", "GcReport", "TierGc", "VerifyReport",
-                  "TierVerify", "TierNotVerified", "CheckReport", "TierCheck", "CheckStep", "TierFailure"}  # python/README.md, "Operations"
+                  "TierVerify", "TierNotVerified", "TierObjectVerify", "BadObject", "CheckReport", "TierCheck",
+                  "CheckStep", "TierFailure"}  # python/README.md, "Operations"
     extras = {"DatavoError", "Sample", "Batch", "SampleBatches", "CacheInfo", "TierStats"}
     assert set(datavo_sdk.__all__) - set(SPEC_NAMES) == extras | operations
     for name in datavo_sdk.__all__:
