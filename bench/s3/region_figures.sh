@@ -26,8 +26,6 @@ SHARDS_WANTED=8
 PER_SHARD=10
 . "$e2e/region_lib.sh"
 
-# See tests/e2e/test_signals.sh: a background job starts with SIGINT ignored; this stands in for a foreground one.
-WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
 median() { python3 -c 'import statistics, sys; print(statistics.median(float(a) for a in sys.argv[1:]))' "$@"; }
 ratio() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
 leases_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if '/.leases/' in o['key']])"; }

@@ -33,6 +33,12 @@ E2E_HOOKS=()          # commands to run on exit, before $E2E_TMP is removed (e.g
 E2E_FIRST_HOOKS=()    # commands to run on exit before the processes are stopped (e.g. release a debugger)
 E2E_FINISHED=0
 
+# "${WITH_SIGINT[@]}" CMD...: execs CMD with SIGINT at its default disposition. A background job of a
+# non-interactive shell starts with SIGINT ignored (so that a Ctrl-C on the terminal spares it), and datavo keeps an
+# ignored SIGINT ignored, as programs should; a user's Ctrl-C reaches a foreground datavo, which this stands in for.
+# (An array, not a function: a function run with & is a subshell, and $! would be the subshell's pid.)
+WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
+
 # --- assertions -------------------------------------------------------------------------------------------------
 
 pass() {
@@ -388,6 +394,25 @@ start_origin() {
   ORIGIN_URL="http://127.0.0.1:$(cat "$port_file")"
 }
 origin_up() { [ -s "$1" ] || { kill -0 "$ORIGIN_PID" 2>/dev/null || return 2; return 1; }; }
+
+# serve_shards_of_6mib COUNT: packs interrupt/train (DS), COUNT shards of two 3 MiB samples (above a 5 MiB part_size:
+# each goes up in parts), and serves it (start_origin). For the suites that interrupt uploads in flight.
+serve_shards_of_6mib() {
+  python3 - "$E2E_TMP/src" "$1" <<'PY'
+import os, random, sys
+root, shards = sys.argv[1], int(sys.argv[2])
+os.makedirs(root, exist_ok=True)
+rng = random.Random(16)
+for i in range(shards * 2):
+    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
+        f.write(rng.randbytes(3 * 1024 * 1024))
+PY
+  DS=interrupt/train
+  run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard 2
+  [ "$RC" -eq 0 ] || die "pack" "$ERR"
+  expect_eq "the dataset has $1 shards" "$1" "$(json "j['total_shards']" <<<"$OUT")"
+  start_origin "$E2E_TMP/store"
+}
 
 # origin_requests ROUTE [STATUS]: datavo_requests_total of the origin at $ORIGIN_URL for ROUTE (summed over
 # statuses unless given), from its /v1/metrics.

@@ -49,24 +49,9 @@ proxy_mode "$GCS499_URL" "status499 op=AbortMultipartUpload"
 start_proxy GCSP "$GCS499_URL" --flavour gcs
 
 # 6 shards of 6 MiB (two samples of 3 MiB each).
-python3 - "$E2E_TMP/src" "$SHARDS_WANTED" <<'PY'
-import os, random, sys
-root, shards = sys.argv[1], int(sys.argv[2])
-os.makedirs(root, exist_ok=True)
-rng = random.Random(16)
-for i in range(shards * 2):
-    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
-        f.write(rng.randbytes(3 * 1024 * 1024))
-PY
-DS=interrupt/train
-run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard 2
-[ "$RC" -eq 0 ] || die "pack" "$ERR"
-expect_eq "the dataset has $SHARDS_WANTED shards" "$SHARDS_WANTED" "$(json "j['total_shards']" <<<"$OUT")"
-start_origin "$E2E_TMP/store"
+serve_shards_of_6mib "$SHARDS_WANTED"
 export DATAVO_SERVER="$ORIGIN_URL"
 
-# See tests/e2e/test_signals.sh: a background job starts with SIGINT ignored; this stands in for a foreground one.
-WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
 # pid_running (tests/support/pids.sh): a killed process is a zombie of PID 1 here for a few seconds.
 ready_at() { [ "$(proxy_json "$1" "int(bool($2))")" = 1 ]; }
 # ready_or_gone PID URL EXPR: the proxy's counters satisfy EXPR, or PID ended (the caller tells which).

@@ -24,23 +24,8 @@ s3_up moto
 start_proxy MOTO "$MOTO_S3_ENDPOINT"
 
 # 6 shards of 6 MiB: each goes up as a multipart upload (part_size 5 MiB).
-python3 - "$E2E_TMP/src" "$SHARDS_WANTED" <<'PY'
-import os, random, sys
-root, shards = sys.argv[1], int(sys.argv[2])
-os.makedirs(root, exist_ok=True)
-rng = random.Random(16)
-for i in range(shards * 2):
-    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
-        f.write(rng.randbytes(3 * 1024 * 1024))
-PY
-DS=interrupt/train
-run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DS" --samples-per-shard 2
-[ "$RC" -eq 0 ] || die "pack" "$ERR"
-expect_eq "the dataset has $SHARDS_WANTED shards" "$SHARDS_WANTED" "$(json "j['total_shards']" <<<"$OUT")"
-start_origin "$E2E_TMP/store"
+serve_shards_of_6mib "$SHARDS_WANTED"
 
-# See tests/e2e/test_signals.sh: a background job starts with SIGINT ignored; this stands in for a foreground one.
-WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
 alive() { kill -0 "$1" 2>/dev/null && ! e2e_is_zombie "$1"; }
 leases_in() { s3tool "$MOTO_S3_ENDPOINT" ls "$1" | json "len([o for o in j if '/.leases/' in o['key']])"; }
 # ready EXPR: the proxy's counters satisfy EXPR (over its stats JSON as j).

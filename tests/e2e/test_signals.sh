@@ -42,11 +42,6 @@ staging_has_bytes() {
 # alive PID: still running (a zombie is not).
 alive() { kill -0 "$1" 2>/dev/null && ! e2e_is_zombie "$1"; }
 
-# "${WITH_SIGINT[@]}" CMD...: execs CMD with SIGINT at its default disposition. A background job of a
-# non-interactive shell starts with SIGINT ignored (so that a Ctrl-C on the terminal spares it), and datavo keeps an
-# ignored SIGINT ignored, as programs should; a user's Ctrl-C reaches a foreground datavo, which this stands in for.
-# (An array, not a function: a function run with & is a subshell, and $! would be the subshell's pid.)
-WITH_SIGINT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
 
 # interrupt SIGNAL NAME CMD...: runs datavo CMD in the background, waits until its download has bytes in .staging,
 # sends SIGNAL, waits for the exit; sets RC, OUT, ERR and SECONDS_TO_EXIT.
