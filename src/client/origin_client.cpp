@@ -423,6 +423,17 @@ Result<Instance> OriginClient::server_instance(const std::string* explicit_name,
   }
   while (server.ends_with('/')) server.pop_back();
   if (server.empty()) return Instance::local();
+  // The SDK resolves on every get_or_fetch, hits included: a remembered identity costs one small file read, and no
+  // client is made.
+  std::string dir;
+  if (manifest_cache_dir && !manifest_cache_dir->empty()) {
+    dir = *manifest_cache_dir;
+  } else if (auto found = client::default_manifest_cache_dir()) {
+    dir = std::move(*found);
+  }
+  if (!dir.empty()) {
+    if (auto known = client::load_server_instance(dir, server)) return std::move(*known);
+  }
   OriginClientOptions options;
   options.server = std::move(server);
   options.manifest_cache_dir = std::move(manifest_cache_dir);
