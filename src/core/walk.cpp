@@ -242,11 +242,17 @@ Walk::Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key,
 Walk::~Walk() { settle(nullptr); }
 
 void Walk::degrade(Tier& tier, std::string_view what, const Error& error, Report report) {
-  tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
-  Breaker& breaker = impl_.breaker(tier);
-  const bool warn = !breaker.open();
+  // A cancellation (SIGINT, a stopped caller) stops requests to every tier at once and says nothing about this one:
+  // no error counted, nothing for the breaker, no line. The command reports the interruption.
+  const bool cancelled = error.code == ErrorCode::cancelled;
   std::string text = describe(tier) + ": " + std::string(what) + " failed, skipping it: " + error.message;
-  breaker.failed(error.message);
+  bool warn = false;
+  if (!cancelled) {
+    tier.counters().errors.fetch_add(1, std::memory_order_relaxed);
+    Breaker& breaker = impl_.breaker(tier);
+    warn = !breaker.open();
+    breaker.failed(error.message);
+  }
   if (report == Report::now) {
     if (warn) LOG_WARNING(text);
     return;

@@ -16,10 +16,11 @@
 // own failure (a fetch error, bytes that do not verify) ends the landing.
 //
 // One way to degrade a tier, degrade(): counted in its `errors`, fed to its breaker, and reported with one WARNING
-// while the breaker is closed. The failures of landing tiers are held until the outcome is known: when no landing
-// tier can stage the shard, the call's Error names each tier's cause (staging_failed()) and no WARNING repeats it;
-// otherwise they are logged as soon as a landing tier takes the bytes, or when the call ends (finish(), or the
-// destructor).
+// while the breaker is closed; a cancelled request (ErrorCode::cancelled) is none of these, since a cancellation
+// stops every tier at once and the command reports it. The failures of landing tiers are held until the outcome is
+// known: when no landing tier can stage the shard, the call's Error names each tier's cause (staging_failed()) and no
+// WARNING repeats it; otherwise they are logged as soon as a landing tier takes the bytes, or when the call ends
+// (finish(), or the destructor).
 //
 // Thread safety: one Walk per call and thread. The Impl it shares (breakers, upload queue) is thread-safe.
 #pragma once

@@ -62,6 +62,7 @@ class ScriptedRemote final : public Tier, public RemoteCoordination {
 
   // --- switches ---
   std::atomic<bool> fail_lookups{false};
+  std::atomic<ErrorCode> lookup_failure{ErrorCode::remote};  // the code of a failed lookup
   std::atomic<bool> fail_uploads{false};
   std::atomic<bool> uploads_already_present{false};  // install_copy answers already_present, storing nothing
   UploadMode mode = UploadMode::background;
@@ -93,12 +94,12 @@ class ScriptedRemote final : public Tier, public RemoteCoordination {
   TierReach reach() const override { return TierReach::shared; }
 
   Result<bool> contains(const ShardKey& key) override {
-    if (fail_lookups) return Error{ErrorCode::remote, name_ + " is down"};
+    if (fail_lookups) return Error{lookup_failure.load(), name_ + " is down"};
     return inner_->contains(key);
   }
   Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) override {
     lookups.fetch_add(1);
-    if (fail_lookups) return Error{ErrorCode::remote, name_ + " is down"};
+    if (fail_lookups) return Error{lookup_failure.load(), name_ + " is down"};
     return inner_->read_into(key, sink);
   }
   Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) override {

@@ -794,6 +794,41 @@ TEST(HierarchyBreaker, ARemoteTierThatKeepsFailingIsSkippedAfterThreeFailuresWit
   EXPECT_TRUE(holds(remote->inner(), make_key(202)));
 }
 
+// A lookup stopped by a cancellation (SIGINT stops every request at once) is no failure of the tier: no WARNING,
+// no error counted, and the breaker stays closed however many lookups it stopped.
+TEST(HierarchyBreaker, CancelledLookupsNeitherWarnNorCountNorOpenTheBreaker) {
+  MovableBreakerClock clock;
+  TempDir dir;
+  auto local = make_folder(dir.sub("local"), "local");
+  auto remote = std::make_shared<ScriptedRemote>("bucket");
+  remote->fail_lookups = true;
+  remote->lookup_failure = ErrorCode::cancelled;
+  remote->mode = UploadMode::sync;
+  auto h = hierarchy({local, remote});
+
+  const std::string logged = warnings_of([&] {
+    for (std::uint64_t i = 0; i < 5; ++i) {
+      CountingFetcher fetch(random_bytes(1000, 300 + i));
+      ASSERT_TRUE(h->get_or_fetch(make_key(300 + i), fetch.fetcher()));
+    }
+  });
+  EXPECT_EQ(remote->lookups.load(), 5) << "the breaker opened on cancelled lookups";
+  EXPECT_EQ(logged, "");
+  EXPECT_EQ(remote->counters().snapshot().errors, 0u);
+
+  // The same five failures of the tier itself do warn, count and open it: the switch above is what differs.
+  remote->lookup_failure = ErrorCode::remote;
+  const std::string failing = warnings_of([&] {
+    for (std::uint64_t i = 0; i < 5; ++i) {
+      CountingFetcher fetch(random_bytes(1000, 310 + i));
+      ASSERT_TRUE(h->get_or_fetch(make_key(310 + i), fetch.fetcher()));
+    }
+  });
+  EXPECT_EQ(remote->lookups.load(), 8);
+  EXPECT_EQ(count_of(failing, "download failed, skipping it"), 3) << failing;
+  EXPECT_EQ(remote->counters().snapshot().errors, 3u);
+}
+
 // The first use after the cooldown may be an upload (the lookup came before the cooldown ended, the fetch took
 // long): the upload gives the breaker no verdict, and the tier must not stay skipped for good.
 TEST(HierarchyBreaker, ATrialSpentOnAnUploadDoesNotKeepTheTierSkippedForGood) {
