@@ -59,11 +59,19 @@ enum class LockMechanism {
 };
 const char* to_string(LockMechanism mechanism);
 
+// The lru_resolution of a folder tier that does not set one: 10 s, or a tenth of max_age when that is shorter.
+Seconds default_lru_resolution(const std::optional<Seconds>& max_age);
+
 struct FolderTierOptions {
   std::string path;                // created on first write; ~ and $VAR already expanded
   std::string name;                // defaults to the path
   std::optional<Bytes> max_bytes;  // nullopt (or 0 in config) means unbounded
   std::optional<Seconds> max_age;  // entries not read within this are evicted
+  // A hit leaves the entry's mtime (the LRU clock) alone while it is younger than this, by the filesystem's clock: a
+  // hot hit is then open, fstat and close, without the futimens. LRU order, and max_age, hold to within it. Zero
+  // bumps on every hit. Less than max_age when both are set. nullopt: default_lru_resolution(max_age), which
+  // create() fills in. shards.yaml: `lru_resolution`.
+  std::optional<Seconds> lru_resolution;
   Access access = Access::read_write;
   // Eviction stops once usage is at or below this fraction of max_bytes, so that it is not paid per install.
   double low_watermark = 0.9;
@@ -124,8 +132,9 @@ class FolderTier final : public LocalTier {
 
   // LocalTier.
   // Opens the entry for `key` and checks it as options().verify says; with Touch::yes counts a hit or a miss and
-  // bumps its mtime (UTIME_NOW; EPERM/EROFS tolerated). nullopt on a miss, also when the entry was damaged (it is
-  // then quarantined, with a WARNING, and counted in `quarantined`) or older than max_age (then removed).
+  // bumps its mtime (UTIME_NOW; EPERM/EROFS tolerated) when that is older than options().lru_resolution. nullopt on a
+  // miss, also when the entry was damaged (it is then quarantined, with a WARNING, and counted in `quarantined`) or
+  // older than max_age (then removed).
   Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes) override;
   // The digest recorded at install (xattrs, else the sidecar), else the SHA-256 of the entry's bytes.
   Result<Sha256> digest_of(const ShardKey& key, const ShardHandle& entry) override;
@@ -195,8 +204,9 @@ class FolderTier final : public LocalTier {
   // The hit path's checks of the entry of `key` open as `fd` (its size, recorded key and, when options().verify
   // says so, its bytes): false when it is damaged (then quarantined).
   Result<bool> intact(const ShardKey& key, const std::string& path, int fd, std::uint64_t inode_key, Bytes size);
-  // Bumps the mtime of the hit entry open as `fd` (the LRU clock) and counts the hit.
-  void touch_hit(const std::string& path, int fd, Bytes size);
+  // Counts the hit on the entry open as `fd`, and bumps its mtime (the LRU clock) unless `mtime` is younger than
+  // options().lru_resolution.
+  void touch_hit(const std::string& path, int fd, Bytes size, std::chrono::system_clock::time_point mtime);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -143,8 +143,9 @@ class ShardCacheTier(_Tier):
 
     ``path`` is created on first use; ``~`` and ``$VAR`` are expanded. ``max_bytes`` (an int, or a size such as
     ``"200GB"``; None or 0: unbounded) is kept by LRU eviction on mtime. The keyword-only arguments are the other
-    fields of a folder tier in shards.yaml: ``max_age`` ("30d", seconds, or a timedelta), ``read_only``,
-    ``durability`` ("fsync" | "none"), ``verify`` ("size" | "full" | "sampled") and ``verify_sample_every``.
+    fields of a folder tier in shards.yaml: ``max_age`` ("30d", seconds, or a timedelta), ``lru_resolution`` (a hit
+    leaves an mtime younger than this alone; "10s" by default), ``read_only``, ``durability`` ("fsync" | "none"),
+    ``verify`` ("size" | "full" | "sampled") and ``verify_sample_every``.
     """
 
     _type = "folder"
@@ -157,6 +158,7 @@ class ShardCacheTier(_Tier):
         name: typing.Optional[str] = None,
         *,
         max_age: typing.Optional[Duration] = None,
+        lru_resolution: typing.Optional[Duration] = None,
         read_only: typing.Optional[bool] = None,
         durability: typing.Optional[str] = None,
         verify: typing.Optional[str] = None,

@@ -97,7 +97,7 @@ def test_folder_tier_positional_and_keywords(tmp_path, monkeypatch):
     assert ShardCacheTier(tmp_path / "p").location == str(tmp_path / "p")  # os.PathLike
     # shards.yaml's other folder fields.
     extra = ShardCacheTier("/tmp/ro", read_only=True, max_age="30d", durability="none", verify="sampled",
-                           verify_sample_every=10)
+                           verify_sample_every=10, lru_resolution="1m")
     assert extra.read_only is True
     assert ShardCacheTier("/tmp/age", max_age=3600).read_only is False
     # Constructing does no I/O: nothing was created.

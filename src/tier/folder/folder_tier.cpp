@@ -199,6 +199,11 @@ std::string FolderTier::Impl::entry_path(const ShardKey& key) const {
 // ---------------------------------------------------------------------------------------------------------------
 // FolderTier
 
+Seconds default_lru_resolution(const std::optional<Seconds>& max_age) {
+  constexpr Seconds k_default{10};
+  return max_age ? std::min(k_default, *max_age / 10) : k_default;
+}
+
 Result<std::shared_ptr<FolderTier>> FolderTier::create(FolderTierOptions options) {
   if (options.path.empty()) return Error{ErrorCode::invalid_argument, "folder tier needs a path"};
   while (options.path.size() > 1 && options.path.back() == '/') options.path.pop_back();
@@ -211,6 +216,11 @@ Result<std::shared_ptr<FolderTier>> FolderTier::create(FolderTierOptions options
     return Error{ErrorCode::invalid_argument, "verify_sample_every must be at least 1"};
   }
   if (options.stale_lock_age < Seconds{1}) return Error{ErrorCode::invalid_argument, "stale_lock_age must be >= 1 s"};
+  if (!options.lru_resolution) options.lru_resolution = default_lru_resolution(options.max_age);
+  if (*options.lru_resolution < Seconds{0}) return Error{ErrorCode::invalid_argument, "lru_resolution is negative"};
+  if (options.max_age && *options.lru_resolution >= *options.max_age) {
+    return Error{ErrorCode::invalid_argument, "lru_resolution must be less than max_age"};
+  }
   (void)util::process_umask();
   return std::shared_ptr<FolderTier>(new FolderTier(std::move(options)));
 }
@@ -254,7 +264,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   auto checked = intact(key, path, fd.get(), inode_key, size);
   if (!checked) return std::move(checked).error();
   if (!*checked) return miss();
-  if (touch == Touch::yes) touch_hit(path, fd.get(), size);
+  if (touch == Touch::yes) touch_hit(path, fd.get(), size, folder::to_time_point(st.st_mtim));
   return std::optional<ShardHandle>{ShardHandle(fd.release(), std::move(path), size)};
 }
 
@@ -311,7 +321,7 @@ Result<bool> FolderTier::intact(const ShardKey& key, const std::string& path, in
   return true;
 }
 
-void FolderTier::touch_hit(const std::string& path, int fd, Bytes size) {
+void FolderTier::touch_hit(const std::string& path, int fd, Bytes size, std::chrono::system_clock::time_point mtime) {
   // The LRU clock. Both times are set, atime too: the kernel lets a user who may write the file but does not own
   // it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both; any other
   // combination needs ownership. Where this host's clock is off the filesystem's (the client stamps the time on
@@ -319,7 +329,9 @@ void FolderTier::touch_hit(const std::string& path, int fd, Bytes size) {
   // its hits the first to be evicted; a non-owner then falls back to "now". A read-only mount, or an entry the
   // user may not write, refuses: the hit stands regardless.
   static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
-  if (!read_only()) {
+  // A fresh mtime (a future one included: a writer's clock ahead) is as good as a bump, to within lru_resolution.
+  const bool fresh = impl_->now() - mtime < *options_.lru_resolution;
+  if (!read_only() && !fresh) {
     int bumped = -1;
     if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
       const struct timespec fs_now = folder::to_timespec(std::chrono::system_clock::now() + offset);

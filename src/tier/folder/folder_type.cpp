@@ -31,6 +31,15 @@ Result<void> parse_folder(TierFields& fields, TierConfig& config) {
   if (!max_age) return std::move(max_age).error();
   options.max_age = *max_age;
 
+  auto resolution = fields.optional_duration("lru_resolution");
+  if (!resolution) return std::move(resolution).error();
+  options.lru_resolution = resolution->value_or(default_lru_resolution(options.max_age));
+  if (options.max_age && *options.lru_resolution >= *options.max_age) {
+    // An entry read more often than max_age would otherwise still expire: its hits would never bump it.
+    return fields.fail("lru_resolution", "must be less than max_age (" + format_duration(*options.max_age) + ")");
+  }
+  fields.effective("lru_resolution", format_duration(*options.lru_resolution));
+
   auto verify = fields.choice<VerifyOnHit>(
       "verify", {{"size", VerifyOnHit::size}, {"full", VerifyOnHit::full}, {"sampled", VerifyOnHit::sampled}},
       VerifyOnHit::size);
@@ -70,7 +79,7 @@ Result<std::shared_ptr<Tier>> make_folder(const TierConfig& config) {
 
 const TierType& folder_tier_type() {
   static const TierType type{
-      "folder", "a",           {"path", "durability", "max_age", "verify", "verify_sample_every"},
+      "folder", "a",           {"path", "durability", "max_age", "lru_resolution", "verify", "verify_sample_every"},
       {},       &parse_folder, &make_folder};
   return type;
 }

@@ -484,7 +484,8 @@ TEST_F(ConfigParse, UnknownTopLevelKeyIsAnError) {
 TEST_F(ConfigParse, UnknownTierKeyIsAnErrorPerType) {
   EXPECT_EQ(error_of("tiers:\n  - path: /a\n    bucket: my-bucket\n"),
             "/etc/datavo/shards.yaml:3: tiers[0].bucket: unknown key for a folder tier (bucket belongs to s3 and gcs "
-            "tiers); a folder tier takes type, name, max_bytes, read_only, path, durability, max_age, verify, "
+            "tiers); a folder tier takes type, name, max_bytes, read_only, path, durability, max_age, lru_resolution, "
+            "verify, "
             "verify_sample_every");
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n    max_size: 5GB\n"),
               HasSubstr(":3: tiers[0].max_size: unknown key for a folder tier;"));

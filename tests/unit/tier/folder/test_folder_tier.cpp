@@ -133,6 +133,84 @@ TEST(FolderTier, OpenBumpsMtime) {
   EXPECT_LE(mtime_of(path), Clock::now() + 2s);
 }
 
+// lru_resolution (issue 18): a hit leaves an mtime younger than it alone (a hot hit is open, fstat and close), bumps
+// an older one, and with 0 bumps every time. A future mtime (a writer's clock ahead) counts as fresh.
+TEST(FolderTier, AHitBumpsOnlyAnMtimeOlderThanTheLruResolution) {
+  TempDir dir;
+  FolderTierOptions options = folder_options(tier_root(dir));
+  options.lru_resolution = 60s;
+  auto tier = make_folder(options);
+  options.lru_resolution = 0s;
+  auto every_hit = make_folder(options);  // the same directory, bumping on every hit
+  const ShardKey key = make_key(21);
+  ASSERT_TRUE(commit_bytes(*tier, key, "some bytes"));
+  const std::string path = tier->entry_path(key);
+
+  auto hit_and_mtime = [&](FolderTier& t) {
+    auto opened = t.open(key);
+    EXPECT_TRUE(opened && *opened);
+    return mtime_of(path);
+  };
+  set_mtime_ago(path, 30s);
+  const auto fresh = mtime_of(path);
+  EXPECT_EQ(hit_and_mtime(*tier), fresh) << "an mtime 30 s old is fresh within 60 s";
+  set_mtime(path, Clock::now() + 1h);
+  const auto ahead = mtime_of(path);
+  EXPECT_EQ(hit_and_mtime(*tier), ahead) << "a future mtime is fresh";
+  set_mtime_ago(path, 90s);
+  EXPECT_GE(hit_and_mtime(*tier), Clock::now() - 2s) << "an mtime 90 s old is bumped";
+  set_mtime_ago(path, 30s);
+  EXPECT_GE(hit_and_mtime(*every_hit), Clock::now() - 2s) << "lru_resolution 0 bumps every hit";
+  EXPECT_EQ(tier->counters().snapshot().hits, 3u) << "a hit is counted whether or not it bumps";
+}
+
+// LRU order holds to within lru_resolution: after a sequence of hits, ordering the entries by mtime (what eviction
+// does) puts an entry before another that was read later only when their reads were less than lru_resolution apart.
+// The clock is simulated: each entry's mtime is set to when it was last "read" or installed, relative to now.
+TEST(FolderTier, TheLruOrderOfHitsHoldsToWithinTheResolution) {
+  TempDir dir;
+  FolderTierOptions options = folder_options(tier_root(dir));
+  options.lru_resolution = 20s;
+  auto tier = make_folder(options);
+  constexpr int k_entries = 40;
+  std::vector<std::string> paths;
+  std::vector<Clock::time_point> last_read;  // the true recency: install, or the last hit
+  const auto now = Clock::now();
+  std::uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL, state >> 33; };
+  for (int i = 0; i < k_entries; ++i) {
+    const ShardKey key = make_key(std::uint64_t(1000 + i));
+    ASSERT_TRUE(commit_bytes(*tier, key, "entry " + std::to_string(i)));
+    paths.push_back(tier->entry_path(key));
+    // Installed between 100 s and 0 s ago: some mtimes fresh, some not.
+    last_read.push_back(now - std::chrono::seconds(next() % 100));
+    set_mtime(paths.back(), last_read.back());
+  }
+  // Hits on a random half, each one "now": the true recency of a hit entry becomes now.
+  for (int i = 0; i < k_entries; ++i) {
+    if (next() % 2 == 0) continue;
+    auto opened = tier->open(make_key(std::uint64_t(1000 + i)));
+    ASSERT_TRUE(opened && *opened);
+    last_read[std::size_t(i)] = Clock::now();
+  }
+  int inversions = 0, hit_skips = 0;
+  for (int a = 0; a < k_entries; ++a) {
+    const auto mtime_a = mtime_of(paths[std::size_t(a)]);
+    // Every entry's mtime is at most lru_resolution (and a second of slack) behind its true last read.
+    EXPECT_GE(mtime_a, last_read[std::size_t(a)] - 21s) << "entry " << a;
+    if (mtime_a < last_read[std::size_t(a)] - 1s) ++hit_skips;
+    for (int b = 0; b < k_entries; ++b) {
+      // Eviction would take a before b although a was read later.
+      if (mtime_a < mtime_of(paths[std::size_t(b)]) && last_read[std::size_t(a)] > last_read[std::size_t(b)]) {
+        ++inversions;
+        EXPECT_LT(last_read[std::size_t(a)] - last_read[std::size_t(b)], 21s) << "entries " << a << ", " << b;
+      }
+    }
+  }
+  EXPECT_GT(hit_skips, 0) << "no hit skipped its bump: the test shows nothing";
+  EXPECT_GT(inversions, 0) << "no inversion within the resolution: the test shows nothing";
+}
+
 TEST(FolderTier, PeekNeitherBumpsMtimeNorCounts) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));

@@ -48,6 +48,33 @@ TEST(FolderType, ThePathIsExpandedAndMustBeAbsolute) {
   EXPECT_THAT(missing.error().message, HasSubstr("path"));
 }
 
+TEST(FolderType, TheLruResolutionDefaultsToTenSecondsOrATenthOfMaxAgeAndMustBeLessThanMaxAge) {
+  auto plain = folder_tier({{"path", "/a", true}});
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(plain->backend).lru_resolution, Seconds{10});
+  EXPECT_EQ(default_lru_resolution(std::nullopt), Seconds{10});
+  EXPECT_EQ(default_lru_resolution(Seconds{30}), Seconds{3});
+  EXPECT_EQ(setting(*plain, "lru_resolution"), "10s");
+
+  auto set = folder_tier({{"path", "/a", true}, {"lru_resolution", "5m", true}, {"max_age", "1d", true}});
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(set->backend).lru_resolution, Seconds{300});
+  auto zero = folder_tier({{"path", "/a", true}, {"lru_resolution", "0s", true}});
+  ASSERT_TRUE(zero) << zero.error().message;
+  EXPECT_EQ(std::any_cast<const FolderTierOptions&>(zero->backend).lru_resolution, Seconds{0});
+
+  auto too_long = folder_tier({{"path", "/a", true}, {"lru_resolution", "1h", true}, {"max_age", "1h", true}});
+  ASSERT_FALSE(too_long);
+  EXPECT_THAT(too_long.error().message, HasSubstr("lru_resolution: must be less than max_age (1h)"));
+  // The default follows a short max_age: a tenth of it.
+  auto short_age = folder_tier({{"path", "/a", true}, {"max_age", "50s", true}});
+  ASSERT_TRUE(short_age) << short_age.error().message;
+  EXPECT_EQ(setting(*short_age, "lru_resolution"), "5s");
+  auto garbage = folder_tier({{"path", "/a", true}, {"lru_resolution", "soon", true}});
+  ASSERT_FALSE(garbage);
+  EXPECT_THAT(garbage.error().message, HasSubstr("lru_resolution"));
+}
+
 TEST(FolderType, DefaultsAreRecordedAsEffectiveSettings) {
   auto config = folder_tier({{"path", "/a", true}});
   ASSERT_TRUE(config) << config.error().message;
