@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
+#include "tier/folder/oldest_entries.hpp"
 #include "tier/folder/scan.hpp"
 #include "util/decimal.hpp"
 #include "util/fs.hpp"
@@ -23,56 +28,95 @@ using util::UniqueFd;
 // Expired entries are misses on open() already; the pass that deletes them in bulk runs at most this often.
 constexpr std::chrono::seconds k_expiry_pass_interval{60};
 
-}  // namespace
-
-Result<EvictionReport> FolderTier::evict(DryRun dry_run, const ShardKey* keep) {
+// One pass of evict(): the policy's predicates and the running totals of its report.
+struct Pass {
+  const std::string& root;
+  DryRun dry_run;
+  const ShardKey* keep;
+  std::optional<std::chrono::system_clock::time_point> expiry_cutoff;  // older than this is expired
+  std::atomic<std::uint64_t>& evictions;                               // the tier's counter
   EvictionReport report;
-  if (read_only()) return report;
-  auto scanned = folder::scan_tier(impl_->root, folder::ScanDetail::entries);
-  if (!scanned) return std::move(scanned).error();
-  auto& entries = scanned->entries;
-  std::uint64_t used = scanned->used.count();
-  const auto now = impl_->now();  // the filesystem's clock, which stamped the mtimes
-  const std::string keep_name = keep ? keep->hash.hex() : std::string();
-  const std::string keep_instance = keep ? keep->instance.name() : std::string();
+  std::uint64_t used = 0;         // the tier's bytes, less what the pass removed (or would remove, dry)
+  std::uint64_t entry_bytes = 0;  // the committed entries' bytes left (as EvictionReport::entries_bytes_after)
 
-  auto drop = [&](const folder::ScannedEntry& e, bool expired) {
+  bool is_keep(std::string_view instance, std::string_view hash_hex) const {
+    return keep && hash_hex == keep->hash.hex() && instance == keep->instance.name();
+  }
+  bool expired(const folder::EntryVisit& e) const { return expiry_cutoff && e.mtime < *expiry_cutoff; }
+  bool may_evict(const folder::EntryVisit& e) const { return !expired(e) && !is_keep(e.instance, e.hash_hex); }
+
+  // Removes an entry (unless dry) and its sidecar: `entry` is a path relative to `dir_fd`, or absolute.
+  // false when it was gone already: another process evicted it. The sidecar may be absent: the walk does not
+  // match sidecars to entries, and a failed unlink of a missing one costs one lookup per evicted entry.
+  bool remove(int dir_fd, const std::string& entry, Bytes size) {
     if (dry_run == DryRun::no) {
-      if (::unlink(e.path.c_str()) != 0) return;  // already gone: another process evicted it
-      if (e.has_sidecar) ::unlink((e.path.substr(0, e.path.size() - 4) + folder::k_sidecar_suffix).c_str());
-      counters().evictions.fetch_add(1, std::memory_order_relaxed);
+      if (::unlinkat(dir_fd, entry.c_str(), 0) != 0) {
+        if (errno == ENOENT) entry_bytes -= std::min(entry_bytes, size.count());
+        return false;
+      }
+      const std::string sidecar = entry.substr(0, entry.size() - std::strlen(folder::k_entry_suffix));
+      ::unlinkat(dir_fd, (sidecar + folder::k_sidecar_suffix).c_str(), 0);
+      evictions.fetch_add(1, std::memory_order_relaxed);
+      entry_bytes -= std::min(entry_bytes, size.count());
     }
     ++report.entries_evicted;
-    if (expired) ++report.expired;
-    report.bytes_freed += e.size;
-    used -= std::min<std::uint64_t>(used, e.size.count());
-  };
-  std::sort(entries.begin(), entries.end(),
-            [](const folder::ScannedEntry& a, const folder::ScannedEntry& b) { return a.mtime < b.mtime; });
-  std::vector<bool> gone(entries.size(), false);
-  if (options_.max_age) {
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      if (now - entries[i].mtime <= *options_.max_age) break;  // sorted oldest first
-      if (keep && entries[i].hash_hex == keep_name && entries[i].instance == keep_instance) continue;
-      drop(entries[i], true);
-      gone[i] = true;
+    report.bytes_freed += size;
+    used -= std::min(used, size.count());
+    return true;
+  }
+
+  // max_age: expired entries go as they are listed, nothing is held for them.
+  void visit_expiring(const folder::EntryVisit& e) {
+    entry_bytes += e.size.count();
+    if (!expired(e) || is_keep(e.instance, e.hash_hex)) return;
+    if (remove(e.dir_fd, std::string(e.name), e.size)) {
+      ++report.expired;
+      // A dry run leaves the expired entries in place but does not count them as left (nor does a real one).
+      if (dry_run == DryRun::yes) entry_bytes -= std::min(entry_bytes, e.size.count());
     }
   }
-  if (options_.max_bytes && used > options_.max_bytes->count()) {
+
+  // LRU: the entries held, oldest first, until the usage is down to `target`.
+  void evict_oldest(folder::OldestEntries& oldest, std::uint64_t target) {
+    for (const folder::OldEntry& e : oldest.take_oldest_first()) {
+      if (used <= target) break;
+      const std::string hex = folder::OldestEntries::hash_hex(e);
+      // An entry gone meanwhile is not replaced by the next oldest (the heap holds no more): another process
+      // evicted it, so the tier is smaller than `used` says by its size.
+      remove(AT_FDCWD, root + "/" + oldest.instance_name(e) + "/" + hex + folder::k_entry_suffix, Bytes{e.size});
+    }
+  }
+};
+
+}  // namespace
+
+// Two streaming passes, so that the memory does not grow with the tier (a pass over 10 million entries that held
+// them all took gigabytes). The first sums the usage and removes expired entries as it meets them; the bytes to
+// free are known only at its end. Only when the tier is over max_bytes does a second pass collect the LRU
+// candidates, in a heap bounded by those bytes (folder/oldest_entries.hpp). One pass with a heap sized by an
+// estimate was the other way; no estimate is reliable (the shared usage count errs either way when other
+// configurations write the tier) and the second listing is served from the dentry and inode caches the first warmed.
+Result<EvictionReport> FolderTier::evict(DryRun dry_run, const ShardKey* keep) {
+  if (read_only()) return EvictionReport{};
+  Pass pass{impl_->root, dry_run, keep, std::nullopt, counters().evictions, {}};
+  // The filesystem's clock, which stamped the mtimes.
+  if (options_.max_age) pass.expiry_cutoff = impl_->now() - *options_.max_age;
+  auto listed = folder::walk_tier(impl_->root, [&pass](const folder::EntryVisit& e) { pass.visit_expiring(e); });
+  if (!listed) return std::move(listed).error();
+  // What the expiry removed was subtracted from entry_bytes as it went, not yet from used.
+  pass.used = listed->used.count() - std::min(listed->used.count(), pass.report.bytes_freed.count());
+  if (options_.max_bytes && pass.used > options_.max_bytes->count()) {
     const auto target = static_cast<std::uint64_t>(double(options_.max_bytes->count()) * options_.low_watermark);
-    for (std::size_t i = 0; i < entries.size() && used > target; ++i) {
-      if (gone[i]) continue;
-      if (keep && entries[i].hash_hex == keep_name && entries[i].instance == keep_instance) continue;
-      drop(entries[i], false);
-    }
+    folder::OldestEntries oldest(Bytes{pass.used - target});
+    auto again = folder::walk_tier(impl_->root, [&pass, &oldest](const folder::EntryVisit& e) {
+      if (pass.may_evict(e)) oldest.offer(e.instance, e.hash_hex, e.size, e.mtime);
+    });
+    if (!again) return std::move(again).error();
+    pass.evict_oldest(oldest, target);
   }
-  report.used_after = Bytes{used};
-  std::uint64_t entries_after = 0;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (!gone[i] && std::filesystem::exists(entries[i].path)) entries_after += entries[i].size.count();
-  }
-  report.entries_bytes_after = Bytes{entries_after};
-  return report;
+  pass.report.used_after = Bytes{pass.used};
+  pass.report.entries_bytes_after = Bytes{pass.entry_bytes};
+  return pass.report;
 }
 
 // The budget across processes. Every process committing into a bounded tier takes the tier's evict lock

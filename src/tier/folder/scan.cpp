@@ -34,9 +34,10 @@ bool is_entry_name(const char* name, std::string& hash_hex) {
   return true;
 }
 
-// Sums regular files in `dir` (one level); entries named <hash>.tar are collected when `entries` is non-null.
+// Sums regular files in `dir` (one level); entries named <hash>.tar are collected when `entries` is non-null and
+// visited when `visit` is.
 Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& dir_path, const std::string& instance,
-                      ScanResult& out, std::vector<ScannedEntry>* entries) {
+                      ScanResult& out, std::vector<ScannedEntry>* entries, const EntryVisitor* visit) {
   int fd = ::openat(parent_fd, dir_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return {};
@@ -66,6 +67,10 @@ Result<void> scan_dir(int parent_fd, const char* dir_name, const std::string& di
         entries->push_back(ScannedEntry{instance, hash_hex, dir_path + "/" + d->d_name,
                                         Bytes{std::uint64_t(st.st_size)}, to_time_point(st.st_mtim)});
       }
+      if (visit) {
+        (*visit)(EntryVisit{instance, hash_hex, d->d_name, ::dirfd(dir.get()), Bytes{std::uint64_t(st.st_size)},
+                            to_time_point(st.st_mtim)});
+      }
     }
   }
   if (listing_error != 0) return Error::from_errno(listing_error, "cannot list directory " + dir_path);
@@ -88,7 +93,9 @@ struct dirent* next_dir_entry(DIR* dir, int* error) {
   return d;
 }
 
-Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
+namespace {
+
+Result<ScanResult> scan_root(const std::string& root, std::vector<ScannedEntry>* entries, const EntryVisitor* visit) {
   ScanResult out;
   int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
@@ -100,7 +107,6 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
     ::close(fd);
     return Error::from_errno(errno, "cannot read tier directory " + root);
   }
-  std::vector<ScannedEntry>* entries = detail == ScanDetail::entries ? &out.entries : nullptr;
   int listing_error = 0;
   while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
     std::string name = d->d_name;
@@ -115,11 +121,24 @@ Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
       if (name == ".locks") continue;
       // Instance directories hold entries; dot-directories (.staging, .quarantine) only count.
       std::string instance = name[0] == '.' ? std::string() : name;
-      DATAVO_TRY(scan_dir(::dirfd(dir.get()), d->d_name, root + "/" + name, instance, out, entries));
+      DATAVO_TRY(scan_dir(::dirfd(dir.get()), d->d_name, root + "/" + name, instance, out, entries, visit));
     }
   }
   if (listing_error != 0) return Error::from_errno(listing_error, "cannot list tier directory " + root);
   return out;
+}
+
+}  // namespace
+
+Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail) {
+  std::vector<ScannedEntry> entries;
+  auto out = scan_root(root, detail == ScanDetail::entries ? &entries : nullptr, nullptr);
+  if (out) out->entries = std::move(entries);
+  return out;
+}
+
+Result<ScanResult> walk_tier(const std::string& root, const EntryVisitor& visit) {
+  return scan_root(root, nullptr, &visit);
 }
 
 Result<Bytes> directory_bytes(const std::string& path) {

@@ -6,7 +6,9 @@
 #include <dirent.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "datavo/result.hpp"
@@ -31,12 +33,28 @@ struct ScanResult {
   std::vector<ScannedEntry> entries;  // filled for ScanDetail::entries only
 };
 
+// A committed entry met by walk_tier(). The views are valid during the visit only.
+struct EntryVisit {
+  std::string_view instance;
+  std::string_view hash_hex;
+  std::string_view name;  // <hash_hex>.tar
+  int dir_fd = -1;        // the instance directory, open for the walk: the visitor may unlinkat() through it
+  Bytes size;
+  std::chrono::system_clock::time_point mtime;
+};
+using EntryVisitor = std::function<void(const EntryVisit&)>;
+
 // readdir(3) that tells the end of the directory from an error: nullptr at either, with *error set to the errno
 // of a failure (0 at the end). A directory whose listing failed half-way must not pass for a shorter one.
 struct dirent* next_dir_entry(DIR* dir, int* error);
 
 // Scans `root`. A root that does not exist yet is an empty tier.
 Result<ScanResult> scan_tier(const std::string& root, ScanDetail detail);
+// Scans `root` as scan_tier(ScanDetail::totals) does, and visits each committed entry as it is listed, holding
+// nothing per entry: the memory of a walk does not grow with the tier. Sidecars are not matched to their entries
+// (that would hold a directory's names). `used` and `entry_count` count what was listed, before any visitor's
+// removal; a file the visitor removes before it is listed is not counted.
+Result<ScanResult> walk_tier(const std::string& root, const EntryVisitor& visit);
 // The bytes of the files in one directory (not recursive): the staging files of a tier. 0 when it does not exist.
 Result<Bytes> directory_bytes(const std::string& dir);
 

@@ -2,9 +2,15 @@
 // never the entry just committed, readers that outlive their entry, gc, read-only tiers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
+#include <random>
+#include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
@@ -167,6 +173,172 @@ TEST(FolderTier, GcRemovesExpiredEntries) {
   EXPECT_EQ(report->bytes_freed, Bytes{300});
   EXPECT_FALSE(path_exists(tier->entry_path(old_key)));
   EXPECT_TRUE(path_exists(tier->entry_path(fresh_key)));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The pass against a full sort
+
+struct Planted {
+  std::string instance;
+  std::string hex;
+  std::uint64_t size = 0;
+  int minutes = 0;  // mtime: this many minutes after the test's base time
+  bool sidecar = false;
+
+  std::string id() const { return instance + "/" + hex; }
+  auto order() const { return std::tie(minutes, instance, hex); }
+};
+
+struct ExpectedPass {
+  std::set<std::string> evicted;
+  std::uint64_t expired = 0;
+  std::uint64_t bytes_freed = 0;
+  std::uint64_t used_after = 0;
+};
+
+// Today's policy over a full sort: entries older than the cutoff go (never `keep`), then, over max_bytes, the oldest
+// by (mtime, instance, hash) down to the low watermark. `other_bytes`: files that count but are not entries.
+ExpectedPass reference_pass(std::vector<Planted> all, std::uint64_t other_bytes, std::optional<int> expire_up_to,
+                            std::optional<std::uint64_t> max_bytes, double low_watermark,
+                            const std::string& keep = {}) {
+  ExpectedPass out;
+  std::uint64_t used = other_bytes;
+  for (const auto& e : all) used += e.size;
+  std::sort(all.begin(), all.end(), [](const Planted& a, const Planted& b) { return a.order() < b.order(); });
+  auto drop = [&](const Planted& e) {
+    out.evicted.insert(e.id());
+    out.bytes_freed += e.size;
+    used -= e.size;
+  };
+  for (const auto& e : all) {
+    if (expire_up_to && e.minutes <= *expire_up_to && e.id() != keep) {
+      drop(e);
+      ++out.expired;
+    }
+  }
+  if (max_bytes && used > *max_bytes) {
+    const auto target = std::uint64_t(double(*max_bytes) * low_watermark);
+    for (const auto& e : all) {
+      if (used <= target) break;
+      if (!out.evicted.count(e.id()) && e.id() != keep) drop(e);
+    }
+  }
+  out.used_after = used;
+  return out;
+}
+
+// Entries written straight into the tier's instance directories (a raw file is an entry to the scan), with mtimes
+// set by utimensat; some with a (empty) sidecar.
+std::vector<Planted> plant_entries(const std::string& root, std::mt19937_64& rng, std::size_t n,
+                                   Clock::time_point base) {
+  std::vector<Planted> all;
+  for (std::size_t i = 0; i < n; ++i) {
+    Planted e{std::string(1, char('a' + rng() % 3)), make_key(rng()).hash.hex(), 1 + rng() % 3000, int(rng() % 60),
+              rng() % 4 == 0};
+    std::filesystem::create_directories(root + "/" + e.instance);
+    const std::string path = root + "/" + e.instance + "/" + e.hex + ".tar";
+    write_file(path, std::string(e.size, 'x'));
+    set_mtime(path, base + std::chrono::minutes(e.minutes));
+    if (e.sidecar) write_file(root + "/" + e.instance + "/" + e.hex + ".sha256", "");
+    all.push_back(std::move(e));
+  }
+  return all;
+}
+
+std::set<std::string> gone_entries(const std::string& root, const std::vector<Planted>& all) {
+  std::set<std::string> out;
+  for (const auto& e : all) {
+    const std::string stem = root + "/" + e.instance + "/" + e.hex;
+    if (!path_exists(stem + ".tar")) out.insert(e.id());
+    // A sidecar goes with its entry, and only then.
+    if (e.sidecar) {
+      EXPECT_EQ(path_exists(stem + ".sha256"), path_exists(stem + ".tar")) << e.id();
+    }
+  }
+  return out;
+}
+
+TEST(FolderTier, EvictionPassMatchesAFullSortOnRandomTiers) {
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TempDir dir;
+    const std::string root = tier_root(dir);
+    std::mt19937_64 rng(seed);
+    // Entries of the last 60 minutes of a base 10 h ago; max_age 9 h 30 expires those of the first 30 minutes (the
+    // cutoff falls between whole minutes, on either side of which the entries are).
+    const auto base = Clock::now() - 10h;
+    const auto all = plant_entries(root, rng, 50 + rng() % 250, base);
+    std::uint64_t total = 0;
+    for (const auto& e : all) total += e.size;
+    auto options = folder_options(root);
+    std::optional<int> expire_up_to;
+    if (seed % 3 != 0) {
+      options.max_age = std::chrono::minutes(9 * 60 + 30) + 20s;
+      expire_up_to = 29;
+    }
+    options.max_bytes = Bytes{total * (50 + rng() % 60) / 100};  // from half the tier to more than all of it
+    options.low_watermark = 0.5 + double(rng() % 50) / 100;
+    const ExpectedPass expected =
+        reference_pass(all, 0, expire_up_to, options.max_bytes->count(), options.low_watermark);
+    auto tier = make_folder(options);
+
+    auto dry = tier->gc(DryRun::yes);
+    ASSERT_TRUE(dry);
+    EXPECT_TRUE(gone_entries(root, all).empty()) << "a dry run removed entries";
+    EXPECT_EQ(dry->entries_evicted, expected.evicted.size());
+    EXPECT_EQ(dry->expired, expected.expired);
+    EXPECT_EQ(dry->bytes_freed, Bytes{expected.bytes_freed});
+    EXPECT_EQ(dry->used_after, Bytes{expected.used_after});
+
+    auto report = tier->gc(DryRun::no);
+    ASSERT_TRUE(report);
+    EXPECT_EQ(gone_entries(root, all), expected.evicted);
+    EXPECT_EQ(report->entries_evicted, expected.evicted.size());
+    EXPECT_EQ(report->expired, expected.expired);
+    EXPECT_EQ(report->bytes_freed, Bytes{expected.bytes_freed});
+    EXPECT_EQ(report->used_after, Bytes{expected.used_after});
+    EXPECT_EQ(report->entries_bytes_after, Bytes{expected.used_after});
+    EXPECT_EQ(tier->counters().snapshot().evictions, expected.evicted.size());
+  }
+}
+
+TEST(FolderTier, EvictionPassAfterACommitMatchesAFullSortAndKeepsTheEntryJustCommitted) {
+  for (std::uint64_t seed = 0; seed < 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TempDir dir;
+    const std::string root = tier_root(dir);
+    std::mt19937_64 rng(100 + seed);
+    const auto base = Clock::now() - 10h;
+    auto all = plant_entries(root, rng, 50 + rng() % 150, base);
+    std::uint64_t total = 0;
+    for (const auto& e : all) total += e.size;
+    auto options = folder_options(root);
+    options.max_age = std::chrono::minutes(9 * 60 + 30) + 20s;
+    options.max_bytes = Bytes{total * (50 + rng() % 60) / 100};
+    auto tier = make_folder(options);
+
+    // The entry committed was staged long ago: as old as the oldest planted ones, and tied with some. The commit
+    // makes room first (the staging file counts, the entry is not one yet), then expires, never the entry itself.
+    const ShardKey key = make_key(rng(), "b");
+    const std::string bytes = random_bytes(1 + rng() % 3000, seed);
+    auto staged = tier->begin(key);
+    ASSERT_TRUE(staged);
+    ASSERT_TRUE((*staged)->write(bytes.data(), bytes.size()));
+    set_mtime(staging_paths(*tier).front(), base);
+    const ExpectedPass before = reference_pass(all, bytes.size(), 29, options.max_bytes->count(), 0.9);
+    std::vector<Planted> left;
+    for (const auto& e : all) {
+      if (!before.evicted.count(e.id())) left.push_back(e);
+    }
+    left.push_back(Planted{"b", key.hash.hex(), bytes.size(), 0, false});
+    const ExpectedPass after = reference_pass(left, 0, 29, options.max_bytes->count(), 0.9, left.back().id());
+    ASSERT_TRUE((*staged)->commit());
+
+    std::set<std::string> expected = before.evicted;
+    expected.insert(after.evicted.begin(), after.evicted.end());
+    EXPECT_EQ(gone_entries(root, all), expected);
+    EXPECT_TRUE(path_exists(tier->entry_path(key)));
+  }
 }
 
 }  // namespace
