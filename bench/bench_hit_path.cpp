@@ -110,24 +110,11 @@ struct Fixture {
 
 Fixture* g_fixture = nullptr;
 
-void BM_HierarchyGetOrFetchHit(benchmark::State& state) {
+// get_or_fetch hits on `hierarchy`, the handle dropped (closed) at the end of each iteration.
+void hit_loop(benchmark::State& state, ShardCacheHierarchy& hierarchy) {
   Fixture& f = *g_fixture;
   for (auto _ : state) {
-    auto result = f.hierarchy->get_or_fetch(f.key, f.fetcher);
-    if (!result || result->source != ServedFrom::hit) {
-      state.SkipWithError("get_or_fetch did not hit the top tier");
-      break;
-    }
-    benchmark::DoNotOptimize(result->handle.fd());
-  }  // the handle is dropped (closed) at the end of each iteration
-}
-BENCHMARK(BM_HierarchyGetOrFetchHit)->UseRealTime();
-
-// The same with lru_resolution 0: every hit bumps the mtime.
-void BM_HierarchyGetOrFetchHitTouching(benchmark::State& state) {
-  Fixture& f = *g_fixture;
-  for (auto _ : state) {
-    auto result = f.touching->get_or_fetch(f.key, f.fetcher);
+    auto result = hierarchy.get_or_fetch(f.key, f.fetcher);
     if (!result || result->source != ServedFrom::hit) {
       state.SkipWithError("get_or_fetch did not hit the top tier");
       break;
@@ -135,6 +122,12 @@ void BM_HierarchyGetOrFetchHitTouching(benchmark::State& state) {
     benchmark::DoNotOptimize(result->handle.fd());
   }
 }
+
+void BM_HierarchyGetOrFetchHit(benchmark::State& state) { hit_loop(state, *g_fixture->hierarchy); }
+BENCHMARK(BM_HierarchyGetOrFetchHit)->UseRealTime();
+
+// The same with lru_resolution 0: every hit bumps the mtime.
+void BM_HierarchyGetOrFetchHitTouching(benchmark::State& state) { hit_loop(state, *g_fixture->touching); }
 BENCHMARK(BM_HierarchyGetOrFetchHitTouching)->UseRealTime();
 
 // FolderTier::open alone, to split the hierarchy's overhead from the tier's.

@@ -16,6 +16,12 @@
 namespace datavo {
 namespace {
 
+// The manifest cache a client uses: the one it was given, else the default.
+Result<std::string> manifest_dir_of(const std::optional<std::string>& given) {
+  if (given && !given->empty()) return *given;
+  return client::default_manifest_cache_dir();
+}
+
 // A 202 "preparing" without a usable Retry-After is asked again after this; a longer Retry-After is capped.
 constexpr Milliseconds k_default_preparing_wait{1'000};
 constexpr Milliseconds k_max_preparing_wait{10'000};
@@ -342,13 +348,9 @@ Result<std::shared_ptr<OriginClient>> OriginClient::create(OriginClientOptions o
     return Error{ErrorCode::invalid_argument,
                  "server '" + log::redact_url(impl.server) + "': expected an http:// or https:// URL"};
   }
-  if (options.manifest_cache_dir && !options.manifest_cache_dir->empty()) {
-    impl.manifest_dir = *options.manifest_cache_dir;
-  } else {
-    auto dir = client::default_manifest_cache_dir();
-    if (!dir) return std::move(dir).error();
-    impl.manifest_dir = std::move(*dir);
-  }
+  auto dir = manifest_dir_of(options.manifest_cache_dir);
+  if (!dir) return std::move(dir).error();
+  impl.manifest_dir = std::move(*dir);
   if (options.instance && !options.instance->empty()) {
     auto instance = Instance::parse(*options.instance);
     if (!instance) return std::move(instance).error();
@@ -425,14 +427,8 @@ Result<Instance> OriginClient::server_instance(const std::string* explicit_name,
   if (server.empty()) return Instance::local();
   // The SDK resolves on every get_or_fetch, hits included: a remembered identity costs one small file read, and no
   // client is made.
-  std::string dir;
-  if (manifest_cache_dir && !manifest_cache_dir->empty()) {
-    dir = *manifest_cache_dir;
-  } else if (auto found = client::default_manifest_cache_dir()) {
-    dir = std::move(*found);
-  }
-  if (!dir.empty()) {
-    if (auto known = client::load_server_instance(dir, server)) return std::move(*known);
+  if (auto dir = manifest_dir_of(manifest_cache_dir)) {
+    if (auto known = client::load_server_instance(*dir, server)) return std::move(*known);
   }
   OriginClientOptions options;
   options.server = std::move(server);
