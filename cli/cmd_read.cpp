@@ -2,6 +2,7 @@
 // bytes, rates and how each tier served the shards.
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "cli/cli.hpp"
 #include "datavo/metrics.hpp"
@@ -15,7 +16,10 @@ namespace {
 struct ReadArgs {
   DatasetArgs dataset;
   std::optional<std::uint64_t> limit;
-  std::size_t prefetch = 2;
+  std::size_t prefetch = SampleStreamOptions{}.prefetch_shards;
+  double prefetch_budget = SampleStreamOptions{}.prefetch_budget;
+  OrderHints order_hints = SampleStreamOptions{}.order_hints;
+  std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
@@ -37,6 +41,9 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.shuffle_seed = args.seed;
   options.epoch = args.epoch;
   options.prefetch_shards = args.prefetch;
+  options.prefetch_budget = args.prefetch_budget;
+  options.order_hints = args.order_hints;
+  options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
   return options;
 }
@@ -62,6 +69,12 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
               {"tiers", tiers},
               {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
               {"shard_wait_seconds", std::chrono::duration<double>(stats.shard_wait).count()},
+              {"prefetch",
+               {{"max_shards", stats.max_prefetched},
+                {"max_bytes", stats.max_prefetched_bytes.count()},
+                {"window_bytes", stats.prefetch_window_bytes ? nlohmann::json(stats.prefetch_window_bytes->count())
+                                                             : nlohmann::json(nullptr)}}},
+              {"hints_placed", stats.hints_placed},
               {"max_shuffle_buffered", stats.max_shuffle_buffered},
               {"requests",
                {{"manifest", requests.manifest},
@@ -127,7 +140,19 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
                                   "samples/s, MB/s and the hits and misses of each tier");
   add_dataset_args(read, args->dataset);
   read->add_option("--limit", args->limit, "stop after N samples");
-  read->add_option("--prefetch", args->prefetch, "shards fetched ahead of the one being read (default 2)");
+  read->add_option("--prefetch", args->prefetch, "at most N shards fetched ahead of the one being read (default 8)");
+  read->add_option("--prefetch-budget", args->prefetch_budget,
+                   "the bytes fetched ahead, as a fraction of the top folder tier's max_bytes (else free space), "
+                   "divided among --num-workers (default 0.1, at most 0.5)")
+      ->check(CLI::Range(0.0, 0.5));
+  const std::map<std::string, OrderHints> hint_modes{{"on", OrderHints::on}, {"off", OrderHints::off}};
+  read->add_option("--order-hints", args->order_hints,
+                   "on: place each shard in the local tiers' LRU order by when it is next needed (default on)")
+      ->transform(CLI::CheckedTransformer(hint_modes, CLI::ignore_case));
+  read->add_option("--hint-step", args->hint_step_ms,
+                   "milliseconds an order hint counts per shard of distance (default 100; the same for every reader "
+                   "of a job)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86'400'000}));
   read->add_option("--rank", args->rank, "this process's rank (default 0)");
   read->add_option("--world-size", args->world_size, "number of ranks (default 1)");
   read->add_option("--worker", args->worker, "this worker within the rank (default 0)");

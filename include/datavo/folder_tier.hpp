@@ -30,6 +30,7 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -138,6 +139,13 @@ class FolderTier final : public LocalTier {
   Result<std::optional<ShardHandle>> open(const ShardKey& key, Touch touch = Touch::yes) override;
   // The digest recorded at install (xattrs, else the sidecar), else the SHA-256 of the entry's bytes.
   Result<Sha256> digest_of(const ShardKey& key, const ShardHandle& entry) override;
+  // Sets the entry's mtime to `as_if_read_at` (in the filesystem's clock, see the clock offset), marked as an order
+  // hint in its sub-millisecond digits (docs/hierarchy.md, "Order hints"), which a hit takes as fresh. Kept at least
+  // max_age / 2 younger than max_age, so that a hint never expires an entry. false on a miss, a read-only tier, and
+  // an entry this user does not own (only an owner may set an explicit time; the entry keeps its place).
+  Result<bool> place(const ShardKey& key, std::chrono::system_clock::time_point as_if_read_at) override;
+  // statvfs(2) of the tier's path, else of its nearest existing parent.
+  std::optional<Bytes> free_space() const override;
   // flock on .locks/<instance>.<hash>.lock, or an O_EXCL lock file where flock does not exclude (see the top of
   // this file). When no lock directory can be used the lock is held in-process only and a warning is logged once.
   Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) override;
@@ -205,8 +213,8 @@ class FolderTier final : public LocalTier {
   // says so, its bytes): false when it is damaged (then quarantined).
   Result<bool> intact(const ShardKey& key, const std::string& path, int fd, std::uint64_t inode_key, Bytes size);
   // Counts the hit on the entry open as `fd`, and bumps its mtime (the LRU clock) unless `mtime` is younger than
-  // options().lru_resolution.
-  void touch_hit(const std::string& path, int fd, Bytes size, std::chrono::system_clock::time_point mtime);
+  // options().lru_resolution or is an order hint (place()).
+  void touch_hit(const std::string& path, int fd, Bytes size, const struct timespec& mtime);
   FolderTierOptions options_;
   std::unique_ptr<Impl> impl_;
 };

@@ -44,6 +44,7 @@
 // and reused across datasets.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -141,6 +142,15 @@ class ShardCacheHierarchy {
   // as a hit would check them (the recorded size), remote tiers with one HEAD-like request. nullopt when no tier
   // holds it; an Error only when no tier could answer and one failed.
   Result<std::optional<Location>> locate(const ShardKey& key);
+
+  // Order hints: places `key` in the LRU order of every writable local tier that holds it, as if it had last been
+  // read at `as_if_read_at` (LocalTier::place; SampleStream derives the time from when the shard is next needed,
+  // docs/hierarchy.md "Order hints"). Advisory: a tier that cannot place it leaves it where it is, and an unexpected
+  // failure only counts in the tier's `errors`. Returns how many tiers placed it. No network I/O.
+  std::size_t place(const ShardKey& key, std::chrono::system_clock::time_point as_if_read_at);
+  // What the topmost writable local tier can hold: its max_bytes, else its filesystem's free space; nullopt when
+  // there is none or it is unknown. Sizes a reader's prefetch budget.
+  std::optional<Bytes> landing_capacity() const;
 
   // Backfill: makes every writable remote tier that misses `key` hold it, uploading from the fastest local copy on
   // the caller's thread (whatever the tier's upload mode). Per tier, one HEAD-like request, and the upload when it

@@ -20,10 +20,15 @@
 //   - Gets each shard with ShardCacheHierarchy::get_or_fetch: a hit is read in place with no request at all; a
 //     miss calls OriginClient::shard_fetcher (ticket, verified download, install). Single flight across the
 //     processes of a machine comes from the hierarchy.
-//   - Background prefetcher threads fetch and map the next shards while the current one is read: at most
-//     `prefetch_shards` shards beyond the one being read are fetched or held ready, up to
-//     min(prefetch_shards, 4) of them downloading at once (0: no thread, each shard is fetched when the reader
-//     reaches it). Samples are still yielded in shard order.
+//   - Background prefetcher threads fetch and map the next shards while the current one is read, within a window of
+//     shards and of bytes (SampleStreamOptions::prefetch_shards and prefetch_budget), up to 4 of them downloading
+//     at once (prefetch_shards 0: no thread, each shard is fetched when the reader reaches it). Samples are still
+//     yielded in shard order.
+//   - Order hints (on by default): the stream tells the local tiers when it will next need each of its shards, so
+//     that LRU eviction, in every process, evicts the shard needed furthest in the future (docs/hierarchy.md,
+//     "Order hints"): at the start, its shards of this epoch are placed by their place in the epoch's order; a
+//     shard fetched ahead is placed at its own place, after the shards read before it; a shard read to its end is
+//     placed by its place in the next epoch's order (seed, epoch + 1).
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //   - With `shuffle_buffer` N > 0, draws the samples from a buffer of N instead of yielding them in order (see
@@ -98,6 +103,8 @@ struct SampleView {
 
 // Order of the shards before they are split among consumers.
 enum class ShardOrder { manifest, shuffled };
+// Whether a stream tells the local tiers when it will next need each shard (docs/hierarchy.md, "Order hints").
+enum class OrderHints { off, on };
 
 struct SampleStreamOptions {
   std::vector<std::string> keys;          // required: the key group to read (any order; de-duplicated)
@@ -124,8 +131,21 @@ struct SampleStreamOptions {
   std::uint64_t shuffle_seed = 0;
   std::uint64_t epoch = 0;
 
-  // Shards fetched ahead of the one being read (up to 4 of them concurrently). 0: no prefetcher thread.
-  std::size_t prefetch_shards = 2;
+  // The prefetch window: the shards fetched ahead of the one being read (up to 4 of them concurrently) are at most
+  // `prefetch_shards`, and at most prefetch_budget * C / num_workers bytes by the sizes of the shards fetched so
+  // far, C being ShardCacheHierarchy::landing_capacity() (the top writable folder tier's max_bytes, else its free
+  // space; no byte bound when unknown). One shard ahead is always allowed. 0 shards: no prefetcher thread.
+  // REQUIRES: 0 < prefetch_budget <= 0.5, so that with order hints a prefetched shard never makes the tier evict a
+  // shard read before it (the tier evicts to 90% of max_bytes, furthest next use first; docs/hierarchy.md).
+  std::size_t prefetch_shards = 8;
+  double prefetch_budget = 0.1;
+
+  // Order hints (see the top of this file). A shard needed d shards from the start of this epoch's order of all
+  // shards (every consumer's) is placed as if it had last been read d * hint_step before the stream began: set
+  // hint_step to about the time the whole job takes per shard, so that the job's shards mix with other readers'
+  // LRU entries by time (docs/hierarchy.md). Every consumer of a job must use the same step. REQUIRES: > 0.
+  OrderHints order_hints = OrderHints::on;
+  Milliseconds hint_step{100};
 
   // The sample shuffle buffer: 0 (the default) yields the samples of each shard in their order in the shard. N > 0
   // first fills a buffer with this consumer's next N samples, then yields a sample drawn uniformly from the buffer
@@ -156,8 +176,11 @@ struct SampleStreamStats {
   Bytes field_bytes;                 // payload bytes of the fields yielded
   std::uint64_t origin_fetches = 0;  // shards this stream fetched from the origin
   Bytes origin_bytes;
-  std::vector<TierReadStats> tiers;  // fastest first
-  std::size_t max_prefetched = 0;    // peak count of shards fetched ahead (never above prefetch_shards)
+  std::vector<TierReadStats> tiers;            // fastest first
+  std::size_t max_prefetched = 0;              // peak count of shards fetched ahead (never above prefetch_shards)
+  Bytes max_prefetched_bytes;                  // peak bytes of shards fetched ahead and waiting to be read
+  std::optional<Bytes> prefetch_window_bytes;  // the byte bound of the prefetch window; nullopt: none
+  std::uint64_t hints_placed = 0;              // order hints that a local tier took (ShardCacheHierarchy::place)
   // How long next() waited for the next shard to arrive, in total: the stream's input stall. Near zero when the
   // cache and the prefetcher keep ahead of the reader; most of the run when the origin is the bottleneck.
   std::chrono::nanoseconds shard_wait{0};
@@ -196,6 +219,11 @@ class SampleStream {
   explicit SampleStream(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The order of all `shard_count` shards in `epoch` (positions into manifest.shards), before they are split among
+// consumers: manifest order, or the Fisher-Yates shuffle seeded by (shuffle_seed, epoch).
+std::vector<std::size_t> epoch_order(std::size_t shard_count, ShardOrder order, std::uint64_t shuffle_seed,
+                                     std::uint64_t epoch);
 
 // The positions (into manifest.shards) that consumer (rank, worker) reads, in order; see SampleStreamOptions.
 // invalid_argument for an out-of-range rank or worker or a zero world_size / num_workers.

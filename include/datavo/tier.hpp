@@ -378,6 +378,18 @@ class LocalTier : public Tier {
   virtual Result<std::unique_ptr<ShardTransaction>> begin(const ShardKey& key, std::optional<Bytes> size = std::nullopt,
                                                           Resume resume = Resume::no) = 0;
 
+  // An order hint: when a reader will next need the entry of `key`, as a place in the tier's LRU order. The entry is
+  // then evicted as if it had last been read at `as_if_read_at`, and a plain hit leaves that place alone (a hinted
+  // entry counts as fresh), so that eviction, by any process, follows the hints. Other entries keep their order.
+  // Answers false when the tier holds no such entry or cannot place it (the default; a read-only tier; an entry
+  // that this user may not re-date); an Error only for an unexpected failure. Thread-safe; cheap (one syscall).
+  virtual Result<bool> place(const ShardKey& /*key*/, std::chrono::system_clock::time_point /*as_if_read_at*/) {
+    return false;
+  }
+
+  // The bytes the tier's filesystem has free for this user (statvfs f_bavail); nullopt when unknown (the default).
+  virtual std::optional<Bytes> free_space() const { return std::nullopt; }
+
   // The counters of every process that used the tier (persisted in the tier) plus this process's unflushed ones.
   virtual Result<TierStats> cumulative_stats() = 0;
   // Adds this process's counters to the persisted ones and zeroes them; safe against concurrent processes. With

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "client/order_hints.hpp"
 #include "client/prefetcher.hpp"
 #include "client/random.hpp"
 #include "datavo/dataset.hpp"
@@ -40,8 +41,18 @@ constexpr std::size_t k_max_parallel_fetches = 4;
 
 struct LoadedShard {
   std::size_t position = 0;
+  ShardKey key;
   std::shared_ptr<const ShardMapping> mapping;
 };
+
+Result<void> check_window_options(const SampleStreamOptions& options) {
+  if (!(options.prefetch_budget > 0 && options.prefetch_budget <= 0.5)) {
+    return Error{ErrorCode::invalid_argument,
+                 "prefetch_budget must be more than 0 and at most 0.5, not " + std::to_string(options.prefetch_budget)};
+  }
+  if (options.hint_step <= Milliseconds{0}) return Error{ErrorCode::invalid_argument, "hint_step must be positive"};
+  return {};
+}
 
 }  // namespace
 
@@ -62,6 +73,16 @@ struct SampleStream::Impl {
   std::size_t sample_in_shard = 0;
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
+  std::optional<client::OrderHints> hints;    // with OrderHints::on
+
+  // Places `key` in the local tiers' LRU order at `when` (order hints); counts the tiers that took it.
+  void place(const ShardKey& key, std::chrono::system_clock::time_point when) {
+    const std::size_t placed = cache->place(key, when);
+    std::lock_guard lock(stats_mu);
+    stats.hints_placed += placed;
+  }
+  void place_own_shards();
+  void start_prefetcher(const SampleStreamOptions& options);
 
   // The sample shuffle buffer (options.shuffle_buffer); unused when its capacity is 0.
   std::size_t shuffle_capacity = 0;
@@ -104,9 +125,11 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
     return e;
   }
   record(key, *result);
+  // A shard just landed looks read now; its place is after the shards read before it (a hit has it already).
+  if (hints && result->source != ServedFrom::hit) place(key, hints->before_use(position));
   auto mapping = ShardMapping::map(result->handle, shard_name(position, key));
   if (!mapping) return std::move(mapping).error();
-  return LoadedShard{position, std::move(*mapping)};
+  return LoadedShard{position, key, std::move(*mapping)};
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
@@ -204,6 +227,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
                                                     " samples, the manifest lists " +
                                                     std::to_string(expected.samples.size())});
       }
+      if (hints) place(current->key, hints->after_use(current->position));
       samples.reset();
       current.reset();
       continue;
@@ -244,6 +268,7 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   if (!name) return std::move(name).error();
   // Bad consumer options fail before any I/O.
   DATAVO_TRY(assign_shards(0, options));
+  DATAVO_TRY(check_window_options(options));
 
   auto impl = std::make_unique<Impl>();
   if (options.client) {
@@ -284,12 +309,35 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
                       << (options.shuffle_buffer ? ", shuffle buffer of " + std::to_string(options.shuffle_buffer)
                                                  : std::string()));
 
-  Impl* raw = impl.get();
-  impl->prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
-      impl->positions.size(), options.prefetch_shards,
-      [raw](std::size_t ordinal, const std::atomic<bool>& cancelled) { return raw->load(ordinal, cancelled); },
-      k_max_parallel_fetches);
+  if (options.order_hints == OrderHints::on) {
+    const std::size_t n = impl->manifest.shards.size();
+    impl->hints.emplace(epoch_order(n, options.order, options.shuffle_seed, options.epoch),
+                        epoch_order(n, options.order, options.shuffle_seed, options.epoch + 1), options.hint_step,
+                        std::chrono::system_clock::now());
+    impl->place_own_shards();
+  }
+  impl->start_prefetcher(options);
   return SampleStream(std::move(impl));
+}
+
+// The consumers of a job each place their own shards of this epoch: together, every shard the epoch reads. Those
+// the tiers do not hold cost a failed lookup each.
+void SampleStream::Impl::place_own_shards() {
+  for (std::size_t position : positions)
+    place(client->shard_key(manifest, position, keys), hints->before_use(position));
+}
+
+void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
+  client::Prefetcher<LoadedShard>::Window window{options.prefetch_shards, std::nullopt};
+  if (auto capacity = cache->landing_capacity()) {
+    const double share = options.prefetch_budget / double(options.num_workers);
+    window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
+  }
+  stats.prefetch_window_bytes = window.bytes;
+  prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
+      positions.size(), window,
+      [this](std::size_t ordinal, const std::atomic<bool>& cancelled) { return load(ordinal, cancelled); },
+      k_max_parallel_fetches, [](const LoadedShard& shard) { return Bytes{shard.mapping->bytes().size()}; });
 }
 
 SampleStream::SampleStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -314,6 +362,7 @@ SampleStreamStats SampleStream::stats() const {
     copy = impl_->stats;
   }
   copy.max_prefetched = impl_->prefetcher->max_ahead();
+  copy.max_prefetched_bytes = impl_->prefetcher->max_ahead_bytes();
   return copy;
 }
 

@@ -347,6 +347,33 @@ void ShardCacheHierarchy::flush_local_stats(LockWait wait) {
   }
 }
 
+std::size_t ShardCacheHierarchy::place(const ShardKey& key, std::chrono::system_clock::time_point as_if_read_at) {
+  std::size_t placed = 0;
+  for (const auto& tier : tiers_) {
+    LocalTier* local = tier->as_local();
+    if (local == nullptr || local->read_only()) continue;
+    auto done = local->place(key, as_if_read_at);
+    if (!done) {
+      // Advisory: the entry keeps its place, and the reader is not disturbed; but an unexpected failure is counted.
+      tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
+      LOG_DEBUG(describe(*tier) << ": " << done.error().message);
+    } else if (*done) {
+      ++placed;
+    }
+  }
+  return placed;
+}
+
+std::optional<Bytes> ShardCacheHierarchy::landing_capacity() const {
+  for (const auto& tier : tiers_) {
+    LocalTier* local = tier->as_local();
+    if (local == nullptr || local->read_only()) continue;
+    if (auto bound = local->max_bytes()) return bound;
+    return local->free_space();
+  }
+  return std::nullopt;
+}
+
 Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate(const ShardKey& key) {
   std::optional<Error> first_error;
   for (std::size_t i = 0; i < tiers_.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -63,6 +64,14 @@ struct timespec to_timespec(std::chrono::system_clock::time_point t) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   return {time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
 }
+
+struct timespec order_hint_time(std::chrono::system_clock::time_point t) {
+  struct timespec ts = to_timespec(t);
+  ts.tv_nsec = ts.tv_nsec - ts.tv_nsec % 1'000'000 + k_order_hint_mark_ns;
+  return ts;
+}
+
+bool is_order_hint(const struct timespec& mtime) { return mtime.tv_nsec % 1'000'000 == k_order_hint_mark_ns; }
 
 namespace {
 
@@ -264,7 +273,7 @@ Result<std::optional<ShardHandle>> FolderTier::open(const ShardKey& key, Touch t
   auto checked = intact(key, path, fd.get(), inode_key, size);
   if (!checked) return std::move(checked).error();
   if (!*checked) return miss();
-  if (touch == Touch::yes) touch_hit(path, fd.get(), size, folder::to_time_point(st.st_mtim));
+  if (touch == Touch::yes) touch_hit(path, fd.get(), size, st.st_mtim);
   return std::optional<ShardHandle>{ShardHandle(fd.release(), std::move(path), size)};
 }
 
@@ -321,7 +330,7 @@ Result<bool> FolderTier::intact(const ShardKey& key, const std::string& path, in
   return true;
 }
 
-void FolderTier::touch_hit(const std::string& path, int fd, Bytes size, std::chrono::system_clock::time_point mtime) {
+void FolderTier::touch_hit(const std::string& path, int fd, Bytes size, const struct timespec& mtime) {
   // The LRU clock. Both times are set, atime too: the kernel lets a user who may write the file but does not own
   // it (another member of a shared tier's group, docs/layout.md) set the times only to "now" for both; any other
   // combination needs ownership. Where this host's clock is off the filesystem's (the client stamps the time on
@@ -330,7 +339,9 @@ void FolderTier::touch_hit(const std::string& path, int fd, Bytes size, std::chr
   // user may not write, refuses: the hit stands regardless.
   static const struct timespec now_times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
   // A fresh mtime (a future one included: a writer's clock ahead) is as good as a bump, to within lru_resolution.
-  const bool fresh = impl_->now() - mtime < *options_.lru_resolution;
+  // A hinted one is where a reader that knows the order put it: a bump would undo that.
+  const bool fresh =
+      impl_->now() - folder::to_time_point(mtime) < *options_.lru_resolution || folder::is_order_hint(mtime);
   if (!read_only() && !fresh) {
     int bumped = -1;
     if (const auto offset = impl_->clock_offset(); offset != std::chrono::system_clock::duration::zero()) {
@@ -345,6 +356,31 @@ void FolderTier::touch_hit(const std::string& path, int fd, Bytes size, std::chr
   }
   counters().hits.fetch_add(1, std::memory_order_relaxed);
   counters().bytes_served.fetch_add(size.count(), std::memory_order_relaxed);
+}
+
+Result<bool> FolderTier::place(const ShardKey& key, std::chrono::system_clock::time_point as_if_read_at) {
+  if (read_only()) return false;
+  // The caller's clock into the filesystem's, which stamped every other mtime.
+  auto at = as_if_read_at + impl_->clock_offset();
+  const auto now = impl_->now();
+  if (options_.max_age) at = std::max(at, now - *options_.max_age / 2);
+  at = std::min(at, now);
+  const struct timespec times[2] = {{0, UTIME_OMIT}, folder::order_hint_time(at)};
+  const std::string path = impl_->entry_path(key);
+  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0) return true;
+  if (errno == ENOENT || errno == ENOTDIR || errno == EPERM || errno == EACCES || errno == EROFS) return false;
+  return Error::from_errno(errno, "cannot place " + path + " in the LRU order");
+}
+
+std::optional<Bytes> FolderTier::free_space() const {
+  std::string dir = impl_->root;
+  for (;;) {
+    struct statvfs vfs {};
+    if (::statvfs(dir.c_str(), &vfs) == 0) return Bytes{std::uint64_t(vfs.f_bavail) * vfs.f_frsize};
+    const auto slash = dir.find_last_of('/');
+    if (errno != ENOENT || slash == std::string::npos || slash == 0) return std::nullopt;
+    dir.resize(slash);
+  }
 }
 
 void FolderTier::quarantine(const ShardKey& key, const std::string& path, const std::string& problem) {

@@ -44,6 +44,12 @@ mode_t entry_mode();
 
 std::chrono::system_clock::time_point to_time_point(const struct timespec& ts);
 struct timespec to_timespec(std::chrono::system_clock::time_point t);
+// An order hint's mtime (FolderTier::place) carries this in its sub-millisecond nanoseconds; a natural mtime does by
+// chance once in a million, and is then only left unbumped by hits (within max_age). A filesystem that keeps
+// coarser times drops the mark: its hinted entries are bumped by hits like any other.
+inline constexpr long k_order_hint_mark_ns = 417'417;
+struct timespec order_hint_time(std::chrono::system_clock::time_point t);
+bool is_order_hint(const struct timespec& mtime);
 
 // "<instance>/<hash>": the key as recorded in an entry's k_key_xattr.
 std::string key_record(const ShardKey& key);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "client/prefetcher.hpp"
 
@@ -41,6 +43,33 @@ TEST(PrefetcherTest, NeverLoadsMoreThanDepthAhead) {
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(started.load(), k_depth + 1);
   EXPECT_LE(prefetcher.max_ahead(), k_depth);
+}
+
+// The byte bound: items of 100 bytes in a window of 10 items and 250 bytes: one is started alone (nothing to estimate
+// by yet), then at most two are held or loading ahead, and the bytes held never exceed 250. A window smaller than one
+// item still moves, one item at a time.
+TEST(PrefetcherTest, TheByteBoundHoldsByTheSizesOfTheItemsLoaded) {
+  for (const auto& [budget, most_ahead] : std::vector<std::pair<std::uint64_t, std::size_t>>{{250, 2}, {50, 1}}) {
+    std::atomic<std::size_t> started{0};
+    Prefetcher<std::size_t> prefetcher(
+        20, Prefetcher<std::size_t>::Window{10, Bytes{budget}},
+        [&](std::size_t i, const std::atomic<bool>&) -> Result<std::size_t> {
+          ++started;
+          return i;
+        },
+        /*max_parallel=*/4, [](const std::size_t&) { return Bytes{100}; });
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(started.load(), most_ahead) << "budget " << budget << ": with nothing taken";
+    for (std::size_t i = 0; i < 20; ++i) {
+      auto item = prefetcher.next();
+      ASSERT_TRUE(item && *item);
+      EXPECT_EQ(**item, i);
+    }
+    EXPECT_FALSE(*prefetcher.next());
+    EXPECT_LE(prefetcher.max_ahead(), most_ahead) << "budget " << budget;
+    EXPECT_LE(prefetcher.max_ahead_bytes(), Bytes{budget < 100 ? 100 : budget}) << "budget " << budget;
+    EXPECT_GT(prefetcher.max_ahead_bytes(), Bytes{0});
+  }
 }
 
 TEST(PrefetcherTest, ParallelLoadsStayInOrderAndWithinTheBound) {

@@ -82,6 +82,43 @@ TEST(FolderTier, LruEvictionByMtimeDownToTheLowWatermark) {
   }
 }
 
+// Order hints and plain LRU on one tier: eviction takes hinted entries by their places and the others by their mtimes,
+// in one order; the entries no hint names keep their LRU order relative to each other.
+TEST(FolderTier, EvictionFollowsPlacesAndKeepsTheLruOrderOfUnhintedEntries) {
+  TempDir dir;
+  constexpr std::size_t k_entry = 4096;
+  auto options = folder_options(tier_root(dir));
+  options.max_bytes = Bytes{10 * k_entry};
+  auto tier = make_folder(options);
+  const auto now = Clock::now();
+  // Five entries of another job, read 10, 20, ... 50 minutes ago (the oldest: #204).
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(commit_bytes(*tier, make_key(200 + i), random_bytes(k_entry, 200 + i)));
+    set_mtime(tier->entry_path(make_key(200 + i)), now - std::chrono::minutes(10 * (i + 1)));
+  }
+  // Five of a hinted job, installed just now; placed so that #300 is needed furthest away (as if read 45 min ago),
+  // then #301 (25 min), ... #304 needed soonest.
+  const std::array<int, 5> minutes = {45, 25, 15, 5, 1};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(commit_bytes(*tier, make_key(300 + i), random_bytes(k_entry, 300 + i)));
+    auto placed = tier->place(make_key(300 + i), now - std::chrono::minutes(minutes[std::size_t(i)]));
+    ASSERT_TRUE(placed && *placed);
+  }
+  // Hits on the hinted entries leave them where the hints put them.
+  for (int key : {300, 301, 302, 303, 304}) ASSERT_TRUE(tier->open(make_key(std::uint64_t(key))));
+  // New entries, one by one: every other commit goes over budget and frees two entries (down to 90%). The order is
+  // #204 (50 min), #300 (45), #203 (40), #202 (30), #301 (25), #201 (20), #302 (15), #200 (10).
+  const std::vector<int> order = {204, 300, 203, 202, 301, 201, 302, 200};
+  for (int round = 0; round < 7; ++round) {
+    ASSERT_TRUE(commit_bytes(*tier, make_key(400 + round), random_bytes(k_entry, 400 + round)));
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const bool gone = i < std::size_t(2 * (round / 2 + 1));
+      EXPECT_EQ(path_exists(tier->entry_path(make_key(std::uint64_t(order[i])))), !gone)
+          << "after commit " << round << ": entry " << order[i];
+    }
+  }
+}
+
 TEST(FolderTier, EvictionNeverRemovesTheEntryJustCommitted) {
   TempDir dir;
   auto options = folder_options(tier_root(dir));

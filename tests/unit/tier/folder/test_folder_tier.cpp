@@ -211,6 +211,61 @@ TEST(FolderTier, TheLruOrderOfHitsHoldsToWithinTheResolution) {
   EXPECT_GT(inversions, 0) << "no inversion within the resolution: the test shows nothing";
 }
 
+// Order hints (place): the entry's mtime becomes the hinted time, marked, and a hit, however old that time is, leaves
+// it where the hint put it; a plain (unmarked) mtime as old is bumped. A miss, a read-only tier: false, no change.
+TEST(FolderTier, PlaceSetsAMarkedMtimeThatHitsLeaveAlone) {
+  TempDir dir;
+  FolderTierOptions options = folder_options(tier_root(dir));
+  options.lru_resolution = 10s;
+  auto tier = make_folder(options);
+  const ShardKey key = make_key(31);
+  ASSERT_TRUE(commit_bytes(*tier, key, "placed"));
+  const std::string path = tier->entry_path(key);
+  const auto hinted = Clock::now() - 1h;
+  auto placed = tier->place(key, hinted);
+  ASSERT_TRUE(placed) << placed.error().message;
+  EXPECT_TRUE(*placed);
+  EXPECT_LT(mtime_of(path), hinted + 1ms);
+  EXPECT_GT(mtime_of(path), hinted - 1ms);
+  const auto before_hit = mtime_of(path);
+  auto opened = tier->open(key);
+  ASSERT_TRUE(opened && *opened);
+  EXPECT_EQ(mtime_of(path), before_hit) << "a hit leaves a hinted mtime alone, an hour old as it is";
+
+  set_mtime_ago(path, 1h);  // the same age, unmarked
+  opened = tier->open(key);
+  ASSERT_TRUE(opened && *opened);
+  EXPECT_GE(mtime_of(path), Clock::now() - 2s) << "an unmarked mtime an hour old is bumped";
+
+  auto absent = tier->place(make_key(32), hinted);
+  ASSERT_TRUE(absent);
+  EXPECT_FALSE(*absent);
+  FolderTierOptions read_only = options;
+  read_only.access = Access::read_only;
+  auto ro = make_folder(read_only);
+  const auto now_mtime = mtime_of(path);
+  auto refused = ro->place(key, hinted);
+  ASSERT_TRUE(refused);
+  EXPECT_FALSE(*refused);
+  EXPECT_EQ(mtime_of(path), now_mtime);
+}
+
+// A hint never expires an entry: with max_age, a hinted time is kept within max_age / 2 of now.
+TEST(FolderTier, PlaceNeverDatesAnEntryPastHalfItsMaxAge) {
+  TempDir dir;
+  FolderTierOptions options = folder_options(tier_root(dir));
+  options.max_age = Seconds{3600};
+  auto tier = make_folder(options);
+  const ShardKey key = make_key(33);
+  ASSERT_TRUE(commit_bytes(*tier, key, "kept"));
+  auto placed = tier->place(key, Clock::now() - 24h);
+  ASSERT_TRUE(placed && *placed);
+  EXPECT_GE(mtime_of(tier->entry_path(key)), Clock::now() - 30min - 2s);
+  auto opened = tier->open(key);
+  ASSERT_TRUE(opened);
+  EXPECT_TRUE(*opened) << "the hinted entry is not expired";
+}
+
 TEST(FolderTier, PeekNeitherBumpsMtimeNorCounts) {
   TempDir dir;
   auto tier = make_folder(tier_root(dir));
