@@ -69,6 +69,7 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
               {"tiers", tiers},
               {"origin", {{"shards", stats.origin_fetches}, {"size_bytes", stats.origin_bytes.count()}}},
               {"shard_wait_seconds", std::chrono::duration<double>(stats.shard_wait).count()},
+              {"shard_wait_after_first_seconds", std::chrono::duration<double>(stats.shard_wait_after_first).count()},
               {"prefetch",
                {{"max_shards", stats.max_prefetched},
                 {"max_bytes", stats.max_prefetched_bytes.count()},

@@ -184,6 +184,8 @@ struct SampleStreamStats {
   // How long next() waited for the next shard to arrive, in total: the stream's input stall. Near zero when the
   // cache and the prefetcher keep ahead of the reader; most of the run when the origin is the bottleneck.
   std::chrono::nanoseconds shard_wait{0};
+  // The same, less the wait for the first shard (which nothing can prefetch): the stall once the stream is going.
+  std::chrono::nanoseconds shard_wait_after_first{0};
   std::size_t shuffle_buffered = 0;      // samples read from shards and held in the shuffle buffer now
   std::size_t max_shuffle_buffered = 0;  // its peak (never above SampleStreamOptions::shuffle_buffer)
 };

@@ -203,6 +203,8 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
       {
         std::lock_guard lock(stats_mu);
         stats.shard_wait += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
+        if (stats.shards > 0)
+          stats.shard_wait_after_first += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
       }
       if (!shard) {
         Error e = std::move(shard).error();

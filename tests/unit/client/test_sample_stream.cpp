@@ -134,6 +134,8 @@ TEST_F(SampleStreamTest, TheTimeSpentWaitingForShardsIsCounted) {
   const SampleStreamStats stats = cold.stats();
   EXPECT_EQ(stats.origin_fetches, 6u);
   EXPECT_GE(stats.shard_wait, std::chrono::milliseconds(6 * 100));
+  EXPECT_GE(stats.shard_wait_after_first, std::chrono::milliseconds(5 * 100));
+  EXPECT_LT(stats.shard_wait_after_first, stats.shard_wait) << "the first shard's wait is not in it";
   EXPECT_EQ(stats.tiers[0].served_bytes, Bytes{0}) << "nothing was held by the tier";
   EXPECT_GT(stats.origin_bytes, Bytes{0});
   SampleStream warm = open(cold_options);
