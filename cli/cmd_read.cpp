@@ -63,6 +63,7 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
               {"samples", stats.samples},
               {"field_bytes", stats.field_bytes.count()},
               {"shards", stats.shards},
+              {"shard_indices", stream.shard_indices()},
               {"seconds", seconds},
               {"samples_per_second", seconds > 0 ? double(stats.samples) / seconds : 0},
               {"mb_per_second", seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0},

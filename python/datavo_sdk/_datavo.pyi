@@ -84,6 +84,9 @@ class StreamArgs:
     seed: int
     epoch: int
     prefetch: int
+    prefetch_budget: float
+    order_hints: bool
+    hint_step_ms: int
     shuffle_buffer: int
     copy: bool
     batch_size: int

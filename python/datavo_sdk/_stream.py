@@ -83,7 +83,10 @@ class SampleStream(_StreamBase[Sample]):
         shuffle: bool = False,
         seed: int = 0,
         epoch: int = 0,
-        prefetch: int = 2,
+        prefetch: int = 8,
+        prefetch_budget: float = 0.1,
+        order_hints: bool = True,
+        hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
@@ -111,6 +114,9 @@ class SampleStream(_StreamBase[Sample]):
         if _torch.loaded() is not None:
             self._share_epoch()
         self.prefetch = int(prefetch)
+        self.prefetch_budget = float(prefetch_budget)
+        self.order_hints = bool(order_hints)
+        self.hint_step_ms = int(hint_step_ms)
         self.shuffle_buffer = int(shuffle_buffer)
         if self.shuffle_buffer < 0:
             raise ValueError("shuffle_buffer must be 0 (samples in shard order) or more, not %d" % self.shuffle_buffer)
@@ -123,8 +129,9 @@ class SampleStream(_StreamBase[Sample]):
         self._world_size = world_size
         self.revision = revision
         # Resolves the manifest now (one request at most), so that a missing dataset or key, an unreachable server
-        # or a bad option raises here. prefetch=0: this probe starts no thread and fetches no shard.
-        probe = _datavo.NativeStream(self._args(rank or 0, world_size or 1, 0, 1, prefetch=0))
+        # or a bad option raises here. prefetch=0: this probe starts no thread and fetches no shard; and it places
+        # no order hint (the streams that read do).
+        probe = _datavo.NativeStream(self._probe_args(rank or 0, world_size or 1, 0, 1))
         self.revision = probe.revision
         self.num_shards = probe.shard_count
         self.num_samples = probe.sample_count
@@ -142,7 +149,10 @@ class SampleStream(_StreamBase[Sample]):
         shuffle: bool = False,
         seed: int = 0,
         epoch: int = 0,
-        prefetch: int = 2,
+        prefetch: int = 8,
+        prefetch_budget: float = 0.1,
+        order_hints: bool = True,
+        hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
@@ -160,7 +170,13 @@ class SampleStream(_StreamBase[Sample]):
         - ``revision``: the manifest revision to read (default: the latest, resolved now, once).
         - ``shuffle`` and ``seed``: a deterministic per-epoch shard order, the same on every machine (see set_epoch).
         - ``epoch``: the epoch of the first pass (default 0).
-        - ``prefetch``: shards fetched ahead of the reader (default 2; 0: none).
+        - ``prefetch``: at most this many shards fetched ahead of the reader (default 8; 0: none), and
+          ``prefetch_budget``: at most this fraction (default 0.1, at most 0.5) of the top folder tier's max_bytes
+          (else its free space) ahead, divided among the DataLoader workers.
+        - ``order_hints``: place each shard in the folder tiers' LRU order by when this job next needs it, so that
+          eviction keeps the shards needed soonest (default True; docs/hierarchy.md, "Order hints"), with
+          ``hint_step_ms`` (default 100) the age one shard of distance counts as: about the job's time per shard,
+          the same in every rank.
         - ``shuffle_buffer``: N > 0 draws samples at random from a buffer of the next N samples (seeded by ``seed``
           and the epoch, like the shard order; every sample still comes once per epoch), so that a batch mixes
           samples of many shards. It holds N samples and keeps their shards mapped; the first sample waits for N to
@@ -184,7 +200,8 @@ class SampleStream(_StreamBase[Sample]):
         if keys is None:
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
         return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
-                   prefetch=prefetch, shuffle_buffer=shuffle_buffer, copy=copy, progress=progress,
+                   prefetch=prefetch, prefetch_budget=prefetch_budget, order_hints=order_hints,
+                   hint_step_ms=hint_step_ms, shuffle_buffer=shuffle_buffer, copy=copy, progress=progress,
                    server=server, token=token, instance=instance, rank=rank, world_size=world_size)
 
     def _args(
@@ -206,8 +223,18 @@ class SampleStream(_StreamBase[Sample]):
         args.seed = self.seed
         args.epoch = self.epoch
         args.prefetch = self.prefetch if prefetch is None else prefetch
+        args.prefetch_budget = self.prefetch_budget
+        args.order_hints = self.order_hints
+        args.hint_step_ms = self.hint_step_ms
         args.shuffle_buffer = self.shuffle_buffer
         args.copy = bool(self.copy)
+        return args
+
+    def _probe_args(self, rank: int, world_size: int, worker: int, num_workers: int) -> _datavo.StreamArgs:
+        """The arguments of a stream that only resolves and counts: it reads nothing, so it fetches nothing ahead
+        and places no order hint."""
+        args = self._args(rank, world_size, worker, num_workers, prefetch=0)
+        args.order_hints = False
         return args
 
     @property
@@ -251,7 +278,7 @@ class SampleStream(_StreamBase[Sample]):
         called in one; see consumer()) of the resolved revision. Under a DataLoader with workers, the main process
         sees the whole rank's share, which its workers read together. Asks the server nothing (the revision is
         resolved)."""
-        probe = _datavo.NativeStream(self._args(*self.consumer(), prefetch=0))
+        probe = _datavo.NativeStream(self._probe_args(*self.consumer()))
         try:
             return probe.consumer_sample_count
         finally:

@@ -41,7 +41,10 @@ struct StreamArgs : DatasetArgs {
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
-  std::size_t prefetch = 2;
+  std::size_t prefetch = SampleStreamOptions{}.prefetch_shards;
+  double prefetch_budget = SampleStreamOptions{}.prefetch_budget;
+  bool order_hints = SampleStreamOptions{}.order_hints == OrderHints::on;
+  std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t shuffle_buffer = 0;
   bool copy = false;
   std::size_t batch_size = 0;                     // > 0: iteration yields Batch objects of this many samples
@@ -71,6 +74,9 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.shuffle_seed = args.seed;
   options.epoch = args.epoch;
   options.prefetch_shards = args.prefetch;
+  options.prefetch_budget = args.prefetch_budget;
+  options.order_hints = args.order_hints ? OrderHints::on : OrderHints::off;
+  options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
   return options;
 }
@@ -192,6 +198,9 @@ class NativeStream {
     out["origin_bytes"] = stats.origin_bytes.count();
     out["max_prefetched"] = stats.max_prefetched;
     out["shard_wait_seconds"] = std::chrono::duration<double>(stats.shard_wait).count();
+    out["shard_wait_after_first_seconds"] = std::chrono::duration<double>(stats.shard_wait_after_first).count();
+    out["max_prefetched_bytes"] = stats.max_prefetched_bytes.count();
+    out["hints_placed"] = stats.hints_placed;
     out["shuffle_buffered"] = stats.shuffle_buffered;
     out["max_shuffle_buffered"] = stats.max_shuffle_buffered;
     py::list tiers;
@@ -481,6 +490,9 @@ void bind_stream(py::module_& m) {
       .def_readwrite("seed", &StreamArgs::seed)
       .def_readwrite("epoch", &StreamArgs::epoch)
       .def_readwrite("prefetch", &StreamArgs::prefetch)
+      .def_readwrite("prefetch_budget", &StreamArgs::prefetch_budget)
+      .def_readwrite("order_hints", &StreamArgs::order_hints)
+      .def_readwrite("hint_step_ms", &StreamArgs::hint_step_ms)
       .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)
       .def_readwrite("copy", &StreamArgs::copy)
       .def_readwrite("batch_size", &StreamArgs::batch_size)
