@@ -12,7 +12,8 @@
 #   DATAVO_BENCH_BUILD  build directory with cli/datavo and bench/bench_prefetch_stalls (default <repo>/build-bench)
 #   DATAVO_BENCH_DIR    parent of the temporary directory (default /var/tmp)
 #   SHARDS (default 40), SAMPLE_KIB (default 128; 4 samples per shard), WORK_MS (per sample, default 25),
-#   RATIO (origin rate / consumer rate, default 1.5)
+#   RATIO (origin rate / consumer rate, default 1.5), PREFETCHES (the --prefetch values to compare, default "8 2"),
+#   SCOPES (default "connection total none")
 # Raw results stay in $DATAVO_BENCH_BUILD/bench-results/prefetch_stalls/.
 set -euo pipefail
 
@@ -21,7 +22,12 @@ build="${DATAVO_BENCH_BUILD:-$root/build-bench}"
 datavo="$build/cli/datavo"
 consumer="$build/bench/bench_prefetch_stalls"
 reps="${1:-5}"
+for bin in "$datavo" "$consumer"; do
+  [ -x "$bin" ] || { echo "prefetch_stalls.sh: no $bin (cmake --build $build --target datavo bench_prefetch_stalls)" >&2; exit 1; }
+done
 shards="${SHARDS:-40}" sample_kib="${SAMPLE_KIB:-128}" work_ms="${WORK_MS:-25}" ratio="${RATIO:-1.5}"
+read -r -a prefetches <<<"${PREFETCHES:-8 2}"
+read -r -a scopes <<<"${SCOPES:-connection total none}"
 per_shard=4
 results="$build/bench-results/prefetch_stalls"
 rm -rf "$results" && mkdir -p "$results"
@@ -72,8 +78,8 @@ done
 # One tier large enough: the byte budget (0.1 of max_bytes) holds 8 shards with room to spare.
 max_bytes=$((entry_bytes * 8 * 10 * 2))
 for rep in $(seq "$reps"); do
-  for scope in connection total none; do
-    for prefetch in 8 2; do
+  for scope in "${scopes[@]}"; do
+    for prefetch in "${prefetches[@]}"; do
       tag="$scope-p$prefetch-$rep"
       printf 'tiers:\n  - name: top\n    path: %s\n    max_bytes: %d\n' "$work/cache-$tag" "$max_bytes" >"$work/$tag.yaml"
       server="http://$origin"
@@ -86,19 +92,20 @@ for rep in $(seq "$reps"); do
   done
 done
 
-python3 - "$results" "$reps" <<'PY'
+python3 - "$results" "$reps" "${scopes[*]}" "${prefetches[*]}" <<'PY'
 import json, statistics, sys
 results, reps = sys.argv[1], int(sys.argv[2])
+scopes, prefetches = sys.argv[3].split(), [int(p) for p in sys.argv[4].split()]
 names = {"connection": "per connection", "total": "in total", "none": "none (the floor)"}
 print("| origin throttle | prefetch | wait after the first shard, s (median) | runs | first-shard wait, s | "
       "pass, s | work, s | peak shards ahead | window bytes |")
 print("|---|---|---|---|---|---|---|---|---|")
-for scope in ("connection", "total", "none"):
-    for prefetch in (8, 2):
+for scope in scopes:
+    for prefetch in prefetches:
         runs = [json.load(open("%s/%s-p%d-%d.json" % (results, scope, prefetch, r))) for r in range(1, reps + 1)]
         med = lambda f: statistics.median(f(j) for j in runs)
         after = [j["shard_wait_after_first_seconds"] for j in runs]
-        label = "8 (the default, by bytes)" if prefetch == 8 else "2 (today's)"
+        label = {8: "8 (the default, by bytes)", 2: "2 (today's)"}.get(prefetch, str(prefetch))
         print("| %s | %s | %.3f | %s | %.3f | %.2f | %.2f | %d | %s |" % (
             names[scope], label, statistics.median(after), ", ".join("%.3f" % a for a in after),
             med(lambda j: j["shard_wait_seconds"] - j["shard_wait_after_first_seconds"]),
