@@ -25,6 +25,10 @@ belady="$build/bench/bench_epoch_belady"
 if [ $# -gt 0 ]; then seeds=("$@"); else seeds=(1 2 3); fi
 shard_kib="${SHARD_KIB:-96}"
 shards=200 epochs=4
+read -r -a extra_read_args <<<"${EXTRA_READ_ARGS:-}"
+for bin in "$datavo" "$belady"; do
+  [ -x "$bin" ] || { echo "epoch_hit_ratio.sh: no $bin (cmake --build $build --target datavo bench_epoch_belady)" >&2; exit 1; }
+done
 results="$build/bench-results/epoch_hit_ratio${EXTRA_READ_ARGS:+-extra}"
 rm -rf "$results" && mkdir -p "$results"
 work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-epoch-hits.XXXXXX")"
@@ -49,7 +53,8 @@ PY
 "$datavo" serve "$work/store" --port 0 --port-file "$work/port" --quiet >"$work/serve.log" 2>&1 &
 origin_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-export DATAVO_SERVER="http://127.0.0.1:$(cat "$work/port")" DATAVO_MANIFEST_CACHE_DIR="$work/manifests"
+port=$(cat "$work/port")
+export DATAVO_SERVER="http://127.0.0.1:$port" DATAVO_MANIFEST_CACHE_DIR="$work/manifests"
 unset DATAVO_OFFLINE DATAVO_SHARD_CACHE_DIR
 
 # tier_bytes DIR: the bytes of the entries (*.tar) in the tier at DIR, and how many distinct sizes they have.
@@ -62,8 +67,10 @@ tier_bytes() {
 printf 'tiers:\n  - name: top\n    path: %s\n' "$work/probe" >"$work/probe.yaml"
 "$datavo" --config "$work/probe.yaml" read epochs/train --key bin >/dev/null
 read -r dataset_bytes entries distinct entry_bytes < <(tier_bytes "$work/probe")
-[ "$entries" -eq "$shards" ] && [ "$distinct" -eq 1 ] ||
-  { echo "epoch_hit_ratio.sh: expected $shards entries of one size, got $entries of $distinct sizes" >&2; exit 1; }
+if [ "$entries" -ne "$shards" ] || [ "$distinct" -ne 1 ]; then
+  echo "epoch_hit_ratio.sh: expected $shards entries of one size, got $entries of $distinct sizes" >&2
+  exit 1
+fi
 echo "dataset: $shards shards of $entry_bytes bytes in the tier ($dataset_bytes bytes)" >&2
 
 # run_config SEED PERCENT READERS HINTS: 4 epochs into a fresh tier; each reader's JSON into $results.
@@ -77,7 +84,7 @@ run_config() {
     for rank in $(seq 0 $((readers - 1))); do
       "$datavo" --config "$work/$tag.yaml" --json read epochs/train --key bin --shuffle --seed "$seed" \
         --epoch "$epoch" --world-size "$readers" --rank "$rank" --order-hints "$hints" \
-        ${EXTRA_READ_ARGS:-} >"$results/$tag-e$epoch-r$rank.json" &
+        "${extra_read_args[@]}" >"$results/$tag-e$epoch-r$rank.json" &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done
