@@ -9,6 +9,9 @@
 #   DATAVO_BENCH_PYTHON  a python3 that imports fsspec (default /usr/bin/python3, for Debian's python3-fsspec)
 #   DATAVO_BENCH_BUILD   build directory (default <repo>/build-bench)
 # Raw results (console and JSON) are kept in $DATAVO_BENCH_BUILD/bench-results/.
+# Run on their own (docs/BENCHMARKS.md, sections 5 and 6; they need cli/datavo in the same build):
+#   bench/epoch_hit_ratio.sh 1 2 3   the epoch-aware hit ratio against Belady and LRU (issue 18), about 70 s a seed
+#   bench/prefetch_stalls.sh 5       the consumer's shard wait behind a throttled origin (issue 18), about 2.5 min
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
