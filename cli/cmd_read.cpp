@@ -21,6 +21,7 @@ struct ReadArgs {
   OrderHints order_hints = SampleStreamOptions{}.order_hints;
   std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
+  std::optional<std::size_t> local_world_size;
   bool shuffle = false;
   std::uint64_t seed = 0, epoch = 0;
   std::size_t shuffle_buffer = 0;
@@ -37,6 +38,7 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.world_size = args.world_size;
   options.worker = args.worker;
   options.num_workers = args.num_workers;
+  options.local_world_size = args.local_world_size;
   options.order = args.shuffle ? ShardOrder::shuffled : ShardOrder::manifest;
   options.shuffle_seed = args.seed;
   options.epoch = args.epoch;
@@ -143,9 +145,10 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   add_dataset_args(read, args->dataset);
   read->add_option("--limit", args->limit, "stop after N samples");
   read->add_option("--prefetch", args->prefetch, "at most N shards fetched ahead of the one being read (default 8)");
-  read->add_option("--prefetch-budget", args->prefetch_budget,
-                   "the bytes fetched ahead, as a fraction of the top folder tier's max_bytes (else free space), "
-                   "divided among --num-workers (default 0.1, at most 0.5)")
+  read->add_option(
+          "--prefetch-budget", args->prefetch_budget,
+          "the bytes fetched ahead, as a fraction of the top folder tier's max_bytes (else free space), "
+          "shared by the --local-world-size x --num-workers readers of this machine (default 0.1, at most 0.5)")
       ->check(CLI::Range(0.0, 0.5));
   const std::map<std::string, OrderHints> hint_modes{{"on", OrderHints::on}, {"off", OrderHints::off}};
   read->add_option("--order-hints", args->order_hints,
@@ -159,6 +162,8 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   read->add_option("--world-size", args->world_size, "number of ranks (default 1)");
   read->add_option("--worker", args->worker, "this worker within the rank (default 0)");
   read->add_option("--num-workers", args->num_workers, "workers per rank (default 1)");
+  read->add_option("--local-world-size", args->local_world_size,
+                   "ranks on this machine, sharing its tiers and the prefetch budget (default: --world-size)");
   read->add_flag("--shuffle", args->shuffle, "shuffle the shard order by --seed and --epoch");
   read->add_option("--seed", args->seed, "shuffle seed (default 0)");
   read->add_option("--epoch", args->epoch, "epoch: a new shard order per epoch (default 0)");

@@ -132,13 +132,17 @@ struct SampleStreamOptions {
   std::uint64_t epoch = 0;
 
   // The prefetch window: the shards fetched ahead of the one being read (up to 4 of them concurrently) are at most
-  // `prefetch_shards`, and at most prefetch_budget * C / num_workers bytes by the sizes of the shards fetched so
-  // far, C being ShardCacheHierarchy::landing_capacity() (the top writable folder tier's max_bytes, else its free
-  // space; no byte bound when unknown). One shard ahead is always allowed. 0 shards: no prefetcher thread.
+  // `prefetch_shards`, and at most prefetch_budget * C / (local_world_size * num_workers) bytes by the sizes of the
+  // shards fetched so far, C being ShardCacheHierarchy::landing_capacity() (the top writable folder tier's
+  // max_bytes, else its free space; no byte bound when unknown): every consumer that shares this machine's tiers
+  // takes its share of one budget. One shard ahead is always allowed. 0 shards: no prefetcher thread.
   // REQUIRES: 0 < prefetch_budget <= 0.5, so that with order hints a prefetched shard never makes the tier evict a
   // shard read before it (the tier evicts to 90% of max_bytes, furthest next use first; docs/hierarchy.md).
   std::size_t prefetch_shards = 8;
   double prefetch_budget = 0.1;
+  // The ranks of this job on this machine (torchrun's LOCAL_WORLD_SIZE), which share its tiers; nullopt:
+  // world_size, as if every rank were here. REQUIRES: 1 <= local_world_size <= world_size.
+  std::optional<std::size_t> local_world_size;
 
   // Order hints (see the top of this file). A shard needed d shards from the start of this epoch's order of all
   // shards (every consumer's) is placed as if it had last been read d * hint_step before the stream began: set

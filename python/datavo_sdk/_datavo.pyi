@@ -85,6 +85,7 @@ class StreamArgs:
     epoch: int
     prefetch: int
     prefetch_budget: float
+    local_world_size: typing.Optional[int]
     order_hints: bool
     hint_step_ms: int
     shuffle_buffer: int

@@ -43,6 +43,17 @@ def _distributed_rank() -> typing.Tuple[int, int]:
     return 0, 1
 
 
+def _local_world_size(world_size: int) -> typing.Optional[int]:
+    """The ranks on this machine, sharing its tiers and the prefetch budget: $LOCAL_WORLD_SIZE (torchrun sets it), else
+    None (the C++ side takes world_size). A value that is not a whole number from 1 to world_size is a ValueError."""
+    text = os.environ.get("LOCAL_WORLD_SIZE")
+    if text is None:
+        return None
+    if not text.strip().isdigit() or not 1 <= int(text) <= world_size:
+        raise ValueError("LOCAL_WORLD_SIZE=%r: not a whole number from 1 to the world size (%d)" % (text, world_size))
+    return int(text)
+
+
 def _worker() -> typing.Tuple[int, int]:
     """(worker, num_workers) of the DataLoader worker this runs in, else (0, 1)."""
     data = _torch.loaded()
@@ -172,7 +183,8 @@ class SampleStream(_StreamBase[Sample]):
         - ``epoch``: the epoch of the first pass (default 0).
         - ``prefetch``: at most this many shards fetched ahead of the reader (default 8; 0: none), and
           ``prefetch_budget``: at most this fraction (default 0.1, at most 0.5) of the top folder tier's max_bytes
-          (else its free space) ahead, divided among the DataLoader workers.
+          (else its free space) ahead, shared by the readers of this machine: the DataLoader workers of each of its
+          ranks ($LOCAL_WORLD_SIZE, as torchrun sets it, else all of world_size).
         - ``order_hints``: place each shard in the folder tiers' LRU order by when this job next needs it, so that
           eviction keeps the shards needed soonest (default True; docs/hierarchy.md, "Order hints"), with
           ``hint_step_ms`` (default 100) the age one shard of distance counts as: about the job's time per shard,
@@ -218,6 +230,7 @@ class SampleStream(_StreamBase[Sample]):
         args.token = self.token
         args.instance = self.instance
         args.rank, args.world_size = rank, world_size
+        args.local_world_size = _local_world_size(world_size)
         args.worker, args.num_workers = worker, num_workers
         args.shuffle = self.shuffle
         args.seed = self.seed

@@ -43,6 +43,7 @@ struct StreamArgs : DatasetArgs {
   std::uint64_t seed = 0, epoch = 0;
   std::size_t prefetch = SampleStreamOptions{}.prefetch_shards;
   double prefetch_budget = SampleStreamOptions{}.prefetch_budget;
+  std::optional<std::size_t> local_world_size;
   bool order_hints = SampleStreamOptions{}.order_hints == OrderHints::on;
   std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t shuffle_buffer = 0;
@@ -75,6 +76,7 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.epoch = args.epoch;
   options.prefetch_shards = args.prefetch;
   options.prefetch_budget = args.prefetch_budget;
+  options.local_world_size = args.local_world_size;
   options.order_hints = args.order_hints ? OrderHints::on : OrderHints::off;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
@@ -491,6 +493,7 @@ void bind_stream(py::module_& m) {
       .def_readwrite("epoch", &StreamArgs::epoch)
       .def_readwrite("prefetch", &StreamArgs::prefetch)
       .def_readwrite("prefetch_budget", &StreamArgs::prefetch_budget)
+      .def_readwrite("local_world_size", &StreamArgs::local_world_size)
       .def_readwrite("order_hints", &StreamArgs::order_hints)
       .def_readwrite("hint_step_ms", &StreamArgs::hint_step_ms)
       .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)

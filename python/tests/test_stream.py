@@ -185,6 +185,25 @@ def test_the_shuffle_buffer_mixes_the_samples_of_shards_once_per_epoch(env):
         SampleStream.from_dataset(DATASET, keys=["audio.wav"], shuffle_buffer=-1)
 
 
+def test_order_hints_and_the_prefetch_window_reach_the_stream(env, monkeypatch):
+    # A hinted pass places every shard twice (landed, then read); the figures say so, and hints off places none.
+    stream = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], shuffle=True, seed=3))
+    assert len([s.id for s in stream]) == SAMPLES
+    stats = stream.stats()
+    assert stats["hints_placed"] == 2 * SHARDS
+    assert stats["max_prefetched"] <= 8 and stats["shard_wait_after_first_seconds"] <= stats["shard_wait_seconds"]
+    plain = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], order_hints=False, prefetch=2))
+    assert len([s.id for s in plain]) == SAMPLES
+    assert plain.stats()["hints_placed"] == 0 and plain.stats()["max_prefetched"] <= 2
+    with pytest.raises(ValueError, match="prefetch_budget"):
+        SampleStream.from_dataset(DATASET, keys=["audio.wav"], prefetch_budget=0.75)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE"):
+        SampleStream.from_dataset(DATASET, keys=["audio.wav"], rank=0, world_size=2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert len(ids(SampleStream.from_dataset(DATASET, keys=["audio.wav"], rank=1, world_size=2))) == SAMPLES // 2
+
+
 def test_missing_dataset_or_key_is_file_not_found(env):
     with pytest.raises(FileNotFoundError) as raised:
         SampleStream.from_dataset("no_such_dataset/train", keys=["audio.wav"])

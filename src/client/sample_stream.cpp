@@ -51,6 +51,11 @@ Result<void> check_window_options(const SampleStreamOptions& options) {
                  "prefetch_budget must be more than 0 and at most 0.5, not " + std::to_string(options.prefetch_budget)};
   }
   if (options.hint_step <= Milliseconds{0}) return Error{ErrorCode::invalid_argument, "hint_step must be positive"};
+  if (options.local_world_size && (*options.local_world_size == 0 || *options.local_world_size > options.world_size)) {
+    return Error{ErrorCode::invalid_argument, "local_world_size must be from 1 to world_size (" +
+                                                  std::to_string(options.world_size) + "), not " +
+                                                  std::to_string(*options.local_world_size)};
+  }
   return {};
 }
 
@@ -332,7 +337,8 @@ void SampleStream::Impl::place_own_shards() {
 void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
   client::Prefetcher<LoadedShard>::Window window{options.prefetch_shards, std::nullopt};
   if (auto capacity = cache->landing_capacity()) {
-    const double share = options.prefetch_budget / double(options.num_workers);
+    const std::size_t sharing = options.local_world_size.value_or(options.world_size) * options.num_workers;
+    const double share = options.prefetch_budget / double(sharing);
     window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
   }
   stats.prefetch_window_bytes = window.bytes;

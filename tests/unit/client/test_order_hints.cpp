@@ -184,6 +184,24 @@ TEST_F(OrderHintsStreamTest, APrefetchNeverEvictsAShardReadBeforeIt) {
   }
 }
 
+// The byte bound of the window is one budget of the landing tier shared by every consumer of the machine: its ranks
+// (local_world_size, else world_size) times their workers.
+TEST_F(OrderHintsStreamTest, ThePrefetchBudgetIsSharedByTheConsumersOfTheMachine) {
+  auto cache = cache_of(folder(Bytes{1'600'000}));
+  const auto window = [&](std::optional<std::size_t> local) {
+    SampleStreamOptions o = options(cache);
+    o.world_size = 4;
+    o.num_workers = 2;
+    o.local_world_size = local;
+    o.prefetch_shards = 0;
+    SampleStream stream = open(o);
+    return stream.stats().prefetch_window_bytes;
+  };
+  EXPECT_EQ(window(std::nullopt), Bytes{20'000});  // 0.1 x 1.6 MB / (4 x 2)
+  EXPECT_EQ(window(2), Bytes{40'000});
+  EXPECT_EQ(window(1), Bytes{80'000});
+}
+
 TEST_F(OrderHintsStreamTest, BadWindowOptionsAreRefusedBeforeAnyRequest) {
   auto cache = cache_of(folder(std::nullopt));
   for (double budget : {0.0, 0.6, -1.0}) {
@@ -197,6 +215,14 @@ TEST_F(OrderHintsStreamTest, BadWindowOptionsAreRefusedBeforeAnyRequest) {
   SampleStreamOptions o = options(cache);
   o.hint_step = 0ms;
   EXPECT_FALSE(SampleStream::from_dataset("fake/train", o));
+  for (std::size_t local : {0u, 3u}) {
+    SampleStreamOptions bad = options(cache);
+    bad.world_size = 2;
+    bad.local_world_size = local;
+    auto stream = SampleStream::from_dataset("fake/train", bad);
+    ASSERT_FALSE(stream);
+    EXPECT_NE(stream.error().message.find("local_world_size"), std::string::npos);
+  }
   EXPECT_EQ(origin.manifest_requests.load(), 0);
 }
 
