@@ -97,6 +97,9 @@ def test_arrays_are_views_of_the_shard_within_one_and_copies_across(tokens):
     assert across.flags.c_contiguous and across.strides == (TOKEN_BYTES, 1) and not across.flags.writeable
     with pytest.raises(ValueError):
         inside[0, 0] = 1
+    for array in (inside, across):
+        with pytest.raises(ValueError):
+            array.flags.writeable = True  # the array's base (the shard's buffer, or the copy's) refuses it too
     copied = next(iter(SampleStream.from_dataset(TOKENS, keys=["tokens.bin"], copy=True).batches(16)))
     assert copied["tokens.bin"].flags.writeable and copied["tokens.bin"].flags.c_contiguous
     copied["tokens.bin"][0, 0] = 1  # the caller's own memory
