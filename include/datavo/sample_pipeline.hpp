@@ -12,6 +12,11 @@
 //     may wait (a caller holding a lock the producer never takes, such as Python's GIL, should release it). stop()
 //     is for any thread.
 //   - Bounded: besides the batch the consumer holds, at most two exist: one handed over and one being filled.
+//   - Batch sizes: the first batch holds `first_batch_size` samples, each later one twice as many as the one before,
+//     up to the largest multiple of first_batch_size that is at most `batch_size`; only a last batch (with `error`
+//     or `end`) holds fewer. So the consumer's first samples come after a small batch, and when the consumer is the
+//     faster side it waits (a futex sleep and wake-up, costing both threads CPU time) once per large batch, not
+//     once per small one; and every batch but the last is a whole number of first_batch_size-sample slices.
 //   - Memory: the consumer hands each batch it is done with back (give_back()); the producer destroys its samples
 //     and refills the same vector. So samples are made and freed on the producer's thread, and a mapping's reference
 //     count is only changed there (no cache line bouncing between the cores per sample).
@@ -62,9 +67,11 @@ class SamplePipeline {
  public:
   static constexpr std::size_t k_default_batch_size = 64;
 
-  // Starts the producer, which fills batches of `batch_size` samples (0 is taken as 1). REQUIRES: `stream`
-  // outlives the pipeline and nothing else calls its next() meanwhile.
-  explicit SamplePipeline(SampleStream& stream, std::size_t batch_size = k_default_batch_size);
+  // Starts the producer, which fills batches of up to `batch_size` samples from `first_batch_size` on (see Batch
+  // sizes above). A batch_size of 0 is taken as 1; a first_batch_size of 0, or above batch_size, as batch_size (every
+  // batch the same size). REQUIRES: `stream` outlives the pipeline and nothing else calls its next() meanwhile.
+  explicit SamplePipeline(SampleStream& stream, std::size_t batch_size = k_default_batch_size,
+                          std::size_t first_batch_size = 0);
   // Stops and joins the producer (see Shutdown above). REQUIRES: !forked().
   ~SamplePipeline();
   SamplePipeline(const SamplePipeline&) = delete;

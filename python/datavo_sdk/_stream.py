@@ -397,7 +397,9 @@ class SampleBatches(_StreamBase[Batch]):
 
     def __iter__(self) -> BatchIterator:
         """A pass: an iterator of Batch with ``close()`` and ``stats()``, as SampleStream.__iter__'s (read ahead by
-        one C++ thread, a batch at a time; no progress bar)."""
+        one C++ thread, which hands batches over several at a time: one batch first, then twice as many each time, up
+        to about 1,024 samples, and fills at most two such hand-overs beyond the one being consumed; no progress
+        bar)."""
         args = self.stream._args(*self.stream.consumer())
         args.copy = _driven_by_dataloader() if self.stream.copy is None else bool(self.stream.copy)
         args.batch_size = self.batch_size

@@ -1,6 +1,7 @@
 // The samples: one pass over a C++ SampleStream as a Python iterator (NativeStream), read ahead by the library's
 // SamplePipeline, each sample a datavo_sdk.Sample of memoryviews into its shard's mapping; or, for
 // SampleStream.batches(), each pipeline batch a datavo_sdk.Batch (fixed-size fields as one 2-D array).
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -36,6 +37,38 @@ struct FieldBlock {
   py::ssize_t rows = 0, size = 0, stride = 0;
   bool writable = false;
 };
+
+// NumPy's C API (pybind11's table of it): 2-D uint8 arrays over memory that `base` keeps alive, made without the
+// buffer protocol (numpy.asarray on a buffer object makes a memoryview and parses its format, per array).
+struct NumpyApi {
+  py::detail::npy_api& api;
+  py::dtype uint8;
+
+  py::object array(const std::byte* data, Py_ssize_t rows, Py_ssize_t size, Py_ssize_t stride, bool writable,
+                   const py::object& base) const {
+    const Py_intptr_t shape[2] = {rows, size};
+    const Py_intptr_t strides[2] = {stride, 1};
+    auto array = py::reinterpret_steal<py::object>(api.PyArray_NewFromDescr_(
+        api.PyArray_Type_, uint8.inc_ref().ptr(), 2, shape, strides, const_cast<std::byte*>(data),
+        writable ? py::detail::npy_api::NPY_ARRAY_WRITEABLE_ : 0, nullptr));  // steals the descriptor
+    if (!array) throw py::error_already_set();
+    if (api.PyArray_SetBaseObject_(array.ptr(), base.inc_ref().ptr()) != 0) throw py::error_already_set();  // steals
+    return array;
+  }
+};
+
+// The API when NumPy is importable, else nullptr (arrays are then 2-D memoryviews); looked up by the first batch
+// (importing NumPy costs a job that never asks for batches nothing).
+const NumpyApi* numpy_api() {
+  static const NumpyApi* found = []() -> const NumpyApi* {
+    try {
+      return new NumpyApi{py::detail::npy_api::get(), py::dtype::of<std::uint8_t>()};  // leaked, as Globals is
+    } catch (py::error_already_set&) {
+      return nullptr;
+    }
+  }();
+  return found;
+}
 
 struct StreamArgs : DatasetArgs {
   std::size_t rank = 0, world_size = 1, worker = 0, num_workers = 1;
@@ -81,6 +114,17 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
   return options;
+}
+
+// The producer's largest batch for Python batches of `batch_size`: whole Python batches, at least
+// k_largest_handover samples. Its batches grow to that from one Python batch (SamplePipeline's Batch sizes), so that
+// a loop faster than the producer waits for it (a futex sleep and a wake-up, which cost both threads CPU time) about
+// once per k_largest_handover samples, not once per batch: at one hand-over per batch of 64 that was 1.5 context
+// switches per batch, and the batch path 0.8x the C++ loop's CPU time (docs/BENCHMARKS-python.md, where 256 to
+// 2,048 measured alike and 4,096 worse). Single samples keep batches of 64: larger ones measured no faster there.
+constexpr std::size_t k_largest_handover = 1024;
+std::size_t largest_handover(std::size_t batch_size) {
+  return batch_size * ((k_largest_handover + batch_size - 1) / batch_size);
 }
 
 // NativeStream: the iterator a SampleStream pass returns (`iter(stream)`): Python's side of one C++ SampleStream.
@@ -145,9 +189,11 @@ class NativeStream {
       }
       if (position_ < batch_.size()) {
         if (batch_size_ == 0) return to_python(batch_[position_++]);  // the view stays in batch_ (give_back())
-        std::span<const SampleView> samples(batch_.data() + position_, batch_.size() - position_);
-        position_ = batch_.size();
-        if (!drop_last_ || samples.size() == batch_size_) return to_python(samples);
+        // A hand-over holds whole batches (largest_handover()): only the stream's last one can end short.
+        const std::size_t n = std::min(batch_size_, batch_.size() - position_);
+        std::span<const SampleView> samples(batch_.data() + position_, n);
+        position_ += n;
+        if (!drop_last_ || n == batch_size_) return to_python(samples);
         continue;  // a short last batch, dropped
       }
       if (pipeline_) pipeline_->give_back(std::move(batch_));
@@ -159,8 +205,9 @@ class NativeStream {
       }
       if (done_ || !stream_) return py::object();
       if (!pipeline_) {  // the producer starts here
-        pipeline_ = std::make_unique<SamplePipeline>(
-            *stream_, batch_size_ > 0 ? batch_size_ : SamplePipeline::k_default_batch_size);
+        pipeline_ = batch_size_ > 0
+                        ? std::make_unique<SamplePipeline>(*stream_, largest_handover(batch_size_), batch_size_)
+                        : std::make_unique<SamplePipeline>(*stream_);
       }
       std::optional<SampleBatch> batch = pipeline_->try_take();
       if (batch) {
@@ -231,9 +278,17 @@ class NativeStream {
         throw std::logic_error("ShardBuffer: expected a 1-D contiguous byte buffer");
       }
       current_view_ = py::reinterpret_steal<py::object>(view);
+      current_buffer_ = std::move(buffer);
       current_mapping_ = mapping.get();
     }
     return current_view_;
+  }
+
+  // The ShardBuffer of `mapping` (the one base_view() views): an object that keeps the mapping alive and, unlike a
+  // memoryview, cannot be released.
+  py::object shard_buffer(const std::shared_ptr<const ShardMapping>& mapping) {
+    base_view(mapping);
+    return current_buffer_;
   }
 
   // A memoryview of `data` (inside the shard `shard_view` covers) that shares shard_view's managed buffer, and so
@@ -360,6 +415,13 @@ class NativeStream {
       view = samples[i].mapping == samples.front().mapping &&
              field_of(samples[i], k).data() == first + std::ptrdiff_t(i) * stride;
     }
+    const NumpyApi* numpy = numpy_api();
+    if (view && numpy != nullptr) {
+      // The array's base is the shard's buffer object, which this stream keeps for the shard anyway: no object made
+      // per batch but the array.
+      return numpy->array(first, block.rows, block.size, stride, /*writable=*/false,
+                          shard_buffer(samples.front().mapping));
+    }
     if (view) {
       block.mapping = samples.front().mapping;
       block.data = first;
@@ -371,26 +433,14 @@ class NativeStream {
       block.stride = Py_ssize_t(size);
       block.writable = copy_;
     }
+    const std::byte* data = block.mapping ? block.data : block.copy.data();  // a vector's bytes stay where they are
+    const Py_ssize_t rows = block.rows, row_stride = block.stride;
+    const bool writable = block.writable;
     py::object buffer = py::cast(std::move(block));
-    const py::object& asarray = numpy_asarray();
-    if (!asarray.is_none()) return asarray(buffer);
+    if (numpy != nullptr) return numpy->array(data, rows, Py_ssize_t(size), row_stride, writable, buffer);
     auto memoryview = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(buffer.ptr()));
     if (!memoryview) throw py::error_already_set();
     return memoryview;
-  }
-
-  // numpy.asarray when NumPy is importable, else None; looked up by the first batch (importing NumPy costs a job
-  // that never asks for batches nothing).
-  static const py::object& numpy_asarray() {
-    static py::object* asarray = [] {
-      auto* found = new py::object(py::none());  // leaked, as Globals is: it outlives the interpreter
-      try {
-        *found = py::module_::import("numpy").attr("asarray");
-      } catch (py::error_already_set&) {
-      }
-      return found;
-    }();
-    return *asarray;
   }
 
   // Whether this process is a fork of one that started threads reading this stream: the pipeline's producer, or
@@ -442,7 +492,8 @@ class NativeStream {
   bool done_ = false;
   std::optional<Error> error_;
   const ShardMapping* current_mapping_ = nullptr;
-  py::object current_view_;
+  py::object current_view_;    // a memoryview of current_buffer_
+  py::object current_buffer_;  // the ShardBuffer of current_mapping_
 };
 
 // tp_iternext of NativeStream, so that `for sample in stream` costs no pybind11 dispatch per sample.

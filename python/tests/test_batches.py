@@ -72,6 +72,23 @@ def test_every_sample_once_in_order_with_fixed_fields_stacked(tokens):
     assert sum(b.num_samples for b in tokens.batches(16, drop_last=True)) == 96
 
 
+@pytest.mark.parametrize("size", [1, 3, 16, 64, 100, 1500, 2**40])
+def test_batches_of_any_size_are_whole_and_in_order_over_hand_overs_of_several(tokens, size):
+    # The reader thread hands over several batches at once (size, 2*size, 4*size, ... samples, up to about 1,024):
+    # every batch still holds `size` samples but the last, in the stream's order, its arrays matching its ids. A
+    # huge size is a bound (the reader thread once reserved room for that many samples, and aborted the process).
+    sizes, ids = [], []
+    for batch in tokens.batches(size):
+        sizes.append(batch.num_samples)
+        ids.extend(batch.ids)
+        labels = batch["label.cls"]
+        assert [int.from_bytes(row.tobytes(), "little") for row in labels] == [int(i[1:]) for i in batch.ids]
+    whole, short = divmod(TOKEN_SAMPLES, size)
+    assert sizes == [size] * whole + ([short] if short else [])
+    assert ids == ["s%04d" % i for i in range(TOKEN_SAMPLES)]
+    assert [b.num_samples for b in tokens.batches(size, drop_last=True)] == [size] * whole
+
+
 def test_arrays_are_views_of_the_shard_within_one_and_copies_across(tokens):
     batches = list(tokens.batches(16))
     inside, across = batches[0]["tokens.bin"], batches[1]["tokens.bin"]  # samples 0-15; 16-31 cross into shard 2
@@ -80,6 +97,9 @@ def test_arrays_are_views_of_the_shard_within_one_and_copies_across(tokens):
     assert across.flags.c_contiguous and across.strides == (TOKEN_BYTES, 1) and not across.flags.writeable
     with pytest.raises(ValueError):
         inside[0, 0] = 1
+    for array in (inside, across):
+        with pytest.raises(ValueError):
+            array.flags.writeable = True  # the array's base (the shard's buffer, or the copy's) refuses it too
     copied = next(iter(SampleStream.from_dataset(TOKENS, keys=["tokens.bin"], copy=True).batches(16)))
     assert copied["tokens.bin"].flags.writeable and copied["tokens.bin"].flags.c_contiguous
     copied["tokens.bin"][0, 0] = 1  # the caller's own memory

@@ -96,6 +96,30 @@ def test_an_error_mid_stream_comes_after_the_samples_before_it_and_stays(proxy, 
     assert it.stats()["samples"] == 3 * PER_SHARD
 
 
+@pytest.mark.parametrize("size", [3, 4])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batches_before_an_error_come_whole_and_in_order_then_the_error_stays(proxy, size, drop_last):
+    # As above, 30 samples then the error. batches(n) takes several batches per hand-over from the reader thread
+    # (its hand-overs grow n, 2n, 4n, ...): with n=3 the error comes in a hand-over of 9 samples (three batches), with
+    # n=4 in one of 2 (a short batch, dropped with drop_last).
+    warm_through(proxy, 3)
+    proxy.set_mode("status404")
+    it = iter(SampleStream.from_dataset(DATASET, keys=["audio.wav"], server=proxy.url).batches(size,
+                                                                                                  drop_last=drop_last))
+    sizes, ids = [], []
+    with pytest.raises(DatavoError) as raised:
+        for batch in it:
+            sizes.append(batch.num_samples)
+            ids.extend(batch.ids)
+    whole = 3 * PER_SHARD // size
+    short = 3 * PER_SHARD % size
+    assert sizes == [size] * whole + ([short] if short and not drop_last else [])
+    assert ids == ["utt_%04d" % i for i in range(sum(sizes))]
+    assert "shard 3 of %s" % DATASET in str(raised.value)
+    with pytest.raises(type(raised.value)):
+        next(it)
+
+
 def test_the_producer_starts_at_the_first_next_and_close_joins_it(env):
     ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], prefetch=0)  # prefetch=0: the stream has no thread
     base = task_count()

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -21,13 +22,17 @@ std::uint64_t fork_count() {
   return g_forks.load(std::memory_order_relaxed);
 }
 
+// The most sample slots fill() reserves up front; a larger batch grows its vector as it fills.
+constexpr std::size_t k_largest_reserve = 4096;
+
 }  // namespace
 
 ForkDetector::ForkDetector() : forks_(fork_count()) {}
 bool ForkDetector::forked() const { return fork_count() != forks_; }
 
 struct SamplePipeline::Impl {
-  Impl(SampleStream& read, std::size_t size) : stream(read), batch_size(size) {}
+  Impl(SampleStream& read, std::size_t first, std::size_t largest)
+      : stream(read), largest_batch(largest - largest % first), next_batch(first) {}
 
   void run();
   // Fills one batch from the stream, reusing the samples' vector the consumer gave back.
@@ -38,8 +43,9 @@ struct SamplePipeline::Impl {
   void stop_and_join();
 
   SampleStream& stream;
-  const std::size_t batch_size;
-  const ForkDetector fork;  // the process that started the producer
+  const std::size_t largest_batch;  // a multiple of the first batch's size
+  std::size_t next_batch;           // the producer's: the size of the batch it fills next
+  const ForkDetector fork;          // the process that started the producer
 
   std::mutex mu;
   std::condition_variable cv;        // ready filled or emptied, or stopping set
@@ -73,8 +79,10 @@ SampleBatch SamplePipeline::Impl::fill() {
     batch.samples.swap(spent);  // a batch given back (or nothing): its samples are destroyed on this thread
   }
   batch.samples.clear();
-  batch.samples.reserve(batch_size);
-  while (batch.samples.size() < batch_size) {
+  const std::size_t size = next_batch;
+  next_batch = size > largest_batch / 2 ? largest_batch : size * 2;
+  batch.samples.reserve(std::min(size, k_largest_reserve));  // a huge batch_size is a bound, not memory to take
+  while (batch.samples.size() < size) {
     auto sample = stream.next();  // after stop() (stream.cancel()): a cancelled Error at once
     if (!sample) {
       batch.error = std::move(sample).error();
@@ -119,8 +127,12 @@ void SamplePipeline::Impl::stop_and_join() {
   if (thread.joinable()) thread.join();
 }
 
-SamplePipeline::SamplePipeline(SampleStream& stream, std::size_t batch_size)
-    : impl_(std::make_unique<Impl>(stream, batch_size == 0 ? 1 : batch_size)) {
+SamplePipeline::SamplePipeline(SampleStream& stream, std::size_t batch_size, std::size_t first_batch_size)
+    : impl_(std::make_unique<Impl>(stream,
+                                   first_batch_size == 0 || first_batch_size > batch_size
+                                       ? std::max<std::size_t>(batch_size, 1)
+                                       : first_batch_size,
+                                   std::max<std::size_t>(batch_size, 1))) {
   Impl* impl = impl_.get();
   impl->thread = std::thread([impl] { impl->run(); });
   std::lock_guard lock(registry().mu);  // once the thread exists: a failed start registers nothing

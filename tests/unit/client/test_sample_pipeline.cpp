@@ -1,6 +1,7 @@
 // Tests of the sample pipeline (src/client/sample_pipeline.cpp) over a real SampleStream and the fake origin: the
-// stream's order across batches, an error after the samples before it, stop() from another thread while the
-// consumer waits and while the producer waits, stop_sample_pipelines(), and fork detection. Run under TSan too.
+// stream's order across batches, batches that grow from a first size, an error after the samples before it, stop() from
+// another thread while the consumer waits and while the producer waits, stop_sample_pipelines(), and fork detection.
+// Run under TSan too.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +71,64 @@ TEST_F(SamplePipelineTest, BatchesHoldTheStreamsSamplesInOrder) {
   }
 }
 
+// Takes batches until the last one; the size of each, its ids, and whether it ended in an error.
+struct Drained {
+  std::vector<std::size_t> sizes;
+  std::vector<std::string> ids;
+  std::optional<Error> error;
+};
+Drained drain_sizes(SamplePipeline& pipeline) {
+  Drained out;
+  for (;;) {
+    SampleBatch batch = pipeline.take();
+    out.sizes.push_back(batch.samples.size());
+    for (const auto& sample : batch.samples) out.ids.push_back(sample.id);
+    pipeline.give_back(std::move(batch.samples));
+    if (batch.error || batch.end) {
+      out.error = batch.error;
+      return out;
+    }
+  }
+}
+
+TEST_F(SamplePipelineTest, BatchesGrowFromTheFirstSizeByDoublingToTheLargestMultipleOfIt) {
+  SampleStream reference = open();
+  auto expected = clienttest::read_ids(reference);
+  ASSERT_TRUE(expected) << expected.error().message;
+  ASSERT_EQ(expected->size(), 30u);
+  struct Case {
+    std::size_t batch_size, first;
+    std::vector<std::size_t> sizes;  // of every batch, the last (with the end) included
+  };
+  for (const Case& c : {Case{14, 3, {3, 6, 12, 9}},         // 12: the largest multiple of 3 up to 14; 9 left at the end
+                        Case{64, 4, {4, 8, 16, 2}},         // the stream ends first
+                        Case{5, 0, {5, 5, 5, 5, 5, 5, 0}},  // no first size: every batch of 5, then the end alone
+                        Case{4, 9, {4, 4, 4, 4, 4, 4, 4, 2}},  // a first size above batch_size: batch_size
+                        Case{std::size_t(-1), 0, {30}}}) {     // a huge batch_size bounds the batch, reserves nothing
+    SampleStream stream = open();
+    SamplePipeline pipeline(stream, c.batch_size, c.first);
+    Drained got = drain_sizes(pipeline);
+    EXPECT_FALSE(got.error) << got.error->message;
+    EXPECT_EQ(got.sizes, c.sizes) << "batch_size " << c.batch_size << ", first " << c.first;
+    EXPECT_EQ(got.ids, *expected) << "batch_size " << c.batch_size << ", first " << c.first;
+  }
+}
+
+TEST_F(SamplePipelineTest, AnErrorInAGrownBatchComesAfterItsSamples) {
+  // As in AnErrorComesAfterTheSamplesBeforeIt, one member per sample; the fifth member's header is broken: three
+  // samples, then the error. Batches of 2, then 4: the second holds the third sample and the error.
+  origin.broken_tar = true;
+  origin.broken_member = 4;
+  SampleStream stream = open({"audio.wav"});
+  SamplePipeline pipeline(stream, 8, 2);
+  Drained got = drain_sizes(pipeline);
+  EXPECT_EQ(got.ids, (std::vector<std::string>{"s0_0", "s0_1", "s0_2"}));
+  EXPECT_EQ(got.sizes, (std::vector<std::size_t>{2, 1}));
+  ASSERT_TRUE(got.error);
+  EXPECT_EQ(got.error->code, ErrorCode::integrity) << got.error->message;
+  EXPECT_TRUE(pipeline.take().end) << "nothing follows the error";
+}
+
 TEST_F(SamplePipelineTest, TryTakeNeverWaits) {
   origin.shard_delay_ms = 2000;
   SampleStream stream = open();
@@ -121,6 +180,18 @@ TEST_F(SamplePipelineTest, DestroyingItWhileTheProducerWaitsForTheConsumerJoinsA
   const auto started = Clock::now();
   pipeline.reset();
   EXPECT_LT(Clock::now() - started, 1s);
+}
+
+TEST_F(SamplePipelineTest, GrowingBatchesStayTwoAheadOfAConsumerThatTakesNone) {
+  SampleStream stream = open();
+  SamplePipeline pipeline(stream, 16, 2);
+  // The producer fills a batch of 2, hands it over, fills one of 4 and waits for room.
+  for (auto deadline = Clock::now() + 5s; Clock::now() < deadline && stream.stats().samples < 6;)
+    std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(stream.stats().samples, 6u);
+  EXPECT_EQ(pipeline.take().samples.size(), 2u);
+  EXPECT_EQ(pipeline.take().samples.size(), 4u);
 }
 
 TEST_F(SamplePipelineTest, StopSamplePipelinesStopsEveryLiveOne) {
