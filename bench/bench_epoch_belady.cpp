@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "datavo/sample_stream.hpp"
+#include "flag_pairs.hpp"
 
 namespace {
 
@@ -45,10 +46,8 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) usage(std::string("no value for ") + argv[i]);
-    const std::string flag = argv[i];
-    const char* value = argv[i + 1];
+  for_each_flag(argc, argv, usage, [&a](const std::string& flag, const std::string& text) {
+    const char* value = text.c_str();
     if (flag == "--shards") {
       a.shards = std::strtoull(value, nullptr, 10);
     } else if (flag == "--seed") {
@@ -62,9 +61,10 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--low-watermark") {
       a.low_watermark = std::strtod(value, nullptr);
     } else {
-      usage("unknown flag " + flag);
+      return false;
     }
-  }
+    return true;
+  });
   if (a.shards == 0 || a.epochs == 0 || a.entry_bytes == 0 || a.capacity_bytes < a.entry_bytes) {
     usage("need --shards, --epochs > 0 and --capacity-bytes >= --entry-bytes > 0");
   }

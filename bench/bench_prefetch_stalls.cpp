@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "datavo/sample_stream.hpp"
+#include "flag_pairs.hpp"
 
 namespace {
 
@@ -36,10 +37,7 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) usage(std::string("no value for ") + argv[i]);
-    const std::string flag = argv[i];
-    const std::string value = argv[i + 1];
+  for_each_flag(argc, argv, usage, [&a](const std::string& flag, const std::string& value) {
     if (flag == "--dataset") {
       a.dataset = value;
     } else if (flag == "--key") {
@@ -57,9 +55,10 @@ Args parse(int argc, char** argv) {
     } else if (flag == "--limit-shards") {
       a.limit_shards = std::strtoull(value.c_str(), nullptr, 10);
     } else {
-      usage("unknown flag " + flag);
+      return false;
     }
-  }
+    return true;
+  });
   if (a.dataset.empty() || a.key.empty() || a.server.empty() || a.config.empty()) usage("missing a required flag");
   return a;
 }

@@ -25,13 +25,19 @@ constexpr std::chrono::seconds k_stats_flush_interval{2};
 // A holder that keeps renewing its lease this long without uploading is not waited for any more.
 constexpr std::chrono::minutes k_max_lease_wait{30};
 
+// The topmost writable local tier: where shards land first, whose lock is the single flight, which keeps the remote
+// tiers' counters and sizes the readers' prefetch budget. nullptr when there is none.
+LocalTier* topmost_writable_local(const std::vector<std::shared_ptr<Tier>>& tiers) {
+  for (const auto& tier : tiers) {
+    if (LocalTier* local = tier->as_local(); local != nullptr && !local->read_only()) return local;
+  }
+  return nullptr;
+}
+
 // Whether any tier could take a fetched shard at all: capacity otherwise, before any byte moves.
 Result<void> check_can_land(const Walk& walk) {
   const auto& tiers = walk.tiers();
-  const bool writable_local = std::any_of(tiers.begin(), tiers.end(), [](const std::shared_ptr<Tier>& tier) {
-    return tier->as_local() != nullptr && !tier->read_only();
-  });
-  if (!writable_local) {
+  if (topmost_writable_local(tiers) == nullptr) {
     return Error{ErrorCode::capacity,
                  "shard " + walk.key().hash.hex() + " is not cached and no folder tier is writable"};
   }
@@ -49,14 +55,11 @@ Result<void> check_can_land(const Walk& walk) {
 // Single flight: one fetch per key across the threads and processes of this machine, through the lock of the
 // topmost writable local tier. nullptr when it cannot be taken (degraded: at worst two fetches of one shard).
 std::unique_ptr<ShardLock> lock_single_flight(Walk& walk) {
-  for (const auto& tier : walk.tiers()) {
-    LocalTier* local = tier->as_local();
-    if (local == nullptr || local->read_only()) continue;
-    auto locked = local->lock_shard(walk.key());
-    if (locked) return std::move(*locked);
-    walk.degrade(*local, "locking", locked.error());
-    return nullptr;
-  }
+  LocalTier* local = topmost_writable_local(walk.tiers());
+  if (local == nullptr) return nullptr;
+  auto locked = local->lock_shard(walk.key());
+  if (locked) return std::move(*locked);
+  walk.degrade(*local, "locking", locked.error());
   return nullptr;
 }
 
@@ -297,13 +300,7 @@ Result<std::shared_ptr<ShardCacheHierarchy>> ShardCacheHierarchy::create(std::ve
 ShardCacheHierarchy::ShardCacheHierarchy(std::vector<std::shared_ptr<Tier>> tiers)
     : tiers_(std::move(tiers)), impl_(new Impl) {
   for (const auto& tier : tiers_) impl_->breakers.emplace(tier.get(), std::make_unique<core::Breaker>(describe(*tier)));
-  for (const auto& tier : tiers_) {
-    LocalTier* local = tier->as_local();
-    if (local != nullptr && !local->read_only()) {
-      impl_->stats_keeper = local;
-      break;
-    }
-  }
+  impl_->stats_keeper = topmost_writable_local(tiers_);
   if (impl_->stats_keeper == nullptr) return;
   for (const auto& tier : tiers_) {
     if (tier->as_local() == nullptr && !impl_->stats_keeper->keep_stats_of(tier)) {
@@ -365,13 +362,10 @@ std::size_t ShardCacheHierarchy::place(const ShardKey& key, std::chrono::system_
 }
 
 std::optional<Bytes> ShardCacheHierarchy::landing_capacity() const {
-  for (const auto& tier : tiers_) {
-    LocalTier* local = tier->as_local();
-    if (local == nullptr || local->read_only()) continue;
-    if (auto bound = local->max_bytes()) return bound;
-    return local->free_space();
-  }
-  return std::nullopt;
+  const LocalTier* local = topmost_writable_local(tiers_);
+  if (local == nullptr) return std::nullopt;
+  if (auto bound = local->max_bytes()) return bound;
+  return local->free_space();
 }
 
 Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate(const ShardKey& key) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "datavo/folder_tier.hpp"
 #include "datavo/hierarchy.hpp"
@@ -17,16 +19,28 @@
 
 namespace datavo::clienttest {
 
-inline std::shared_ptr<ShardCacheHierarchy> fresh_cache(const std::string& path, const std::string& name = "local") {
+// A folder tier at `path` without fsync, bounded by `max_bytes` when given.
+inline std::shared_ptr<FolderTier> fresh_folder(const std::string& path, const std::string& name = "local",
+                                                std::optional<Bytes> max_bytes = std::nullopt) {
   FolderTierOptions options;
   options.path = path;
   options.name = name;
   options.durability = Durability::no_sync;
+  options.max_bytes = max_bytes;
   auto tier = FolderTier::create(options);
   if (!tier) throw std::runtime_error(tier.error().message);
-  auto cache = ShardCacheHierarchy::create({*tier});
+  return *tier;
+}
+
+// A hierarchy of the one tier `tier`.
+inline std::shared_ptr<ShardCacheHierarchy> cache_of(std::shared_ptr<Tier> tier) {
+  auto cache = ShardCacheHierarchy::create({std::move(tier)});
   if (!cache) throw std::runtime_error(cache.error().message);
   return *cache;
+}
+
+inline std::shared_ptr<ShardCacheHierarchy> fresh_cache(const std::string& path, const std::string& name = "local") {
+  return cache_of(fresh_folder(path, name));
 }
 
 // Options that do not depend on DATAVO_* in the environment (offline is left to the test).
@@ -46,6 +60,24 @@ inline std::shared_ptr<OriginClient> make_client(const OriginClientOptions& opti
   auto client = OriginClient::create(options);
   if (!client) throw std::runtime_error(client.error().message);
   return *client;
+}
+
+// Options of a stream over the fake origin at `server` (fake_origin.hpp) through `cache`.
+inline SampleStreamOptions fake_stream_options(const std::string& server, const std::string& manifest_dir,
+                                               std::shared_ptr<ShardCacheHierarchy> cache,
+                                               std::vector<std::string> keys = {"audio.wav", "transcript.txt"}) {
+  SampleStreamOptions o;
+  o.keys = std::move(keys);
+  o.cache = std::move(cache);
+  o.origin = client_options(server, manifest_dir);
+  return o;
+}
+
+// The fake origin's dataset "fake/train" read with `options`; throws (failing the test) when it cannot be opened.
+inline SampleStream open_fake_stream(SampleStreamOptions options) {
+  auto stream = SampleStream::from_dataset("fake/train", std::move(options));
+  if (!stream) throw std::runtime_error(stream.error().message);
+  return std::move(*stream);
 }
 
 // Sets (or unsets, with nullopt) an environment variable for the scope.

@@ -22,6 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using WallClock = std::chrono::system_clock;
+using clienttest::cache_of;
 using clienttest::fake_dataset;
 using clienttest::FakeOrigin;
 using shardtest::TempDir;
@@ -55,31 +56,11 @@ class OrderHintsStreamTest : public ::testing::Test {
   OrderHintsStreamTest() : origin(fake_dataset(k_shards, 5)) {}
 
   SampleStreamOptions options(std::shared_ptr<ShardCacheHierarchy> cache) {
-    SampleStreamOptions o;
-    o.keys = {"audio.wav", "transcript.txt"};
-    o.cache = std::move(cache);
-    o.origin = clienttest::client_options(origin.base_url(), dir.sub("manifests"));
-    return o;
+    return clienttest::fake_stream_options(origin.base_url(), dir.sub("manifests"), std::move(cache));
   }
-  SampleStream open(SampleStreamOptions o) {
-    auto stream = SampleStream::from_dataset("fake/train", std::move(o));
-    if (!stream) throw std::runtime_error(stream.error().message);
-    return std::move(*stream);
-  }
-  static std::shared_ptr<ShardCacheHierarchy> cache_of(std::shared_ptr<FolderTier> tier) {
-    auto cache = ShardCacheHierarchy::create({std::move(tier)});
-    if (!cache) throw std::runtime_error(cache.error().message);
-    return *cache;
-  }
+  SampleStream open(SampleStreamOptions o) { return clienttest::open_fake_stream(std::move(o)); }
   std::shared_ptr<FolderTier> folder(std::optional<Bytes> max_bytes) {
-    FolderTierOptions o;
-    o.path = dir.sub("tier");
-    o.name = "local";
-    o.durability = Durability::no_sync;
-    o.max_bytes = max_bytes;
-    auto tier = FolderTier::create(o);
-    if (!tier) throw std::runtime_error(tier.error().message);
-    return *tier;
+    return clienttest::fresh_folder(dir.sub("tier"), "local", max_bytes);
   }
   // The entry path of each shard, by manifest position.
   std::vector<std::string> entry_paths(SampleStream& stream, FolderTier& tier, OriginClient& client) {

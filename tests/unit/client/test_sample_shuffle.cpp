@@ -29,19 +29,16 @@ class SampleShuffleTest : public ::testing::Test {
       : origin(fake_dataset(k_shuffle_shards, k_shuffle_per_shard)), cache(clienttest::fresh_cache(dir.sub("cache"))) {}
 
   SampleStreamOptions options(std::size_t buffer, std::uint64_t seed = 7, std::uint64_t epoch = 0) {
-    SampleStreamOptions o;
-    o.keys = {"audio.wav"};
-    o.cache = cache;
-    o.origin = clienttest::client_options(origin.base_url(), dir.sub("manifests"));
+    SampleStreamOptions o =
+        clienttest::fake_stream_options(origin.base_url(), dir.sub("manifests"), cache, {"audio.wav"});
     o.shuffle_buffer = buffer;
     o.shuffle_seed = seed;
     o.epoch = epoch;
     return o;
   }
   std::vector<std::string> read(SampleStreamOptions o) {
-    auto stream = SampleStream::from_dataset("fake/train", std::move(o));
-    if (!stream) throw std::runtime_error(stream.error().message);
-    auto ids = clienttest::read_ids(*stream);
+    SampleStream stream = clienttest::open_fake_stream(std::move(o));
+    auto ids = clienttest::read_ids(stream);
     if (!ids) throw std::runtime_error(ids.error().message);
     return *ids;
   }

@@ -28,17 +28,9 @@ class SampleStreamTest : public ::testing::Test {
       : origin(fake_dataset(shards, per_shard)), cache(clienttest::fresh_cache(dir.sub("cache"))) {}
 
   SampleStreamOptions options(std::vector<std::string> keys = {"audio.wav", "transcript.txt"}) {
-    SampleStreamOptions o;
-    o.keys = std::move(keys);
-    o.cache = cache;
-    o.origin = clienttest::client_options(origin.base_url(), dir.sub("manifests"));
-    return o;
+    return clienttest::fake_stream_options(origin.base_url(), dir.sub("manifests"), cache, std::move(keys));
   }
-  SampleStream open(SampleStreamOptions o) {
-    auto stream = SampleStream::from_dataset("fake/train", std::move(o));
-    if (!stream) throw std::runtime_error(stream.error().message);
-    return std::move(*stream);
-  }
+  SampleStream open(SampleStreamOptions o) { return clienttest::open_fake_stream(std::move(o)); }
 
   TempDir dir;
   FakeOrigin origin;
