@@ -164,8 +164,9 @@ run read "$DS" --key audio.wav --key transcript.txt --limit 7
 expect_eq "read --limit: exit 0" 0 "$RC"
 expect_match "read (text): samples, bytes, rates and per-tier hits" \
   "^read 7 samples \(.*\) from 1 shards of $DS revision $REVISION in [0-9.]+ s: [0-9]+ samples/s, [0-9.]+ MB/s" "$OUT"
-# The prefetcher may have looked up the next shards already: hits, never misses.
-expect_match "read (text): the tier line" "tier local: [1-3] hits, 0 misses, 0 promotions" "$OUT"
+# The prefetcher may have looked up the next shards already (up to 8 beyond the one read, its default window):
+# hits, never misses.
+expect_match "read (text): the tier line" "tier local: [1-9] hits, 0 misses, 0 promotions" "$OUT"
 
 before=$(snapshot)
 run --json read "$DS" --key audio.wav
