@@ -47,6 +47,10 @@ void Breaker::failed(const std::string& why) {
   std::lock_guard lock(mu_);
   last_failure_ = why;
   if (open_) {
+    // A call that began before the breaker opened and failed since says nothing new: only the trial's failure
+    // doubles the cooldown. Counting such stragglers (a warm has a request in flight on each worker) pushed the
+    // first trial minutes away after a short outage.
+    if (!trial_running_) return;
     // A trial failed: stay open, for twice as long.
     trial_running_ = false;
     cooldown_ = std::min(k_max_cooldown, cooldown_ * 2);

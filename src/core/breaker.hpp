@@ -1,5 +1,6 @@
 // Breaker: the circuit breaker of one tier in a hierarchy. A tier that fails k_failures_to_open times in a row
-// is skipped for a cooldown (30 s, doubling after each failed trial up to 10 min); when the cooldown ends one call
+// is skipped for a cooldown (30 s, doubling after each failed trial up to 10 min; the failures of calls that began
+// before it opened change nothing); when the cooldown ends one call
 // is let through as a trial (another one a cooldown later if it never reports), and a success closes the
 // breaker. It logs one WARNING when it opens and one when it
 // closes, not one per request. Internal to the hierarchy.

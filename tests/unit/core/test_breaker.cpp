@@ -1,6 +1,7 @@
 // Tests of the per-tier circuit breaker (src/core/breaker.cpp) on a clock the test moves: opens after 3 failures
 // in a row with one WARNING, skips the tier during the cooldown, lets one trial through after it, doubles the
-// cooldown after a failed trial (up to 10 min), and closes on a successful trial with one WARNING.
+// cooldown after a failed trial (up to 10 min) but not after the failures of calls that began before it opened, and
+// closes on a successful trial with one WARNING.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -104,6 +105,26 @@ TEST(Breaker, AFailedTrialDoublesTheCooldownUpToTenMinutes) {
     }
   });
   EXPECT_EQ(count_of(logged, "WARNING"), 1) << "failed trials must not warn again: " << logged;
+}
+
+TEST(Breaker, FailuresOfCallsStartedBeforeItOpenedDoNotPushTheTrialAway) {
+  FakeClock clock;
+  Breaker breaker("t", clock.fn());
+  warnings_of([&] {
+    for (int i = 0; i < 3; ++i) breaker.failed("x");
+    // Four workers each had a request in flight when it opened; they fail one after the other, seconds later.
+    for (int straggler = 0; straggler < 4; ++straggler) {
+      clock.now += 2s;
+      breaker.failed("in flight before it opened");
+    }
+  });
+  EXPECT_EQ(breaker.last_failure(), "in flight before it opened");
+  clock.now += 21s;  // 29 s after it opened
+  EXPECT_FALSE(breaker.allows());
+  clock.now += 1s;
+  EXPECT_TRUE(breaker.allows()) << "the first trial comes 30 s after opening, whatever failed meanwhile";
+  breaker.succeeded();
+  EXPECT_FALSE(breaker.open());
 }
 
 TEST(Breaker, ASuccessfulTrialClosesItWithOneWarning) {
