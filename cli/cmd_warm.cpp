@@ -17,6 +17,8 @@ struct WarmArgs {
   bool dry_run = false;
   bool allow_partial = false;
   std::optional<std::string> metrics_textfile;
+  std::optional<std::string> share;  // "I/N"
+  std::uint64_t share_wait_seconds = 120;
 };
 
 void print_plan(const GlobalOptions& global, const WarmPlan& plan) {
@@ -86,6 +88,15 @@ nlohmann::json report_json(const WarmReport& report) {
                         {"not_cached", report.not_cached},
                         {"seconds", report.elapsed.count()}};
   if (report.uploads) out["uploads"] = uploads_json(*report.uploads);
+  out["share"] = nullptr;
+  if (report.share) {
+    out["share"] = {{"index", report.share->share.index},
+                    {"count", report.share->share.count},
+                    {"deferred", report.share->deferred},
+                    {"from_region", report.share->from_region},
+                    {"fetched_after_wait", report.share->fetched_after_wait},
+                    {"waited_seconds", report.share->waited.count()}};
+  }
   return out;
 }
 
@@ -111,6 +122,13 @@ void print_report_text(const WarmReport& report) {
             << human_bytes(report.origin_size.count()) << "\n";
   for (const auto& tier : report.tiers) print_tier_text(tier, report.shards);
   if (report.not_cached > 0) std::cout << "  cached nowhere: " << report.not_cached << " shards\n";
+  if (report.share && report.share->deferred > 0) {
+    const WarmShareReport& share = *report.share;
+    std::cout << "  region share " << share.share.index << "/" << share.share.count << ": " << share.deferred
+              << " shards left to their members while the region's tier was down: " << share.from_region
+              << " read from the region, " << share.fetched_after_wait << " fetched from the origin after waiting "
+              << util::fixed_point(share.waited.count(), 1) << " s\n";
+  }
   if (report.uploads && report.uploads->pending > 0)
     std::cout << "  " << report.uploads->pending << " upload(s) still running when warm stopped waiting\n";
 }
@@ -126,6 +144,11 @@ void cmd_warm(const GlobalOptions& global, const WarmArgs& args) {
   request.jobs = args.jobs;
   request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
   request.metrics_textfile = args.metrics_textfile;
+  if (args.share) {
+    RegionShare share = require(RegionShare::parse(*args.share));
+    share.wait = Seconds(args.share_wait_seconds);
+    request.share = share;
+  }
   if (args.dry_run) return print_plan(global, require(plan_warm(request)));
 
   WarmProgress progress;
@@ -162,6 +185,13 @@ void add_warm_command(CLI::App& app, GlobalOptions& global) {
       "counts every shard: uploaded, already there, failed, skipped (tier down, too small), with the reasons. When\n"
       "one did not receive every shard, warm exits 1; --allow-partial makes that a WARNING with exit 0 too.\n"
       "\n"
+      "--share I/N: this VM is member I of the N that warm the dataset in a region (e.g. the job's node rank and\n"
+      "node count). While the bucket that coordinates the region's fetches (its leases) cannot be reached, warm\n"
+      "fetches from the origin only the shards of its share (manifest position modulo N equal to I), uploads them\n"
+      "once the bucket is back, and reads the other members' shards from it, waiting at most --share-wait seconds\n"
+      "(default 120) from the outage's start; what is still missing then is fetched from the origin. With the\n"
+      "bucket up the leases decide, as without --share.\n"
+      "\n"
       "--dry-run fetches nothing and asks the origin for the manifest only. For each shard it prints the tier\n"
       "that would serve it (looked up without reading it) and, for shards in a folder tier, their size. The\n"
       "size of a shard still to fetch is reported as unknown: the manifest carries no sizes, and learning\n"
@@ -173,6 +203,13 @@ void add_warm_command(CLI::App& app, GlobalOptions& global) {
                  "exit 0 with a WARNING when the top tier cannot hold every shard, or a writable remote tier did not "
                  "receive every shard (default: exit 1)");
   add_metrics_textfile_option(warm, args->metrics_textfile);
+  warm->add_option("--share", args->share,
+                   "I/N: this VM is member I of N in the region; during a bucket outage fetch only its share of the "
+                   "shards from the origin and wait for the others' (see below)");
+  warm->add_option("--share-wait", args->share_wait_seconds,
+                   "seconds to wait for the region's other members during an outage before fetching their shares "
+                   "here (default 120; with --share)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86'400}));
   warm->callback([&global, args] { cmd_warm(global, *args); });
 }
 

@@ -14,6 +14,15 @@
 // after an outage fills the bucket without calling the origin. Each writable remote tier's row then accounts for
 // every shard: uploaded, already present, failed or skipped (tier down, too small, no local copy), with the reasons.
 //
+// A region's share (WarmRequest::share, `datavo warm --share I/N`): the VMs of a region agree who fetches a shard
+// through the leases of a shared tier, so while that tier is down each VM would fetch every shard itself. With a
+// share, a shard outside this VM's share is not fetched from the origin while the tier that coordinates (the first
+// writable remote tier offering leases) cannot be reached: it is deferred. Once every worker is done, warm waits for
+// the region: it uploads its own share to the remote tiers as soon as they take it (backfill), and reads each
+// deferred shard from a remote tier as soon as the VM whose share it is has uploaded it, polling with backoff, for at
+// most RegionShare::wait from the first deferral; what is still missing then is fetched from the origin (a VM of
+// the region that never came back must not stop the others). With the tier up, the leases decide as without a share.
+//
 // Outcome (WarmReport::error): remote when a shard could not be warmed; capacity when the top tier does not hold
 // every shard now, and remote when a writable remote tier did not receive every shard (unless AllowPartial::yes:
 // then only `partial` says so). A cancellation (util/cancel.hpp: SIGINT in the CLI, or WarmRequest::stop) stops the
@@ -30,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "datavo/content_hash.hpp"
@@ -71,6 +81,29 @@ class WarmObserver {
   virtual void finished() {}
 };
 
+// This VM's place in a region (see "A region's share" above): member `index` of `count` VMs. A shard belongs to the
+// member whose index is its manifest position modulo `count`, so every VM of a region that warms the same revision
+// with the same `count` agrees on the owner without asking anyone.
+struct RegionShare {
+  std::size_t index = 0;  // < count
+  std::size_t count = 1;  // >= 1
+  // How long warm waits for the region's other members after its first deferral (then it fetches the rest itself).
+  Seconds wait{120};
+
+  // "I/N" (e.g. "3/8", as a job's node rank and node count); invalid_argument naming the text otherwise.
+  static Result<RegionShare> parse(std::string_view text);
+  bool owns(std::size_t position) const { return position % count == index; }
+};
+
+// What a share did in one warm (WarmReport::share).
+struct WarmShareReport {
+  RegionShare share;
+  std::uint64_t deferred = 0;               // shards left to their owner while the coordinating tier was down
+  std::uint64_t from_region = 0;            // of those, read from a remote tier once their owner had uploaded them
+  std::uint64_t fetched_after_wait = 0;     // of those, fetched from the origin once the wait had run out
+  std::chrono::duration<double> waited{0};  // the time spent waiting for the region
+};
+
 struct WarmRequest {
   std::string dataset;                    // "<dataset>/<split>"
   std::vector<std::string> keys;          // the key group (any order; de-duplicated)
@@ -83,7 +116,8 @@ struct WarmRequest {
   std::shared_ptr<OriginClient> client;
   OriginClientOptions origin;
 
-  std::size_t jobs = 4;  // shards fetched in parallel; >= 1
+  std::size_t jobs = 4;              // shards fetched in parallel; >= 1
+  std::optional<RegionShare> share;  // nullopt: every shard is this VM's to fetch (see "A region's share")
   AllowPartial allow_partial = AllowPartial::no;
   WarmObserver* observer = nullptr;  // not owned; nullptr: none
   // A file kept holding the cache's metrics in the Prometheus text format (datavo/metrics.hpp's MetricsTextfile):
@@ -143,6 +177,7 @@ struct WarmReport {
   // (a conditional create refused), `pending` the uploads still running when the warm stopped waiting (10 min).
   std::optional<UploadSummary> uploads;
   std::vector<WarmShardFailure> failures;  // manifest order
+  std::optional<WarmShareReport> share;    // set when the request had a share
   // Set when the top tier does not hold every shard: "only 3 of 12 shards are cached in the top tier 'local' after
   // the warm (max_bytes 1.0 MiB): 9 remain cached in tier 'scratch', 0 are cached nowhere"; and when a writable
   // remote tier does not: "tier 'region' holds 2 of the 8 shards: 6 skipped (tier down: ...)" (joined by "; ").
@@ -151,7 +186,7 @@ struct WarmReport {
 };
 
 // See the top of this file. Errors (no report): a bad request (dataset.hpp's errors, jobs 0), the cache or the
-// origin client that cannot be made, a cancellation.
+// origin client that cannot be made, a share whose index is not below its count, a cancellation.
 Result<WarmReport> warm(const WarmRequest& request);
 
 // One shard of a plan: the tier that would serve it (looked up without reading it) and, where that tier knows it

@@ -127,6 +127,8 @@ class WarmArgs:
     instance: typing.Optional[str]
     jobs: int
     allow_partial: bool
+    share: typing.Optional[str]
+    share_wait_seconds: int
     def __init__(self) -> None: ...
 
 class WarmJob:

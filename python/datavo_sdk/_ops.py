@@ -56,6 +56,18 @@ class WarmFailure:
 
 
 @dataclasses.dataclass(frozen=True)
+class WarmShare:
+    """What a region's share did in a warm (``warm(share="I/N")``, ``datavo warm --share``)."""
+
+    index: int  #: this VM's place in the region
+    count: int  #: the region's members
+    deferred: int  #: shards left to their members while the region's bucket was down
+    from_region: int  #: of those, read from the bucket once their members had uploaded them
+    fetched_after_wait: int  #: of those, fetched from the origin once the wait had run out
+    waited_seconds: float  #: the time spent waiting for the region
+
+
+@dataclasses.dataclass(frozen=True)
 class WarmReport:
     """What warm() did: the fields of ``datavo warm --json`` (docs/cli.md), with errors as exception objects."""
 
@@ -75,6 +87,7 @@ class WarmReport:
     #: set when the top tier does not hold every shard, or a writable remote tier did not receive every shard
     partial: typing.Optional[str]
     error: typing.Optional[DatavoError]  #: what failed, or None
+    share: typing.Optional[WarmShare] = None  #: set when warm() was given a share
 
 
 def _report(answer: typing.Dict[str, typing.Any]) -> WarmReport:
@@ -85,6 +98,7 @@ def _report(answer: typing.Dict[str, typing.Any]) -> WarmReport:
     ]
     fields["uploads"] = UploadSummary(**answer["uploads"]) if answer["uploads"] is not None else None
     fields["failures"] = [WarmFailure(**row) for row in answer["failures"]]
+    fields["share"] = WarmShare(**answer["share"]) if answer["share"] is not None else None
     return WarmReport(**fields)
 
 
@@ -126,6 +140,8 @@ def warm(
     token: typing.Optional[str] = None,
     instance: typing.Optional[str] = None,
     progress: typing.Optional[bool] = None,
+    share: typing.Optional[str] = None,
+    share_wait: float = 120,
 ) -> WarmReport:
     """Fills the cache with every shard of the key group ``keys`` of ``dataset`` ("<dataset>/<split>"), as
     ``datavo warm`` does: a shard a tier holds is a hit (or promoted into a faster tier), any other is fetched from
@@ -134,7 +150,10 @@ def warm(
     ``cache``, ``cache_config_path``, ``server``, ``token`` and ``instance`` are those of SampleStream.from_dataset;
     ``revision`` pins a manifest revision (default: the latest). ``allow_partial``: a warm whose top tier cannot hold
     every shard still succeeds, with ``report.partial`` saying so. ``progress``: a tqdm bar on stderr (None: when
-    tqdm is importable, stderr is a terminal and DATAVO_DISABLE_PROGRESS_BARS is not set).
+    tqdm is importable, stderr is a terminal and DATAVO_DISABLE_PROGRESS_BARS is not set). ``share``: "I/N", this VM
+    is member I of the N that warm the dataset in a region (``datavo warm --share``): while the bucket that coordinates
+    the region cannot be reached, only this member's share of the shards is fetched from the origin, and the others'
+    are read from the bucket once their members uploaded them, waiting at most ``share_wait`` seconds (at least 1).
 
     Raises, as SampleStream.from_dataset does, for a bad argument or dataset, an unreachable origin or a cache that
     cannot be made. A warm that ran but failed (a shard that could not be fetched, a top tier too small without
@@ -159,6 +178,11 @@ def warm(
     args.instance = instance
     args.jobs = int(jobs)
     args.allow_partial = bool(allow_partial)
+    if share is not None:
+        if float(share_wait) < 1:
+            raise ValueError("share_wait must be at least 1 second, not %r" % share_wait)
+        args.share = str(share)
+        args.share_wait_seconds = int(round(float(share_wait)))
     bar = _ProgressBar(_progress.wanted(progress), "warm " + dataset)
     job = _datavo.WarmJob(args)
     try:

@@ -32,6 +32,8 @@ namespace {
 struct WarmArgs : DatasetArgs {
   std::size_t jobs = 4;
   bool allow_partial = false;
+  std::optional<std::string> share;  // "I/N" (RegionShare::parse)
+  std::uint64_t share_wait_seconds = 120;
 };
 
 // Counts what a running warm did, for the Python thread that polls it.
@@ -70,6 +72,12 @@ class WarmJob {
     request.origin = args.origin();
     request.jobs = args.jobs;
     request.allow_partial = args.allow_partial ? AllowPartial::yes : AllowPartial::no;
+    if (args.share) {
+      auto share = RegionShare::parse(*args.share);
+      if (!share) raise(share.error());
+      share->wait = Seconds(args.share_wait_seconds);
+      request.share = *share;
+    }
     request.observer = &observer_;
     request.stop = &stop_;
     thread_ = std::thread([this, request = std::move(request)] {
@@ -188,6 +196,17 @@ py::dict WarmJob::report_dict(const WarmReport& r) {
   out["failures"] = failures;
   out["partial"] = r.partial ? py::object(py::str(*r.partial)) : py::none();
   out["error"] = exception_or_none(r.error);
+  out["share"] = py::none();
+  if (r.share) {
+    py::dict share;
+    share["index"] = r.share->share.index;
+    share["count"] = r.share->share.count;
+    share["deferred"] = r.share->deferred;
+    share["from_region"] = r.share->from_region;
+    share["fetched_after_wait"] = r.share->fetched_after_wait;
+    share["waited_seconds"] = r.share->waited.count();
+    out["share"] = share;
+  }
   return out;
 }
 
@@ -495,7 +514,9 @@ void bind_ops(py::module_& m) {
   bind_dataset_args(warm_args);
   warm_args.def(py::init<>())
       .def_readwrite("jobs", &WarmArgs::jobs)
-      .def_readwrite("allow_partial", &WarmArgs::allow_partial);
+      .def_readwrite("allow_partial", &WarmArgs::allow_partial)
+      .def_readwrite("share", &WarmArgs::share)
+      .def_readwrite("share_wait_seconds", &WarmArgs::share_wait_seconds);
 
   py::class_<WarmJob>(m, "WarmJob")
       .def(py::init<const WarmArgs&>())

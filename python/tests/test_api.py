@@ -56,7 +56,7 @@ def tar_bytes(members):
 
 def test_exports_exactly_the_spec_names_plus_the_documented_extras():
     assert set(SPEC_NAMES) <= set(datavo_sdk.__all__)
-    operations = {"warm", "WarmReport", "WarmTier", "WarmTierUploads", "WarmFailure", "UploadSummary", "LsReport", "CacheEntry",
+    operations = {"warm", "WarmReport", "WarmShare", "WarmTier", "WarmTierUploads", "WarmFailure", "UploadSummary", "LsReport", "CacheEntry",
                   "TierLsTotal", "RmReport", "RemovedEntry", "RmTier", "GcReport", "TierGc", "VerifyReport",
                   "TierVerify", "TierNotVerified", "TierObjectVerify", "BadObject", "CheckReport", "TierCheck",
                   "CheckStep", "TierFailure"}  # python/README.md, "Operations"

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import DATASET, SAMPLES, SHARDS
 from datavo_sdk import (DatavoError, S3ShardCacheTier, SampleStream, ShardCacheHierarchy, ShardCacheTier, UploadSummary,
-                        WarmReport, WarmTier, WarmTierUploads, errors, warm)
+                        WarmReport, WarmShare, WarmTier, WarmTierUploads, errors, warm)
 
 
 def test_warm_fetches_every_shard_once_and_a_second_warm_only_hits(env, origin):
@@ -37,6 +37,21 @@ def test_warm_fetches_every_shard_once_and_a_second_warm_only_hits(env, origin):
     # What was warmed is what a stream reads: no shard request.
     assert sum(1 for _ in SampleStream.from_dataset(DATASET, keys=["audio.wav"])) == SAMPLES
     assert origin.requests()["shard"] == after["shard"]
+
+
+def test_warm_with_a_share_reports_it_and_refuses_a_bad_one(env, origin):
+    """`share="I/N"` is `datavo warm --share` (docs/hierarchy.md, "During an outage"): with no bucket nothing is
+    deferred, and the report says so; a malformed share, or an index not below the count, is refused."""
+    report = warm(DATASET, "audio.wav", progress=False, share="1/3", share_wait=5)
+    assert report.share == WarmShare(index=1, count=3, deferred=0, from_region=0, fetched_after_wait=0,
+                                     waited_seconds=report.share.waited_seconds)
+    assert report.origin_shards == SHARDS, "without a bucket every shard is this VM's to fetch"
+    assert warm(DATASET, "audio.wav", progress=False).share is None
+    for bad in ("3/3", "1", "x/3"):
+        with pytest.raises(ValueError, match="share '%s'" % bad):
+            warm(DATASET, "audio.wav", progress=False, share=bad)
+    with pytest.raises(ValueError, match="share_wait"):
+        warm(DATASET, "audio.wav", progress=False, share="0/2", share_wait=0)
 
 
 def test_warm_reports_what_the_cli_reports(env, datavo_bin):

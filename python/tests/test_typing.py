@@ -19,7 +19,7 @@ import typing
 import datavo_sdk
 from datavo_sdk import (AzureBlobShardCacheTier, Batch, CacheInfo, DatavoError, GcsShardCacheTier, S3ShardCacheTier,
                         Sample, SampleBatches, SampleStream, ShardCacheHierarchy, ShardCacheTier, TierStats, UploadSummary,
-                        WarmFailure, WarmReport, WarmTier, WarmTierUploads, get_default_shard_cache, warm)
+                        WarmFailure, WarmReport, WarmShare, WarmTier, WarmTierUploads, get_default_shard_cache, warm)
 from datavo_sdk import (BadObject, CacheEntry, CheckReport, CheckStep, GcReport, LsReport, RemovedEntry, RmReport,
                         RmTier, TierCheck, TierFailure, TierGc, TierLsTotal, TierNotVerified, TierObjectVerify,
                         TierVerify, VerifyReport)
@@ -51,6 +51,9 @@ def main() -> int:
     uploads: typing.Optional[UploadSummary] = report.uploads
     bucket_row: typing.Optional[WarmTierUploads] = tier_rows[-1].uploads
     held: typing.Optional[int] = tier_rows[0].held
+    shared: WarmReport = warm("voice/train", "audio.wav", cache, share="0/2", share_wait=30)
+    share: typing.Optional[WarmShare] = shared.share
+    waited: float = share.waited_seconds + share.deferred + share.from_region if share else 0.0
     warmed: int = report.shards - report.failed + tier_rows[0].hits + len(failures) + (uploads.failed if uploads else 0)
     warmed += (bucket_row.skipped if bucket_row else 0) + (held or 0) + (uploads.skipped if uploads else 0)
     listing: LsReport = cache.ls(instance="local")

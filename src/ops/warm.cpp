@@ -8,6 +8,7 @@
 #include "datavo/metrics.hpp"
 #include "datavo/operations.hpp"
 #include "ops/warm_setup.hpp"
+#include "ops/warm_share.hpp"
 #include "util/cancel.hpp"
 #include "util/human.hpp"
 
@@ -50,7 +51,7 @@ Error stopped_error(std::string_view what) {
 }
 
 WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, WarmObserver& observer,
-                          const std::atomic<bool>* stop) {
+                          const std::atomic<bool>* stop, ops::RegionWait* region) {
   const Manifest& manifest = setup.dataset.manifest;
   WarmShardOutcome outcome;
   outcome.position = position;
@@ -60,6 +61,7 @@ WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, War
     CountingSink counting(sink, observer, stop);
     return origin(counting);
   };
+  if (region != nullptr) counted = region->guard(position, std::move(counted));
   setup.client->remember_shard(manifest, position, setup.dataset.keys);  // for `cache ls`
   auto result = setup.cache->get_or_fetch(setup.key(position), counted);
   if (result) {
@@ -71,25 +73,50 @@ WarmShardOutcome warm_one(const ops::WarmSetup& setup, std::size_t position, War
   return outcome;
 }
 
-// Warms every shard on `jobs` threads; the outcomes in manifest order (none for a shard not started because of a
-// cancellation).
-std::vector<WarmShardOutcome> warm_all(const ops::WarmSetup& setup, const WarmRequest& request,
-                                       WarmObserver& observer) {
-  const std::size_t total = setup.dataset.manifest.shards.size();
-  std::vector<std::optional<WarmShardOutcome>> outcomes(total);
+// Warms the shards at `positions` on `jobs` threads into `outcomes` (indexed by position). A shard left to another
+// member of the region (`region`; nullptr: none) or stopped by a cancellation gets no outcome.
+void warm_all(const ops::WarmSetup& setup, const WarmRequest& request, WarmObserver& observer,
+              const std::vector<std::size_t>& positions, ops::RegionWait* region,
+              std::vector<std::optional<WarmShardOutcome>>& outcomes) {
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t position = next++; position < total && !stop_requested(request); position = next++) {
-      WarmShardOutcome outcome = warm_one(setup, position, observer, request.stop);
+    for (std::size_t i = next++; i < positions.size() && !stop_requested(request); i = next++) {
+      const std::size_t position = positions[i];
+      WarmShardOutcome outcome = warm_one(setup, position, observer, request.stop, region);
+      if (region != nullptr && outcome.error && region->deferred(position)) continue;
       // A shard stopped by an interruption is no outcome of its own: the cancellation is reported once.
       if (!outcome.error || outcome.error->code != ErrorCode::cancelled) observer.shard_done(outcome);
       outcomes[position] = std::move(outcome);
     }
   };
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(total, 1)); ++i)
-      workers.emplace_back(work);
+  std::vector<std::jthread> workers;
+  for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(positions.size(), 1)); ++i)
+    workers.emplace_back(work);
+}
+
+// Every shard of the warm, the region's share first (see warm.hpp): the workers, then the wait for the region, then
+// the origin for what the region did not provide in time. The outcomes in manifest order (none for a shard not
+// started because of a cancellation).
+std::vector<WarmShardOutcome> warm_every_shard(const ops::WarmSetup& setup, const WarmRequest& request,
+                                               WarmObserver& observer, ops::RegionWait& region) {
+  const std::size_t total = setup.dataset.manifest.shards.size();
+  std::vector<std::optional<WarmShardOutcome>> outcomes(total);
+  std::vector<std::size_t> every(total);
+  for (std::size_t i = 0; i < total; ++i) every[i] = i;
+  // Its only error is a cancellation, which warm() reports once the uploads are waited for; so is wait()'s.
+  if (!region.look_at_tier()) return {};
+  warm_all(setup, request, observer, every, &region, outcomes);
+  if (!stop_requested(request)) {
+    auto missing = region.wait(
+        [&](WarmShardOutcome outcome) {
+          observer.shard_done(outcome);
+          outcomes[outcome.position] = std::move(outcome);
+        },
+        [&] { return stop_requested(request); });
+    if (missing) {
+      warm_all(setup, request, observer, *missing, nullptr, outcomes);
+      region.fetched_after_wait(missing->size());
+    }
   }
   std::vector<WarmShardOutcome> done;
   for (auto& outcome : outcomes)
@@ -313,7 +340,8 @@ Result<WarmReport> warm(const WarmRequest& request) {
   const std::vector<std::uint64_t> uploads_before = upload_counts(*setup->cache);
   const UploadSummary queued_before = setup->cache->flush_uploads(Milliseconds{0});  // the totals so far, no wait
   observer.started(manifest.shards.size());
-  const std::vector<WarmShardOutcome> outcomes = warm_all(*setup, request, observer);
+  ops::RegionWait region(*setup, request.share);
+  const std::vector<WarmShardOutcome> outcomes = warm_every_shard(*setup, request, observer, region);
   observer.finished();
 
   // The uploads to remote tiers go on in the background: wait for them, then backfill what is still missing, so
@@ -337,6 +365,7 @@ Result<WarmReport> warm(const WarmRequest& request) {
     during.already_present -= queued_before.already_present;
     tally_uploads(report, *setup->cache, backfills, uploads_before, during);
   }
+  report.share = region.report();
   report.elapsed = Clock::now() - started;
   report.error = outcome_of(report, *setup->cache, placement, request.allow_partial);
   return report;

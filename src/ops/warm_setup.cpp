@@ -6,6 +6,11 @@ Result<WarmSetup> set_up_warm(const WarmRequest& request) {
   auto name = parse_dataset_request(request.dataset, request.keys);
   if (!name) return std::move(name).error();
   if (request.jobs == 0) return Error{ErrorCode::invalid_argument, "jobs must be at least 1"};
+  if (request.share && (request.share->count == 0 || request.share->index >= request.share->count)) {
+    return Error{ErrorCode::invalid_argument, "share " + std::to_string(request.share->index) + "/" +
+                                                  std::to_string(request.share->count) +
+                                                  ": the member's index must be below the region's count"};
+  }
   WarmSetup setup;
   setup.client = request.client;
   if (!setup.client) {

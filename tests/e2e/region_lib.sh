@@ -4,7 +4,8 @@
 # (ORIGIN_URL), and:
 #   vm_config NAME BUCKET [FIELD...]   $E2E_TMP/vms/NAME.yaml: a folder tier of its own, the bucket through the proxy
 #   region NAME BUCKET COUNT [FIELD...] COUNT VMs (`datavo warm` processes) start at the same moment; their JSON in
-#                                      $E2E_TMP/vms/NAME-<i>.json; REGION_FAILED counts those that did not exit 0
+#                                      $E2E_TMP/vms/NAME-<i>.json; REGION_FAILED counts those that did not exit 0;
+#                                      with REGION_SHARE_WAIT=S set, VM i warms with --share i-1/COUNT --share-wait S
 #   sum_of NAME COUNT EXPR             the sum of EXPR over those JSON reports
 #   origin_bytes                       the origin's shard bytes served so far (/v1/metrics)
 #   entries_in BUCKET                  the entries (.tar objects) in BUCKET
@@ -60,7 +61,8 @@ region_start() {
     (
       while [ ! -e "$E2E_TMP/vms/go" ]; do sleep 0.01; done
       DATAVO_MANIFEST_CACHE_DIR="$E2E_TMP/vms/$name-$i.manifests" timeout -k 5 240 "$DATAVO_BIN" \
-        --config "$E2E_TMP/vms/$name-$i.yaml" --json warm "$DS" --key bin --jobs 4
+        --config "$E2E_TMP/vms/$name-$i.yaml" --json warm "$DS" --key bin --jobs 4 \
+        ${REGION_SHARE_WAIT:+--share $((i - 1))/$count --share-wait $REGION_SHARE_WAIT}
       rc=$?
       date +%s%N >"$E2E_TMP/vms/$name-$i.end"
       exit $rc
