@@ -8,8 +8,8 @@
 #   - a flipped byte in chunk k of the served tar stops the download at chunk k: the error names the shard, the chunk
 #     and its byte offset, it comes from the chunk check (not the whole-shard one), and nothing is installed;
 #   - a lying list that is consistent with itself (its chunks_sha256 recomputed) is caught at the first chunk it
-#     lies about; a list that is not the ticket's (chunks_sha256 does not match) is refused before any shard byte
-#     is asked for;
+#     lies about; a list that is not the ticket's (chunks_sha256 does not match), or that does not fit the ticket's
+#     size, is refused before any shard byte is asked for;
 #   - a new client and an old server (a ticket without the chunk fields, made by the proxy): the download works, and
 #     a flipped byte is caught by the whole-shard SHA-256 as before;
 #   - an old client and a new server: when DATAVO_OLD_BIN names a `datavo` built from the code before chunk digests,
@@ -154,6 +154,16 @@ expect_match "unbound list: the error names chunks_sha256" '"chunks_sha256" is n
   "$ERR"
 expect_eq "unbound list: refused before any byte: no shard request reached the proxy" 0 "$(proxy_shard_requests)"
 expect_nothing_installed "unbound list"
+
+# --- 4b. a list one chunk short of the ticket's size (its binding recomputed): refused before any byte -------------
+
+set_mode "ok ticket=drop:0"
+warm_via "$PROXY_URL"
+expect_eq "short list: warm exits 1, every shard failed" "1 $SHARDS" "$RC $(echo "$OUT" | json 'j["failed"]' 2>/dev/null)"
+expect_match "short list: the error names the field and the counts" \
+  '"chunks" does not fit the ticket: size: [0-9]+ chunk digests, but [0-9]+ bytes in chunks of 16384 make [0-9]+' "$ERR"
+expect_eq "short list: refused before any byte: no shard request reached the proxy" 0 "$(proxy_shard_requests)"
+expect_nothing_installed "short list"
 
 # --- 5. a new client and an old server: whole-shard verification as before ----------------------------------------
 

@@ -49,6 +49,8 @@ Options:
                     lie:K      replace the digest of chunk K and recompute chunks_sha256 (a lying list that is
                                consistent with itself: only the bytes can show the lie)
                     unbound:K  replace the digest of chunk K and keep chunks_sha256 (a list that is not the ticket's)
+                    drop:K     remove the digest of chunk K and recompute chunks_sha256 (a list one chunk short of
+                               the ticket's size)
 
 The mode re-arms (its K requests start over) whenever the mode file changes (inode, mtime, size or content: write
 it atomically with a temp file + mv) and on POST /_proxy_reset. The file is re-read on every shard request, so a
@@ -143,8 +145,8 @@ class Mode:
         self.rate = int(self.options.get("rate", "65536"))
         self.offset = int(self.options.get("offset", "0"))
         self.ticket = self.options.get("ticket")
-        if self.ticket is not None and not (self.ticket == "strip" or re.fullmatch(r"(lie|unbound):\d+", self.ticket)):
-            raise ValueError("ticket=%r: expected strip, lie:K or unbound:K" % self.ticket)
+        if self.ticket is not None and not (self.ticket == "strip" or re.fullmatch(r"(lie|unbound|drop):\d+", self.ticket)):
+            raise ValueError("ticket=%r: expected strip, lie:K, unbound:K or drop:K" % self.ticket)
 
     def status(self):
         """The injected status of a status<NNN> mode, else None."""
@@ -263,8 +265,11 @@ def rewrite_ticket(ticket, rewrite):
         return ticket
     how, index = rewrite.split(":")
     chunks = ticket["chunks"]
-    chunks[int(index)] = hashlib.sha256(b"not chunk " + index.encode()).hexdigest()
-    if how == "lie":
+    if how == "drop":
+        del chunks[int(index)]
+    else:
+        chunks[int(index)] = hashlib.sha256(b"not chunk " + index.encode()).hexdigest()
+    if how in ("lie", "drop"):
         ticket["chunks_sha256"] = hashlib.sha256("".join(c + "\n" for c in chunks).encode()).hexdigest()
     return ticket
 
