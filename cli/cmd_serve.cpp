@@ -26,6 +26,7 @@ struct ServeArgs {
   std::int64_t ticket_ttl = 900;
   std::int64_t ticket_wait_ms = 5000;
   int threads = 8;
+  std::uint64_t chunk_size = k_default_chunk_size.count();
   bool quiet = false;
   bool init = false;
 };
@@ -72,6 +73,7 @@ void cmd_serve(const ServeArgs& args) {
   options.ticket_wait = Milliseconds{args.ticket_wait_ms};
   options.log_requests = !args.quiet;
   options.threads = args.threads;
+  options.chunk_size = Bytes{args.chunk_size};
 
   // SIGINT and SIGTERM are taken by sigwait() on a thread of our own: the server's threads inherit the mask, so
   // no handler ever runs in the middle of a request.
@@ -119,6 +121,10 @@ void add_serve_command(CLI::App& app) {
                    "(preparing) and the client asks again (default 5000, at most 20000)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{20'000}));
   serve->add_option("--threads", serve_args->threads, "worker threads (default 8)")->check(CLI::Range(1, 1024));
+  serve
+      ->add_option("--chunk-size", serve_args->chunk_size,
+                   "bytes per chunk of the chunk digests in tickets (default 4194304, from 4096 to 1073741824)")
+      ->check(CLI::Range(k_min_chunk_size.count(), k_max_chunk_size.count()));
   serve->add_flag("--quiet", serve_args->quiet, "do not log one line per request on stderr");
   serve->add_flag("--init", serve_args->init,
                   "make STORE a store even though it is not empty (without it, serve refuses a non-empty directory "

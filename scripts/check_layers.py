@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (layer, component, directories, public headers of include/datavo/) from the ground up.
 LAYERS = [
-    (0, "base", ["src/base"], ["result", "units", "byte_sink", "content_hash", "fetcher", "access", "lease"]),
+    (0, "base", ["src/base"], ["result", "units", "byte_sink", "content_hash", "chunk_digests", "fetcher", "access", "lease"]),
     (1, "util", ["src/util"], ["log"]),
     (2, "tar", ["src/tar"], ["tar"]),
     (2, "net", ["src/net"], ["transport", "url_fetcher"]),

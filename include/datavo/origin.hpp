@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "datavo/chunk_digests.hpp"
 #include "datavo/result.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/units.hpp"
@@ -65,6 +66,9 @@ struct OriginServerOptions {
   // with Retry-After) while the build goes on in the background (two builds at a time). Zero answers 202 whenever a
   // build is needed; at most 20 s, so that a waiting request never looks stalled to a client.
   Milliseconds ticket_wait{5'000};
+  // The chunk size of the chunk digests in tickets (docs/protocol.md, "Chunk digests"): from k_min_chunk_size
+  // (4 KiB) to k_max_chunk_size (1 GiB).
+  Bytes chunk_size = k_default_chunk_size;
   bool log_requests = true;  // one line per request on stderr (tickets redacted)
   int threads = 8;           // worker threads, each serving one connection at a time; >= 1
 };

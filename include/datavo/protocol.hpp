@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "datavo/chunk_digests.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
@@ -110,8 +111,15 @@ struct StreamTicket {
   Sha256 sha256;
   std::string url;              // as the server sent it: relative to the server's base URL, or absolute http(s)://
   std::int64_t expires_at = 0;  // Unix seconds
+  // The SHA-256 of every chunk of the tar (docs/protocol.md, "Chunk digests"): the JSON fields "chunk_size",
+  // "chunks" and "chunks_sha256". nullopt when the server sends none of them (a server from before chunk digests):
+  // the bytes are then verified as a whole only.
+  std::optional<ChunkDigests> chunks;
 
-  // remote, naming the field, for anything malformed (an empty url included).
+  // remote, naming the field, for anything malformed (an empty url included). The chunk fields are all there or
+  // all absent; when there, refused unless chunk_size is within [k_min_chunk_size, k_max_chunk_size], "chunks"
+  // holds exactly one digest per chunk of `size` bytes, and "chunks_sha256" is the SHA-256 of their canonical list
+  // (ChunkDigests::binding()). Fields this version does not know are ignored.
   static Result<StreamTicket> parse(std::string_view json_text);
   std::string to_json() const;
   bool operator==(const StreamTicket&) const = default;

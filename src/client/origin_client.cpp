@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "client/manifest_cache.hpp"
+#include "net/chunk_verifying_sink.hpp"
 #include "net/http_client.hpp"
 #include "util/cancel.hpp"
 #include "util/log.hpp"
@@ -470,9 +471,13 @@ Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t positi
                                                ticket->content_hash.hex() + " but the manifest gives " +
                                                job->expected.hex() + "; refusing to download it"};
       }
+      // With the ticket's chunk digests, every chunk is checked as it arrives and the first bad one ends the
+      // download; without them (an origin from before chunk digests) the whole-shard check below is the only one.
+      std::optional<net::ChunkVerifyingSink> verifying;
+      if (ticket->chunks) verifying.emplace(sink, *ticket->chunks, ticket->size, "content hash " + job->expected.hex());
       net::HttpRequest request;
       request.url = ticket->url;
-      request.sink = &sink;
+      request.sink = verifying ? static_cast<ByteSink*>(&*verifying) : &sink;
       // A download left half-done by a killed process goes on from where it stopped: the ticket's SHA-256 is
       // checked over the whole shard before anything is installed.
       request.resume = net::Resume::continue_sink;

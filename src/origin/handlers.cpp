@@ -91,12 +91,14 @@ void ServerImpl::handle_ticket(const httplib::Request& req, httplib::Response& r
                           .count();
   const std::string signature = sign_ticket(store_.secret(), fields);
   send_json(res,
-            StreamTicket{hash, group.size, group.sha256, ticket_url(fields, signature), fields.expires_at}.to_json());
+            StreamTicket{hash, group.size, group.sha256, ticket_url(fields, signature), fields.expires_at, group.chunks}
+                .to_json());
 }
 
 BuilderPool::Outcome ServerImpl::key_group_for_ticket(const TicketFields& fields) {
   const auto hash = ContentHash::parse(fields.content_hash).value();
-  if (auto existing = store_.find_key_group(hash); existing && *existing) return std::move(**existing);
+  if (auto existing = store_.find_key_group(hash, key_groups_.chunk_size()); existing && *existing)
+    return std::move(**existing);
   return builders_.request(fields, options_.ticket_wait);
 }
 

@@ -24,7 +24,7 @@ std::variant<KeyGroupTar, Refusal> KeyGroups::get(const TicketFields& fields) {
   const auto hash = ContentHash::parse(fields.content_hash).value();
   const auto lock_target = locks_.get(hash.hex());
   std::lock_guard lock(*lock_target);
-  auto existing = store_.find_key_group(hash);
+  auto existing = store_.find_key_group(hash, chunk_size_);
   if (!existing) return store_failure(existing.error());
   if (*existing) return std::move(**existing);
 
@@ -33,7 +33,7 @@ std::variant<KeyGroupTar, Refusal> KeyGroups::get(const TicketFields& fields) {
   const Revision& rev = std::get<0>(found)->revision;
   if (key_group_hash(rev, fields.shard_index, fields.keys) != hash)
     return Refusal{404, "the shard of this ticket is not in the store"};
-  auto made = store_.materialise_key_group(rev, fields.shard_index, fields.keys, hash);
+  auto made = store_.materialise_key_group(rev, fields.shard_index, fields.keys, hash, chunk_size_);
   if (!made) return store_failure(made.error());
   return std::move(made).value();
 }

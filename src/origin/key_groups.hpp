@@ -26,7 +26,10 @@ std::optional<ContentHash> key_group_hash(const Revision& revision, std::uint64_
 
 class KeyGroups {
  public:
-  KeyGroups(const Store& store, RevisionCache& revisions) : store_(store), revisions_(revisions) {}
+  // Tars are materialised with chunk digests of `chunk_size` (within [k_min_chunk_size, k_max_chunk_size]).
+  KeyGroups(const Store& store, RevisionCache& revisions, Bytes chunk_size)
+      : store_(store), revisions_(revisions), chunk_size_(chunk_size) {}
+  Bytes chunk_size() const { return chunk_size_; }
 
   // The tar of the key group `fields` names (its content_hash, dataset, split, revision, shard and keys),
   // materialised when missing, or the refusal: 404 when that revision does not give fields.content_hash (the
@@ -36,6 +39,7 @@ class KeyGroups {
  private:
   const Store& store_;
   RevisionCache& revisions_;
+  const Bytes chunk_size_;
   KeyedMutex locks_;
 };
 

@@ -112,6 +112,11 @@ Result<std::unique_ptr<OriginServer>> OriginServer::start(OriginServerOptions op
                      " ms: a request held longer would look stalled to clients (30 s by default)"};
   }
   if (options.token && options.token->empty()) return Error{ErrorCode::invalid_argument, "the token is empty"};
+  if (options.chunk_size < k_min_chunk_size || options.chunk_size > k_max_chunk_size) {
+    return Error{ErrorCode::invalid_argument, "chunk_size must be from " + std::to_string(k_min_chunk_size.count()) +
+                                                  " to " + std::to_string(k_max_chunk_size.count()) + " bytes, not " +
+                                                  std::to_string(options.chunk_size.count())};
+  }
   auto store = origin::Store::open(options.store, origin::Store::Create::no);
   if (!store) return store.error();
   store->sweep_temporaries(k_stale_temporary_age);

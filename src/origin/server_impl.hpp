@@ -78,7 +78,7 @@ class ServerImpl final : public OriginServer {
   OriginServerOptions options_;
   Store store_;
   RevisionCache revisions_{store_};
-  KeyGroups key_groups_{store_, revisions_};
+  KeyGroups key_groups_{store_, revisions_, options_.chunk_size};
   Metrics metrics_;
   httplib::Server http_;
   std::thread thread_;

@@ -314,7 +314,36 @@ Result<Store::PutResult> Store::put_object_file(const std::string& path) const {
   return finish_object(*this, writer);
 }
 
-Result<std::optional<KeyGroupTar>> Store::find_key_group(const ContentHash& hash) const {
+namespace {
+
+// The .chunks file of a key-group tar: "chunk_size <N>\n", then the canonical list.
+std::string chunks_path(const Store& store, const ContentHash& hash) {
+  return store.tars_dir() + "/" + hash.hex() + ".chunks";
+}
+
+std::string chunks_file_text(const ChunkDigests& chunks) {
+  return "chunk_size " + std::to_string(chunks.chunk_size.count()) + "\n" + chunks.canonical();
+}
+
+// The chunk digests of a tar of `size` bytes in chunks of `chunk_size`, or nullopt when the file is missing,
+// damaged, or of another chunk size (the tar is then materialised again).
+Result<std::optional<ChunkDigests>> read_chunks_file(const std::string& path, Bytes size, Bytes chunk_size) {
+  auto text = util::read_file(path);
+  if (!text) {
+    if (text.error().code == ErrorCode::not_found) return std::optional<ChunkDigests>{};
+    return text.error();
+  }
+  const std::string header = "chunk_size " + std::to_string(chunk_size.count()) + "\n";
+  if (!std::string_view(*text).starts_with(header)) return std::optional<ChunkDigests>{};
+  auto chunks = ChunkDigests::parse_canonical(chunk_size, std::string_view(*text).substr(header.size()),
+                                              ErrorCode::integrity, path);
+  if (!chunks || !chunks->check_covers(size, ErrorCode::integrity, path)) return std::optional<ChunkDigests>{};
+  return std::optional<ChunkDigests>{std::move(*chunks)};
+}
+
+}  // namespace
+
+Result<std::optional<KeyGroupTar>> Store::find_key_group(const ContentHash& hash, Bytes chunk_size) const {
   std::string path = tar_path(hash);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -328,11 +357,16 @@ Result<std::optional<KeyGroupTar>> Store::find_key_group(const ContentHash& hash
   }
   auto sha = Sha256::parse(util::trim_right(*text));
   if (!sha) return std::optional<KeyGroupTar>{};  // a damaged record: materialise again
-  return std::optional<KeyGroupTar>{KeyGroupTar{path, Bytes{static_cast<std::uint64_t>(st.st_size)}, *sha}};
+  const Bytes size{static_cast<std::uint64_t>(st.st_size)};
+  auto chunks = read_chunks_file(chunks_path(*this, hash), size, chunk_size);
+  if (!chunks) return chunks.error();
+  if (!*chunks) return std::optional<KeyGroupTar>{};
+  return std::optional<KeyGroupTar>{KeyGroupTar{path, size, *sha, std::move(**chunks)}};
 }
 
 Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::uint64_t shard_index,
-                                                 std::span<const std::string> keys, const ContentHash& hash) const {
+                                                 std::span<const std::string> keys, const ContentHash& hash,
+                                                 Bytes chunk_size) const {
   if (shard_index >= revision.shards.size()) return Error::invalid_argument("shard index out of range");
   std::vector<std::size_t> columns;
   for (const auto& key : keys) {
@@ -344,10 +378,12 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
   auto file = util::AtomicFile::create(util::temp_name_beside(tar_path(hash)), 0644);
   if (!file) return file.error();
   Sha256Hasher hasher;
+  ChunkHasher chunk_hasher(chunk_size);
   const int out = file->fd();
   const std::string& out_path = file->path();
   TarWriter writer([&](std::span<const std::byte> bytes) -> Result<void> {
     hasher.update(bytes.data(), bytes.size());
+    chunk_hasher.update(bytes.data(), bytes.size());
     return util::write_all(out, bytes.data(), bytes.size(), out_path);
   });
   for (const auto& sample : revision.shards[shard_index].samples) {
@@ -373,12 +409,14 @@ Result<KeyGroupTar> Store::materialise_key_group(const Revision& revision, std::
   DATAVO_TRY(writer.finish());
   DATAVO_TRY(file->sync());
   Sha256 sha = hasher.finish();
-  // The digest goes in first: a present .tar always has its .sha256 beside it.
+  ChunkDigests chunks = chunk_hasher.finish();
+  // The digests go in first: a present .tar always has its .chunks and .sha256 beside it.
+  DATAVO_TRY(util::write_file_atomic(chunks_path(*this, hash), chunks_file_text(chunks), 0644));
   DATAVO_TRY(util::write_file_atomic(tars_dir() + "/" + hash.hex() + ".sha256", sha.hex() + "\n", 0644));
   std::string target = tar_path(hash);
   auto committed = file->commit(target, util::AtomicFile::Replace::yes);
   if (!committed) return committed.error();
-  return KeyGroupTar{target, writer.bytes_written(), sha};
+  return KeyGroupTar{target, writer.bytes_written(), sha, std::move(chunks)};
 }
 
 void Store::sweep_temporaries(Seconds age) const {

@@ -8,7 +8,7 @@
 //   secret                                64 hex characters, the HMAC key of tickets (0600)
 //   objects/<sha256>                      member payloads, content-addressed
 //   datasets/<dataset>/<split>/revisions/<R>.json, LATEST, .pack.lock
-//   tars/<content_hash>.tar, tars/<content_hash>.sha256
+//   tars/<content_hash>.tar, tars/<content_hash>.sha256, tars/<content_hash>.chunks
 // Temporary files are created beside their target with the infix ".tmp." and renamed into place, so a reader
 // never sees a partial object, revision or tar; sweep_temporaries() removes the ones a crash left behind.
 //
@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "datavo/chunk_digests.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
@@ -64,6 +65,7 @@ struct KeyGroupTar {
   std::string path;
   Bytes size;
   Sha256 sha256;
+  ChunkDigests chunks;  // of `size` bytes (ChunkDigests::check_covers holds)
 };
 
 class Store {
@@ -117,16 +119,21 @@ class Store {
   Result<PutResult> put_object(std::span<const std::byte> data) const;
   Result<PutResult> put_object_file(const std::string& path) const;
 
-  // The key-group tar of `hash` if it is already materialised (both .tar and .sha256 present), else nullopt.
-  Result<std::optional<KeyGroupTar>> find_key_group(const ContentHash& hash) const;
+  // The key-group tar of `hash` if it is already materialised with chunk digests of `chunk_size` (.tar, .sha256
+  // and a .chunks of that chunk size that covers the tar), else nullopt: a tar written before chunk digests, or
+  // with another chunk size, is materialised again (the same bytes).
+  Result<std::optional<KeyGroupTar>> find_key_group(const ContentHash& hash, Bytes chunk_size) const;
 
   // Writes the key-group tar of `keys` (a sorted subset of revision.keys) of shard `shard_index` to
-  // tars/<hash>.tar: a temp file hashed while written, then <hash>.sha256, then the rename. Memory is bounded (the
-  // objects are copied in 1 MiB pieces). integrity when an object is missing or has the wrong size.
+  // tars/<hash>.tar: a temp file hashed while written (the whole SHA-256 and the SHA-256 of every chunk of
+  // `chunk_size`, in the same pass), then <hash>.chunks ("chunk_size <N>\n" and the canonical list), then
+  // <hash>.sha256, then the rename. Memory is bounded (the objects are copied in 1 MiB pieces). integrity when an
+  // object is missing or has the wrong size. REQUIRES: chunk_size within [k_min_chunk_size, k_max_chunk_size].
   // Not serialised here: concurrent calls for one hash produce identical bytes, and the last rename wins; callers
   // in one process serialise per hash to avoid the duplicate work.
   Result<KeyGroupTar> materialise_key_group(const Revision& revision, std::uint64_t shard_index,
-                                            std::span<const std::string> keys, const ContentHash& hash) const;
+                                            std::span<const std::string> keys, const ContentHash& hash,
+                                            Bytes chunk_size) const;
 
   // Removes temporary files older than `age` under objects/ and tars/ (left by crashed writers). Best effort.
   void sweep_temporaries(Seconds age) const;

@@ -35,6 +35,35 @@ Result<ContentHash> read_content_hash(const protocol::JsonFields& fields, const 
   return std::move(*hash);
 }
 
+// The chunk fields of a ticket (all three or none), checked against each other and the ticket's size.
+Result<std::optional<ChunkDigests>> read_chunks(const protocol::JsonFields& fields, Bytes size) {
+  const bool any = fields.has("chunk_size") || fields.has("chunks") || fields.has("chunks_sha256");
+  if (!any) return std::optional<ChunkDigests>{};
+  auto chunk_size = fields.positive_number("chunk_size");
+  if (!chunk_size) return std::move(chunk_size).error();
+  auto array = fields.array("chunks");
+  if (!array) return std::move(array).error();
+  auto binding_text = fields.string("chunks_sha256");
+  if (!binding_text) return std::move(binding_text).error();
+  auto binding = Sha256::parse(*binding_text);
+  if (!binding) return fields.refuse("chunks_sha256", "is invalid: " + binding.error().message);
+  std::vector<std::string> texts;
+  DATAVO_TRY(fields.strings("chunks", **array, texts));
+  ChunkDigests chunks{Bytes{*chunk_size}, {}};
+  chunks.digests.reserve(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    auto digest = Sha256::parse(texts[i]);
+    if (!digest) return fields.refuse("chunks[" + std::to_string(i) + "]", "is invalid: " + digest.error().message);
+    chunks.digests.push_back(*digest);
+  }
+  if (auto covers = chunks.check_covers(size, ErrorCode::remote, "size"); !covers)
+    return fields.refuse("chunks", "does not fit the ticket: " + covers.error().message);
+  if (chunks.binding() != *binding)
+    return fields.refuse("chunks_sha256", "is not the SHA-256 of the canonical list of \"chunks\" (" +
+                                              chunks.binding().hex() + "): refusing the list");
+  return std::optional<ChunkDigests>{std::move(chunks)};
+}
+
 }  // namespace
 
 Result<TicketRequest> TicketRequest::parse(std::string_view json_text) {
@@ -84,15 +113,24 @@ Result<StreamTicket> StreamTicket::parse(std::string_view json_text) {
   if (!url) return std::move(url).error();
   auto expires_at = fields.integer("expires_at");
   if (!expires_at) return std::move(expires_at).error();
-  return StreamTicket{std::move(*hash), Bytes{*size}, *sha, std::move(*url), *expires_at};
+  auto chunks = read_chunks(fields, Bytes{*size});
+  if (!chunks) return std::move(chunks).error();
+  return StreamTicket{std::move(*hash), Bytes{*size}, *sha, std::move(*url), *expires_at, std::move(*chunks)};
 }
 
 std::string StreamTicket::to_json() const {
-  const nlohmann::json body = {{"content_hash", content_hash.hex()},
-                               {"size", size.count()},
-                               {"sha256", sha256.hex()},
-                               {"url", url},
-                               {"expires_at", expires_at}};
+  nlohmann::json body = {{"content_hash", content_hash.hex()},
+                         {"size", size.count()},
+                         {"sha256", sha256.hex()},
+                         {"url", url},
+                         {"expires_at", expires_at}};
+  if (chunks) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Sha256& digest : chunks->digests) list.push_back(digest.hex());
+    body["chunk_size"] = chunks->chunk_size.count();
+    body["chunks"] = std::move(list);
+    body["chunks_sha256"] = chunks->binding().hex();
+  }
   return protocol::dump(body);
 }
 

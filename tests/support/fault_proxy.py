@@ -33,6 +33,8 @@ One line: a mode name and optional key=value options, e.g.
                                 complete, well-formed answer that is one byte shorter than the ticket's size
     slow rate=65536             send the whole upstream body, correctly, at `rate` bytes/s (a slow link: for
                                 tests that interrupt a transfer in the middle)
+    flipbyte offset=N           send the upstream body with the one byte at entity offset N (counted from the
+                                shard's first byte, also in a 206 answer to a Range) XORed with 0x01
 
 Options:
     count=K       the fault hits the first K shard requests after the mode (re)armed, then requests pass through.
@@ -41,6 +43,14 @@ Options:
     rate=B        slow only: body bytes per second (default 65536).
     linger_ms=N   reset only: pause N ms (default 200) between the half body and the RST, so that the client has
                   read the half before the RST arrives (a RST lets the receiving kernel drop unread data).
+    ticket=R      with any mode: rewrite every 200 answer to POST /v1/stream-tickets (docs/protocol.md, "Chunk
+                  digests"), whatever `count` says: R is
+                    strip      drop chunk_size, chunks and chunks_sha256 (a server from before chunk digests)
+                    lie:K      replace the digest of chunk K and recompute chunks_sha256 (a lying list that is
+                               consistent with itself: only the bytes can show the lie)
+                    unbound:K  replace the digest of chunk K and keep chunks_sha256 (a list that is not the ticket's)
+                    drop:K     remove the digest of chunk K and recompute chunks_sha256 (a list one chunk short of
+                               the ticket's size)
 
 The mode re-arms (its K requests start over) whenever the mode file changes (inode, mtime, size or content: write
 it atomically with a temp file + mv) and on POST /_proxy_reset. The file is re-read on every shard request, so a
@@ -70,9 +80,11 @@ carry ticket signatures) are left out of the stats; "path" is the URL path alone
 """
 
 import argparse
+import hashlib
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -90,7 +102,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 # Faults that cut a body: the status line and headers come from the upstream, the body stops halfway.
 BODY_CUTS = {"truncate", "reset", "stall"}
-KNOWN_MODES = BODY_CUTS | {"ok", "wrongbytes", "wrongsize", "slow"}
+KNOWN_MODES = BODY_CUTS | {"ok", "wrongbytes", "wrongsize", "slow", "flipbyte"}
 
 # The error code of docs/protocol.md for an injected status (the JSON body of a status<NNN> fault).
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 410: "expired",
@@ -131,6 +143,10 @@ class Mode:
         self.seconds = float(self.options.get("seconds", "5"))
         self.linger_ms = int(self.options.get("linger_ms", "200"))
         self.rate = int(self.options.get("rate", "65536"))
+        self.offset = int(self.options.get("offset", "0"))
+        self.ticket = self.options.get("ticket")
+        if self.ticket is not None and not (self.ticket == "strip" or re.fullmatch(r"(lie|unbound|drop):\d+", self.ticket)):
+            raise ValueError("ticket=%r: expected strip, lie:K, unbound:K or drop:K" % self.ticket)
 
     def status(self):
         """The injected status of a status<NNN> mode, else None."""
@@ -206,6 +222,12 @@ class FaultState:
                     self.shard["faults"] += 1
             return record, fault
 
+    def ticket_rewrite(self):
+        """The ticket= option of the mode in force (re-read from the mode file), or None."""
+        with self.lock:
+            self._reload_mode()
+            return self.mode.ticket
+
     def responded(self, record, status, content_length):
         """Records the status line and Content-Length sent to the client (before its body: a stalled request shows)."""
         with self.lock:
@@ -227,6 +249,29 @@ class FaultState:
             self._reload_mode()
             return json.dumps({"total": self.total, "mode": self.mode.line or "ok", "routes": self.routes,
                                "shard": self.shard, "log": self.log}).encode()
+
+
+def entity_start(response):
+    """The entity offset of the first body byte: the start of a 206's Content-Range, else 0."""
+    match = re.match(r"bytes (\d+)-", response.getheader("Content-Range") or "")
+    return int(match.group(1)) if response.status == 206 and match else 0
+
+
+def rewrite_ticket(ticket, rewrite):
+    """A ticket with its chunk fields rewritten as the mode's ticket= option says (see the top of this file)."""
+    if rewrite == "strip":
+        for field in ("chunk_size", "chunks", "chunks_sha256"):
+            ticket.pop(field, None)
+        return ticket
+    how, index = rewrite.split(":")
+    chunks = ticket["chunks"]
+    if how == "drop":
+        del chunks[int(index)]
+    else:
+        chunks[int(index)] = hashlib.sha256(b"not chunk " + index.encode()).hexdigest()
+    if how in ("lie", "drop"):
+        ticket["chunks_sha256"] = hashlib.sha256("".join(c + "\n" for c in chunks).encode()).hexdigest()
+    return ticket
 
 
 class ClientGone(Exception):
@@ -365,6 +410,9 @@ class Handler(BaseHTTPRequestHandler):
             except (OSError, http.client.HTTPException) as e:
                 return self.send_json(502, {"error": {"code": "internal", "message": "fault proxy: upstream: %s" % e}},
                                       record)
+            rewrite = self.server.state.ticket_rewrite() if record["route"] == "ticket" and response.status == 200 else None
+            if rewrite is not None:
+                return self.send_json(200, rewrite_ticket(json.loads(response.read()), rewrite), record)
             return self.relay(record, response, fault)
         finally:
             upstream.close()
@@ -418,11 +466,15 @@ class Handler(BaseHTTPRequestHandler):
                     if ahead > 0:
                         time.sleep(ahead)
             return sent
+        first = entity_start(response)
         for chunk in chunks:
             if cut_at is not None and sent + len(chunk) > cut_at:
                 chunk = chunk[:cut_at - sent]
             if fault is not None and fault.name == "wrongbytes":
                 chunk = bytes(b ^ 0xFF for b in chunk)  # same length, every byte wrong
+            if fault is not None and fault.name == "flipbyte" and 0 <= fault.offset - first - sent < len(chunk):
+                at = fault.offset - first - sent
+                chunk = chunk[:at] + bytes([chunk[at] ^ 0x01]) + chunk[at + 1:]
             if chunk:
                 self.write(chunk)
                 sent += len(chunk)

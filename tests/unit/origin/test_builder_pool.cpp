@@ -85,7 +85,7 @@ class GatedBuild {
     released_.wait(lock, [this] { return open_; });
     if (fields.dataset == "refused") return origin::Refusal{404, "no such shard"};
     if (fields.dataset == "throws") throw std::runtime_error("disk on fire");
-    return KeyGroupTar{"/tars/" + fields.content_hash + ".tar", Bytes{10}, Sha256{}};
+    return KeyGroupTar{"/tars/" + fields.content_hash + ".tar", Bytes{10}, Sha256{}, {}};
   }
   void release() {
     {
@@ -174,7 +174,7 @@ TEST(OriginBuilderPool, AZeroWaitOnTheQueuingRequestIsAlwaysPending) {
   std::atomic<int> built{0};
   origin::BuilderPool pool(2, [&](const origin::TicketFields& f) -> std::variant<KeyGroupTar, origin::Refusal> {
     ++built;
-    return KeyGroupTar{"/tars/" + f.content_hash + ".tar", Bytes{10}, Sha256{}};
+    return KeyGroupTar{"/tars/" + f.content_hash + ".tar", Bytes{10}, Sha256{}, {}};
   });
   for (int i = 0; i < 200; ++i) {
     // A content hash of its own per request: with a hash asked again, a builder thread held up between the build

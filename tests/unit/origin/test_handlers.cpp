@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "datavo/protocol.hpp"
 #include "origin/store.hpp"
 #include "origin/ticket.hpp"
 #include "unit/origin/server_fixture.hpp"
@@ -140,6 +141,40 @@ TEST_F(OriginHandlersTest, TicketNamesTheContentHashAndTheServedBytes) {
         expected.emplace_back(sample + "." + key, payload(sample, key));
     }
     EXPECT_EQ(members_of(r.body), expected);
+  }
+}
+
+// The ticket carries the digest of every chunk of the bytes the shard URL serves, bound by chunks_sha256, in the
+// server's chunk size; the parser of the client accepts it.
+TEST_F(OriginHandlersTest, TicketCarriesTheChunkDigestsOfTheServedBytes) {
+  OriginServerOptions options;
+  options.chunk_size = KiB(4);
+  start(options);
+  json t = ticket(1, 0, {"audio.wav", "transcript.txt"});
+  const std::string body = download(t);
+  ASSERT_GT(body.size(), 4096u) << "the test needs two chunks at least";
+  ChunkHasher hasher(KiB(4));
+  hasher.update(body.data(), body.size());
+  const ChunkDigests want = hasher.finish();
+  EXPECT_EQ(t["chunk_size"], 4096);
+  ASSERT_EQ(t["chunks"].size(), want.digests.size());
+  for (std::size_t i = 0; i < want.digests.size(); ++i) EXPECT_EQ(t["chunks"][i], want.digests[i].hex()) << i;
+  EXPECT_EQ(t["chunks_sha256"], sha256_hex(want.canonical()));
+  auto parsed = StreamTicket::parse(t.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  ASSERT_TRUE(parsed->chunks);
+  EXPECT_EQ(*parsed->chunks, want);
+}
+
+TEST(OriginServerOptionsTest, AChunkSizeOutsideTheRangeIsRefused) {
+  for (Bytes size : {Bytes{4095}, GiB(1) + Bytes{1}}) {
+    OriginServerOptions options;
+    options.store = "/nonexistent-datavo-store";
+    options.chunk_size = size;
+    auto started = OriginServer::start(options);
+    ASSERT_FALSE(started);
+    EXPECT_EQ(started.error().code, ErrorCode::invalid_argument);
+    EXPECT_NE(started.error().message.find("chunk_size"), std::string::npos) << started.error().message;
   }
 }
 

@@ -71,7 +71,7 @@ TEST_F(OriginKeyGroupsTest, ATicketWhoseHashTheRevisionDoesNotGiveIsRefused) {
   auto store = origin::Store::open(store_root(), origin::Store::Create::no);
   ASSERT_TRUE(store);
   origin::RevisionCache revisions(*store);
-  origin::KeyGroups groups(*store, revisions);
+  origin::KeyGroups groups(*store, revisions, k_default_chunk_size);
   origin::TicketFields fields;
   fields.content_hash = std::string(64, 'e');
   fields.dataset = "voice";

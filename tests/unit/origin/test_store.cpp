@@ -130,9 +130,9 @@ TEST(OriginStore, MaterialisedKeyGroupIsTheDocumentedTar) {
   ASSERT_TRUE(store);
   Revision rev = two_sample_revision(*store);
   auto hash = ContentHash::parse(std::string(64, 'c')).value();
-  EXPECT_FALSE(*store->find_key_group(hash));
+  EXPECT_FALSE(*store->find_key_group(hash, k_default_chunk_size));
   const std::vector<std::string> keys = {"b.txt"};
-  auto made = store->materialise_key_group(rev, 0, keys, hash);
+  auto made = store->materialise_key_group(rev, 0, keys, hash, k_default_chunk_size);
   ASSERT_TRUE(made) << made.error().message;
   std::string bytes = read_text(made->path);
   EXPECT_EQ(made->size.count(), bytes.size());
@@ -159,15 +159,53 @@ TEST(OriginStore, MaterialisedKeyGroupIsTheDocumentedTar) {
   const std::vector<TarEntryInfo> entries = {{"s1.b.txt", Bytes{8}}, {"s2.b.txt", Bytes{8}}};
   EXPECT_EQ(tar_archive_size(entries)->count(), bytes.size());
 
-  auto found = store->find_key_group(hash);
+  auto found = store->find_key_group(hash, k_default_chunk_size);
   ASSERT_TRUE(found && *found);
   EXPECT_EQ((*found)->sha256, made->sha256);
+  EXPECT_EQ((*found)->chunks, made->chunks);
 
   std::filesystem::remove(store->object_path(rev.shards[0].samples[1].objects[1].sha256));
-  auto broken = store->materialise_key_group(rev, 0, keys, ContentHash::parse(std::string(64, 'd')).value());
+  auto broken = store->materialise_key_group(rev, 0, keys, ContentHash::parse(std::string(64, 'd')).value(),
+                                             k_default_chunk_size);
   ASSERT_FALSE(broken);
   EXPECT_EQ(broken.error().code, ErrorCode::integrity);
   EXPECT_FALSE(std::filesystem::exists(dir.sub("store/tars/" + std::string(64, 'd') + ".tar")));
+}
+
+// The chunk digests are computed in the pass that writes and hashes the tar, and stored beside it (.chunks) before
+// the tar is renamed into place; a tar whose .chunks is missing or of another chunk size is materialised again.
+TEST(OriginStore, MaterialisedKeyGroupHasItsChunkDigestsBesideIt) {
+  TempDir dir;
+  auto store = Store::open(dir.sub("store"), Store::Create::yes);
+  ASSERT_TRUE(store);
+  Revision rev = two_sample_revision(*store);
+  auto hash = ContentHash::parse(std::string(64, 'c')).value();
+  const std::vector<std::string> keys = {"a.txt", "b.txt"};
+  auto made = store->materialise_key_group(rev, 0, keys, hash, KiB(4));
+  ASSERT_TRUE(made) << made.error().message;
+  const std::string bytes = read_text(made->path);
+  ASSERT_GT(bytes.size(), 4096u);  // 4 members and the end marker: 5 KiB, so two chunks
+  ChunkHasher reference(KiB(4));
+  reference.update(bytes.data(), bytes.size());
+  const ChunkDigests want = reference.finish();
+  ASSERT_EQ(want.digests.size(), ChunkDigests::count_for(Bytes{bytes.size()}, KiB(4)));
+  EXPECT_EQ(made->chunks, want);
+  const std::string chunks_file = dir.sub("store/tars/" + hash.hex() + ".chunks");
+  EXPECT_EQ(read_text(chunks_file), "chunk_size 4096\n" + want.canonical());
+
+  auto found = store->find_key_group(hash, KiB(4));
+  ASSERT_TRUE(found && *found);
+  EXPECT_EQ((*found)->chunks, want);
+  // Another chunk size, a missing or a damaged list: not found, so the server materialises it again.
+  EXPECT_FALSE(*store->find_key_group(hash, KiB(8)));
+  write_text(chunks_file, "chunk_size 4096\n" + want.digests[0].hex() + "\n");  // one digest short
+  EXPECT_FALSE(*store->find_key_group(hash, KiB(4)));
+  std::filesystem::remove(chunks_file);
+  EXPECT_FALSE(*store->find_key_group(hash, KiB(4)));
+  auto again = store->materialise_key_group(rev, 0, keys, hash, KiB(4));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->chunks, want);
+  EXPECT_EQ(again->sha256, made->sha256);
 }
 
 }  // namespace

@@ -15,8 +15,12 @@ const std::string k_hash(64, 'a');
 const std::string k_sha(64, 'b');
 
 StreamTicket example_ticket() {
-  return StreamTicket{ContentHash::parse(k_hash).value(), Bytes{1048576}, Sha256::parse(k_sha).value(),
-                      "/v1/shards/" + k_hash + ".tar?dataset=d&sig=x", 1764412800};
+  return StreamTicket{ContentHash::parse(k_hash).value(),
+                      Bytes{1048576},
+                      Sha256::parse(k_sha).value(),
+                      "/v1/shards/" + k_hash + ".tar?dataset=d&sig=x",
+                      1764412800,
+                      std::nullopt};
 }
 
 TEST(ProtocolTicketRequest, RoundTrips) {
@@ -90,6 +94,95 @@ TEST(ProtocolStreamTicket, MalformedTicketsAreRefusedNamingTheField) {
   missing.erase("expires_at");
   EXPECT_FALSE(StreamTicket::parse(missing.dump()));
   EXPECT_FALSE(StreamTicket::parse("[]"));
+}
+
+// A ticket with chunk digests: 3 chunks of 4 KiB (the last one short) for a 10000-byte tar.
+StreamTicket chunked_ticket() {
+  StreamTicket ticket = example_ticket();
+  ticket.size = Bytes{10000};
+  ChunkDigests chunks{KiB(4), {}};
+  for (char c : {'1', '2', '3'}) chunks.digests.push_back(Sha256::parse(std::string(64, c)).value());
+  ticket.chunks = chunks;
+  return ticket;
+}
+
+TEST(ProtocolStreamTicket, ChunkDigestsRoundTripWithTheirBinding) {
+  const StreamTicket ticket = chunked_ticket();
+  const json body = json::parse(ticket.to_json());
+  EXPECT_EQ(body["chunk_size"], 4096);
+  EXPECT_EQ(body["chunks"].size(), 3u);
+  EXPECT_EQ(body["chunks"][1], std::string(64, '2'));
+  EXPECT_EQ(body["chunks_sha256"], ticket.chunks->binding().hex());
+  auto parsed = StreamTicket::parse(ticket.to_json());
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(*parsed, ticket);
+}
+
+// A server from before chunk digests (protocol v1 as first released) sends none of the three fields: the ticket
+// parses, without chunks, and the client verifies the whole shard only.
+TEST(ProtocolStreamTicket, ATicketWithoutChunkFieldsHasNoChunks) {
+  const std::string old_server_ticket = R"({"content_hash":")" + k_hash + R"(","expires_at":1764412800,"sha256":")" +
+                                        k_sha + R"(","size":1048576,"url":"/v1/shards/x.tar?sig=y"})";
+  auto parsed = StreamTicket::parse(old_server_ticket);
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_FALSE(parsed->chunks);
+  EXPECT_EQ(parsed->to_json().find("chunk"), std::string::npos);
+}
+
+// Fields a later version adds are ignored, as the chunk fields are by a parser from before them.
+TEST(ProtocolStreamTicket, UnknownFieldsAreIgnored) {
+  json body = json::parse(chunked_ticket().to_json());
+  body["chunks_url"] = "/v1/shards/x.chunks";
+  body["hedging"] = {{"after_ms", 250}};
+  auto parsed = StreamTicket::parse(body.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(*parsed, chunked_ticket());
+}
+
+TEST(ProtocolStreamTicket, ALyingOrMismatchedChunkListIsRefusedNamingTheField) {
+  const json good = json::parse(chunked_ticket().to_json());
+  const auto refused = [](const json& bad) {
+    auto parsed = StreamTicket::parse(bad.dump());
+    EXPECT_FALSE(parsed) << bad.dump();
+    if (parsed) return std::string();
+    EXPECT_EQ(parsed.error().code, ErrorCode::remote);
+    return parsed.error().message;
+  };
+  json lying = good;  // a digest changed, the binding not: not the ticket's list
+  lying["chunks"][2] = std::string(64, '4');
+  EXPECT_NE(refused(lying).find("\"chunks_sha256\" is not the SHA-256 of the canonical list"), std::string::npos)
+      << refused(lying);
+  json short_list = good;  // one chunk short of the size, binding recomputed: still refused
+  short_list["chunks"].erase(2);
+  ChunkDigests two{KiB(4), {Sha256::parse(std::string(64, '1')).value(), Sha256::parse(std::string(64, '2')).value()}};
+  short_list["chunks_sha256"] = two.binding().hex();
+  EXPECT_NE(refused(short_list)
+                .find("\"chunks\" does not fit the ticket: size: 2 chunk digests, but 10000 bytes in "
+                      "chunks of 4096 make 3"),
+            std::string::npos)
+      << refused(short_list);
+  json other_size = good;  // the list of another size
+  other_size["size"] = 20000;
+  EXPECT_NE(refused(other_size).find("\"chunks\" does not fit the ticket"), std::string::npos);
+  const std::vector<std::tuple<std::string, json, std::string>> cases = {
+      {"chunk_size", 0, "\"chunk_size\""},
+      {"chunk_size", 512, "chunk_size 512 is outside"},
+      {"chunk_size", "4096", "\"chunk_size\""},
+      {"chunks", "abc", "\"chunks\""},
+      {"chunks", json::array({std::string(64, '1'), 7, std::string(64, '3')}), "\"chunks[1]\" is not a string"},
+      {"chunks", json::array({std::string(64, '1'), "xyz", std::string(64, '3')}), "\"chunks[1]\" is invalid"},
+      {"chunks_sha256", "nope", "\"chunks_sha256\" is invalid"},
+  };
+  for (const auto& [field, value, needle] : cases) {
+    json bad = good;
+    bad[field] = value;
+    EXPECT_NE(refused(bad).find(needle), std::string::npos) << refused(bad);
+  }
+  for (const char* field : {"chunk_size", "chunks", "chunks_sha256"}) {  // all three, or none
+    json partial = good;
+    partial.erase(field);
+    EXPECT_NE(refused(partial).find("\"" + std::string(field) + "\""), std::string::npos) << refused(partial);
+  }
 }
 
 TEST(ProtocolStreamTicket, ANegativeExpiryIsAnInteger) {

@@ -1,0 +1,65 @@
+#include "net/chunk_verifying_sink.hpp"
+
+#include <algorithm>
+
+namespace datavo::net {
+
+ChunkVerifyingSink::ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what)
+    : inner_(inner), chunks_(chunks), size_(size), what_(std::move(what)) {
+  start_at(inner_.written().count());
+}
+
+void ChunkVerifyingSink::start_at(std::uint64_t offset) {
+  const std::uint64_t chunk = chunks_.chunk_size.count();
+  first_chunk_ = (offset + chunk - 1) / chunk;
+  unhashed_ = std::min(first_chunk_ * chunk, size_.count()) - std::min(offset, size_.count());
+  skipped_ = first_chunk_;
+  hasher_.emplace(chunks_.chunk_size);
+  hashed_ = 0;
+  verified_ = 0;
+}
+
+Result<void> ChunkVerifyingSink::restart() {
+  DATAVO_TRY(inner_.restart());
+  start_at(0);
+  return ok();
+}
+
+Result<void> ChunkVerifyingSink::check_completed() {
+  const bool at_end = first_chunk_ * chunks_.chunk_size.count() + hashed_ == size_.count();
+  // The last chunk completes at the shard's end, however short it is; finish() hashes it.
+  std::optional<ChunkDigests> finished;
+  if (at_end) finished = hasher_->finish();
+  const std::vector<Sha256>& done = finished ? finished->digests : hasher_->digests();
+  for (; verified_ < done.size(); ++verified_) {
+    const std::uint64_t index = first_chunk_ + verified_;
+    if (done[verified_] == chunks_.digests.at(index)) continue;
+    const std::uint64_t first = index * chunks_.chunk_size.count();
+    const std::uint64_t last = std::min(first + chunks_.chunk_size.count(), size_.count()) - 1;
+    return Error{ErrorCode::integrity, what_ + ": chunk " + std::to_string(index) + " (byte offset " +
+                                           std::to_string(first) + ", bytes " + std::to_string(first) + "-" +
+                                           std::to_string(last) + ") has SHA-256 " + done[verified_].hex() +
+                                           " but the ticket's chunk list gives " + chunks_.digests.at(index).hex() +
+                                           "; download stopped at its end, nothing installed"};
+  }
+  if (at_end) hasher_.emplace(chunks_.chunk_size);
+  return ok();
+}
+
+Result<void> ChunkVerifyingSink::write(const void* data, std::size_t size) {
+  const std::uint64_t before = inner_.written().count();
+  if (before + size > size_.count()) {
+    return Error{ErrorCode::integrity, what_ + ": the server sent more than the ticket's " +
+                                           std::to_string(size_.count()) + " bytes; download stopped"};
+  }
+  const std::size_t pass = static_cast<std::size_t>(std::min<std::uint64_t>(size, unhashed_));
+  unhashed_ -= pass;
+  if (size > pass) {
+    hasher_->update(static_cast<const std::byte*>(data) + pass, size - pass);
+    hashed_ += size - pass;
+    DATAVO_TRY(check_completed());
+  }
+  return inner_.write(data, size);
+}
+
+}  // namespace datavo::net

@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "net/chunk_verifying_sink.hpp"
+#include "support/shard_fixtures.hpp"
+
+namespace datavo::net {
+namespace {
+
+using ChunkTestSink = shardtest::StringSink;
+
+constexpr Bytes k_chunk = KiB(4);
+
+std::string chunk_test_bytes(std::size_t size) {
+  std::string out(size, '\0');
+  for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<char>((i * 131 + 7) % 251);
+  return out;
+}
+
+ChunkDigests digests_of(const std::string& data) {
+  ChunkHasher hasher(k_chunk);
+  hasher.update(data.data(), data.size());
+  return hasher.finish();
+}
+
+// Writes `data[from, to)` through `sink` in pieces of `step`; the first Error, if any.
+Result<void> feed(ByteSink& sink, const std::string& data, std::size_t from, std::size_t to, std::size_t step) {
+  for (std::size_t at = from; at < to; at += step) DATAVO_TRY(sink.write(data.data() + at, std::min(step, to - at)));
+  return ok();
+}
+
+// 5 chunks of 4 KiB, the last one 1000 bytes.
+const std::string k_data = chunk_test_bytes(4 * 4096 + 1000);
+
+TEST(ChunkVerifyingSink, PassesGoodBytesThroughAndVerifiesEveryChunk) {
+  const ChunkDigests chunks = digests_of(k_data);
+  for (std::size_t step : {1u, 1000u, 4096u, 6000u, 1u << 20}) {
+    ChunkTestSink inner;
+    ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+    ASSERT_TRUE(feed(sink, k_data, 0, k_data.size(), step)) << "step " << step;
+    EXPECT_EQ(inner.bytes(), k_data);
+    EXPECT_EQ(sink.written(), Bytes{k_data.size()});
+    EXPECT_EQ(sink.chunks_verified(), 5u) << "step " << step;
+    EXPECT_EQ(sink.chunks_skipped(), 0u);
+  }
+}
+
+TEST(ChunkVerifyingSink, AFlippedByteInChunkKStopsAtChunkKNamingItAndItsOffset) {
+  const ChunkDigests chunks = digests_of(k_data);
+  for (std::size_t k : {0u, 2u, 4u}) {
+    std::string bad = k_data;
+    bad[k * 4096 + 17] ^= 0x01;
+    ChunkTestSink inner;
+    ChunkVerifyingSink sink(inner, chunks, Bytes{bad.size()}, "shard 1d8dd7d4");
+    std::size_t stopped_at = 0;
+    Result<void> result = ok();
+    for (std::size_t at = 0; at < bad.size() && result; at += 512) {
+      result = sink.write(bad.data() + at, std::min<std::size_t>(512, bad.size() - at));
+      stopped_at = at;
+    }
+    ASSERT_FALSE(result) << "chunk " << k;
+    EXPECT_EQ(result.error().code, ErrorCode::integrity);
+    const std::string& message = result.error().message;
+    EXPECT_NE(
+        message.find("shard 1d8dd7d4: chunk " + std::to_string(k) + " (byte offset " + std::to_string(k * 4096) + ","),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find(chunks.digests[k].hex()), std::string::npos) << message;
+    // It stopped on the write that completed chunk k: none of chunk k's last piece, nothing after it, reached inner.
+    const std::size_t chunk_end = std::min<std::size_t>((k + 1) * 4096, bad.size());
+    EXPECT_EQ(stopped_at + std::min<std::size_t>(512, bad.size() - stopped_at), chunk_end);
+    EXPECT_EQ(inner.bytes().size(), stopped_at);
+    EXPECT_EQ(sink.chunks_verified(), k);
+  }
+}
+
+TEST(ChunkVerifyingSink, RefusesBytesPastTheSize) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ChunkTestSink inner;
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  ASSERT_TRUE(feed(sink, k_data, 0, k_data.size(), 4096));
+  auto more = sink.write("x", 1);
+  ASSERT_FALSE(more);
+  EXPECT_EQ(more.error().code, ErrorCode::integrity);
+  EXPECT_NE(more.error().message.find("more than the ticket's"), std::string::npos);
+}
+
+// The transport resumes a cut transfer at written(): the chunk in progress is hashed on across the cut.
+TEST(ChunkVerifyingSink, AResumeInTheMiddleOfAChunkGoesOnHashingIt) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ChunkTestSink inner;
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  ASSERT_TRUE(feed(sink, k_data, 0, 6000, 1000));                                // cut in chunk 1
+  ASSERT_TRUE(feed(sink, k_data, sink.written().count(), k_data.size(), 3000));  // "Range: bytes=6000-"
+  EXPECT_EQ(inner.bytes(), k_data);
+  EXPECT_EQ(sink.chunks_verified(), 5u);
+
+  // A resume that delivers wrong bytes is caught at the chunk they fall in.
+  std::string bad = k_data;
+  bad[9000] ^= 0x40;
+  ChunkTestSink inner2;
+  ChunkVerifyingSink sink2(inner2, chunks, Bytes{bad.size()}, "shard x");
+  ASSERT_TRUE(feed(sink2, bad, 0, 6000, 1000));
+  auto resumed = feed(sink2, bad, 6000, bad.size(), 1000);
+  ASSERT_FALSE(resumed);
+  EXPECT_NE(resumed.error().message.find("chunk 2 (byte offset 8192,"), std::string::npos) << resumed.error().message;
+}
+
+TEST(ChunkVerifyingSink, RestartHashesFromTheFirstByteAgain) {
+  const ChunkDigests chunks = digests_of(k_data);
+  std::string bad = k_data;
+  bad[100] ^= 0x01;
+  ChunkTestSink inner;
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  ASSERT_TRUE(feed(sink, bad, 0, 4000, 1000));  // chunk 0 not complete yet: no verdict
+  ASSERT_TRUE(sink.restart());
+  EXPECT_EQ(inner.written(), Bytes{0});
+  ASSERT_TRUE(feed(sink, k_data, 0, k_data.size(), 1000));
+  EXPECT_EQ(inner.bytes(), k_data);
+  EXPECT_EQ(sink.chunks_verified(), 5u);
+}
+
+// A download a killed process left half-done: the bytes already in the inner sink cannot be hashed here, so the
+// chunks they touch are left to the whole-shard SHA-256 and checking starts at the next chunk boundary.
+TEST(ChunkVerifyingSink, AnInheritedPrefixIsCheckedFromTheNextChunkBoundary) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ChunkTestSink inner;
+  ASSERT_TRUE(inner.write(k_data.data(), 5000));
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  EXPECT_EQ(sink.chunks_skipped(), 2u);
+  ASSERT_TRUE(feed(sink, k_data, 5000, k_data.size(), 700));
+  EXPECT_EQ(inner.bytes(), k_data);
+  EXPECT_EQ(sink.chunks_verified(), 3u);
+
+  std::string bad = k_data;
+  bad[13000] ^= 0x01;  // chunk 3
+  ChunkTestSink inner2;
+  ASSERT_TRUE(inner2.write(bad.data(), 8192));  // exactly at a boundary: nothing skipped but chunks 0 and 1
+  ChunkVerifyingSink sink2(inner2, chunks, Bytes{bad.size()}, "shard x");
+  EXPECT_EQ(sink2.chunks_skipped(), 2u);
+  auto result = feed(sink2, bad, 8192, bad.size(), 700);
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.error().message.find("chunk 3 (byte offset 12288,"), std::string::npos) << result.error().message;
+}
+
+}  // namespace
+}  // namespace datavo::net
