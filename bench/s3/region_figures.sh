@@ -9,6 +9,10 @@
 #   R2  REGION_VMS VMs warm at once while the bucket answers 503 to everything (the proxy), until every VM holds
 #       half of the shards; then it is back; and again with the bucket down for the whole warm. Printed: the shards missing from the bucket
 #       after that warm and after one backfilling `warm` on one VM, and the origin shard fetches per shard of each.
+#       Then both again with each VM given its share of the region (`--share i/VMS`, docs/hierarchy.md "During an
+#       outage"): half_share with the bucket down for the first half of the round's calm warm time (R1), then back,
+#       and --share-wait 120; whole_share down for the whole warm, with --share-wait 20. Printed as well: the time
+#       until the last VM finished.
 # Each figure is the median of REPS rounds (fresh buckets each round).
 # usage: DATAVO_BIN=build/cli/datavo bench/s3/region_figures.sh [REPS]   (REGION_VMS, REGION_SHARD_BYTES as for
 # tests/e2e/test_s3_region.sh; bench/s3/run_benchmarks.sh runs it with shards of about 4 MB).
@@ -52,6 +56,9 @@ victim() {
 R1_FETCHES=() R1_RATIO=() R1_LEFT=()
 R2_half_FETCHES=() R2_half_MISSING=() R2_half_MISSING_AFTER=() R2_half_BACKFILL=()
 R2_whole_FETCHES=() R2_whole_MISSING=() R2_whole_MISSING_AFTER=() R2_whole_BACKFILL=()
+R2_half_share_FETCHES=() R2_half_share_MISSING=() R2_half_share_MISSING_AFTER=() R2_half_share_BACKFILL=()
+R2_whole_share_FETCHES=() R2_whole_share_MISSING=() R2_whole_share_MISSING_AFTER=() R2_whole_share_BACKFILL=()
+R2_half_MS=() R2_whole_MS=() R2_half_share_MS=() R2_whole_share_MS=()
 for rep in $(seq 1 "$REPS"); do
   # --- R1: the same VMs with no interrupt, then with one interrupted halfway and restarted ---
   make_bucket "$MOTO_S3_ENDPOINT" "r1-calm-$rep"
@@ -83,18 +90,30 @@ for rep in $(seq 1 "$REPS"); do
   R1_FETCHES+=("$(python3 -c "print($fetches / $SHARDS)")") R1_RATIO+=("$(ratio "$int_ms" "$calm_ms")") R1_LEFT+=("$left")
 
   # --- R2: the bucket down for the first half of the warm (DOWN=half), or the whole of it (DOWN=whole) ---
-  for down in half whole; do
-    bucket=r2-$down-$rep name=$down-$rep
+  for down in half whole half_share whole_share; do
+    bucket=r2-${down/_/-}-$rep name=$down-$rep
     make_bucket "$MOTO_S3_ENDPOINT" "$bucket"
     ORIGIN_BASE=$(origin_requests shard)
     proxy_mode "$MOTO_URL" status503
-    region_start "$name" "$bucket" "$VMS"
+    case $down in
+      half_share) REGION_SHARE_WAIT=120 region_start "$name" "$bucket" "$VMS" ;;
+      whole_share) REGION_SHARE_WAIT=20 region_start "$name" "$bucket" "$VMS" ;;
+      *) region_start "$name" "$bucket" "$VMS" ;;
+    esac
     region_go
-    if [ $down = half ]; then
-      wait_until 120 every_vm_holds "$name" $((SHARDS / 2)) || die "R2 round $rep" "the VMs never got halfway"
-      proxy_mode "$MOTO_URL" ok
-    fi
+    case $down in
+      half)
+        wait_until 120 every_vm_holds "$name" $((SHARDS / 2)) || die "R2 round $rep" "the VMs never got halfway"
+        proxy_mode "$MOTO_URL" ok
+        ;;
+      half_share)
+        # A VM with a share holds only its own shards during the outage: down for half the calm warm's time.
+        sleep "$(python3 -c "print($calm_ms / 2000)")"
+        proxy_mode "$MOTO_URL" ok
+        ;;
+    esac
     region_wait
+    eval "R2_${down}_MS+=($(region_ms "$name" "$VMS"))"
     proxy_mode "$MOTO_URL" ok
     fetches=$(($(origin_requests shard) - ORIGIN_BASE))
     missing=$((SHARDS - $(entries_in "$bucket")))
@@ -112,6 +131,11 @@ for rep in $(seq 1 "$REPS"); do
       "$uploads; origin fetches $fetches for $SHARDS shards; missing from the bucket: $missing, after one" \
       "backfilling warm: $missing_after (it fetched $backfill_fetches from the origin, uploaded" \
       "$(json "j['uploads']['uploaded']" <"$E2E_TMP/vms/backfill-$name.json"))"
+    case $down in *_share)
+      echo "#   shares: deferred $(sum_of "$name" "$VMS" "j['share']['deferred']"), read from the bucket" \
+        "$(sum_of "$name" "$VMS" "j['share']['from_region']"), fetched after the wait" \
+        "$(sum_of "$name" "$VMS" "j['share']['fetched_after_wait']"); the last VM done after $(region_ms "$name" "$VMS") ms"
+    esac
     eval "R2_${down}_FETCHES+=(\"\$(python3 -c \"print(\$fetches / \$SHARDS)\")\") R2_${down}_MISSING+=(\$missing)"
     eval "R2_${down}_MISSING_AFTER+=(\$missing_after) R2_${down}_BACKFILL+=(\$backfill_fetches)"
   done
@@ -120,8 +144,9 @@ done
 echo "# region figures, $VMS VMs, $SHARDS shards (1 of 6 MiB, $((SHARDS - 1)) of ~$SHARD_BYTES bytes), medians of $REPS:"
 echo "#   R1 origin fetches per shard $(median "${R1_FETCHES[@]}") (goal 1); the others' time against no interrupt" \
   "$(median "${R1_RATIO[@]}")x (goal <= 1.2x); leases + multipart uploads left $(median "${R1_LEFT[@]}") (goal 0)"
-for down in half whole; do
+for down in half whole half_share whole_share; do
   eval 'echo "#   R2 (down for the $down of the warm) origin fetches per shard $(median "${R2_'$down'_FETCHES[@]}");' \
+    'the last VM done after $(median "${R2_'$down'_MS[@]}") ms;' \
     'missing from the bucket $(median "${R2_'$down'_MISSING[@]}"), after one backfilling warm' \
     '$(median "${R2_'$down'_MISSING_AFTER[@]}") (goal 0), which fetched $(median "${R2_'$down'_BACKFILL[@]}")' \
     'shards from the origin (goal 0)"'

@@ -27,6 +27,7 @@ make_bucket "$MOTO_S3_ENDPOINT" outage
 
 fetched_once() { [ "$(($(origin_requests shard) - shards0))" -ge "$SHARDS" ]; }
 shards0=$(origin_requests shard)
+proxy_reset "$MOTO_URL"
 proxy_mode "$MOTO_URL" status503
 REGION_SHARE_WAIT=120 region_start out outage "$VMS"
 region_go
@@ -48,6 +49,13 @@ expect_eq "and read them from the bucket once uploaded" "$(sum_of out "$VMS" "j[
 expect_eq "nothing fetched after waiting" 0 "$(sum_of out "$VMS" "j['share']['fetched_after_wait']")"
 expect_eq "every VM holds every shard" "$((VMS * SHARDS))" "$(sum_of out "$VMS" "j['tiers'][0]['held']")"
 expect_eq "the bucket holds each shard once" "$SHARDS" "$(entries_in outage)"
+expect_eq "each shard uploaded exactly once (PutObject + CompleteMultipartUpload, at the proxy)" "$SHARDS" \
+  "$(($(proxy_op "$MOTO_URL" PutObject) + $(proxy_op "$MOTO_URL" CompleteMultipartUpload)))"
+for i in $(seq 1 "$VMS"); do
+  echo "# VM $i uploads: $(json "j['uploads']" <"$E2E_TMP/vms/out-$i.json"); share: $(json "j['share']" <"$E2E_TMP/vms/out-$i.json")"
+done
+expect_eq "each VM uploaded its own share, and only it" "$(for i in $(seq 1 "$VMS"); do printf '%d ' $((SHARDS / VMS)); done)" \
+  "$(for i in $(seq 1 "$VMS"); do printf '%d ' "$(json "j['uploads']['uploaded']" <"$E2E_TMP/vms/out-$i.json")"; done)"
 expect_eq "no lease left behind" 0 \
   "$(s3tool "$MOTO_S3_ENDPOINT" ls outage | json "len([o for o in j if '/.leases/' in o['key']])")"
 expect_eq "no multipart upload left open" 0 "$(s3tool "$MOTO_S3_ENDPOINT" uploads outage)"
