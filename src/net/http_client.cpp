@@ -90,8 +90,8 @@ bool is_success(long status) { return status >= 200 && status < 300; }
 
 // Why a request stopped on a cancellation: at once, or, for a cleanup (util::CleanupScope), at the cleanup deadline.
 Error stopped_error(const std::string& context) {
-  Error error = util::cancelled_error(context);
-  if (util::in_cleanup_scope()) {
+  Error error = util::stopped_error(context);
+  if (util::in_cleanup_scope() && util::cancel_requested()) {
     error.message += "; the cleanup after it ran out of its " + std::to_string(util::k_cleanup_budget.count()) + " ms";
   }
   return error;
