@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Hedged reads (issue 19; docs/BENCHMARKS-s3.md, "Hedged reads"): a SIZE_MIB object stored by Datavo in SERVER (moto or
-# s3rver) is read back (`datavo cache fetch`, a remote hit: parallel ranged GETs of PART_MIB, 8 at once) by a fresh VM
-# through tests/support/cloud_proxy.py, which delays a random 5% of the GetObject requests (hedges included) by 2 s ("delay seconds=2
-# op=GetObject fraction=0.05 seed=<round>": the same draws for both modes of a round), with hedging off (hedge: false) and on (the defaults: p95, 5%), in REPS interleaved
+# Hedged reads (issue 19; docs/BENCHMARKS-s3.md, "Hedged reads"): a SIZE_MIB object stored by Datavo in SERVER (moto
+# or s3rver) is read back (`datavo cache fetch`, a remote hit: parallel ranged GETs of PART_MIB, 8 at once) by a
+# fresh VM through tests/support/cloud_proxy.py, which delays a random 5% of the GetObject requests (hedges
+# included) by 2 s ("delay seconds=2 op=GetObject fraction=0.05 seed=<round>": the same draws for both modes of a
+# round), with hedging off (hedge: false) and on (hedge: true: p95, 5%; and the ON_FIELD given), in REPS interleaved
 # rounds. Per run: the total time of the download (the command's wall time), the p50 and p99 of the ranges' latency
 # as the client saw it (per range: from its first request's arrival at the proxy to the end of the first request
 # that brought its whole body), and the extra GETs (GETs at the proxy minus ranges). Prints one line per run and the
-# medians per mode.
+# medians per mode, then the percentiles of every range of every round of a mode together.
 #
-# Usage: bench/cloud/hedge_bench.sh [SIZE_MIB] [REPS] [SERVER] [PART_MIB]     (defaults 1024, 3, s3rver, 16)
+# Usage: bench/cloud/hedge_bench.sh [SIZE_MIB] [REPS] [SERVER] [PART_MIB] [ON_FIELD]
+#        (defaults 1024, 3, s3rver, 16 and none; ON_FIELD e.g. 'hedge_max_fraction: 10%')
 # moto copies the whole object for every GET, ranged or not (docs/BENCHMARKS-s3.md, "Concurrency"): a 1 GiB object
 # in 64 ranges costs it 64 GiB of copies, minutes per download; s3rver serves ranges as S3 does.
 # Environment: DATAVO_BIN (default <repo>/build/cli/datavo), DATAVO_BENCH_DIR (default /var/tmp: a disk),
@@ -19,6 +21,7 @@ size="${1:-1024}"
 reps="${2:-3}"
 server="${3:-s3rver}"
 part="${4:-16}"
+on_field="${5:-}"
 datavo="${DATAVO_BIN:-$root/build/cli/datavo}"
 . "$root/bench/emulator_bench.sh"
 bench_start datavo-hedge-bench
@@ -70,7 +73,7 @@ results="$work/results.txt"
 for round in $(seq "$reps"); do
   for mode in off on; do
     dir="$work/vm-$round-$mode"
-    if [ "$mode" = off ]; then config "$dir" 'hedge: false'; else config "$dir"; fi
+    if [ "$mode" = off ]; then config "$dir" 'hedge: false'; else config "$dir" 'hedge: true' ${on_field:+"$on_field"}; fi
     curl -s -X POST "$proxy/_proxy/reset" >/dev/null
     curl -s -X POST --data-binary "delay seconds=2 op=GetObject fraction=0.05 seed=$round" "$proxy/_proxy/mode" >/dev/null
     start=$(date +%s%N)
@@ -94,16 +97,19 @@ for r in gets:
     if r.get("end") is not None and r["bytes_out"] == last - first + 1:
         entry["ends"].append(r["end"])
 lat = sorted((min(e["ends"]) - e["start"]) * 1000 for e in ranges.values())
+with open(sys.argv[4], "a") as pooled:
+    pooled.write("".join(f"{x:.0f}\n" for x in lat))
 def pct(p):
     return lat[min(len(lat) - 1, max(0, -(-p * len(lat) // 100) - 1))]
 print(f"round {round_} hedge {mode}: total {total_ms:.0f} ms, range p50 {pct(50):.0f} ms, p99 {pct(99):.0f} ms, "
       f"{len(ranges)} ranges, {len(gets)} GETs, extra {len(gets) - len(ranges)}")
-' "$(((end - start) / 1000000))" "$mode" "$round" <"$work/stats.json" | tee -a "$results"
+' "$(((end - start) / 1000000))" "$mode" "$round" "$work/latencies-$mode.txt" <"$work/stats.json" |
+      tee -a "$results"
     rm -rf "$dir"
   done
 done
 
-python3 - "$results" <<'PY'
+python3 - "$results" "$work" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -118,4 +124,11 @@ for mode in ("off", "on"):
     print(f"| {mode} | {med[0] / 1000:.2f} | {med[1]:.0f} | {med[2]:.0f} | {med[4]:.0f} | {med[5]:.0f} |")
 on, off = (statistics.median(list(zip(*rows[m]))[0]) for m in ("on", "off"))
 print(f"total time, on / off: {on / off:.2f}")
+# Every range of every round together: the per-download p99 of 64 ranges is its slowest range.
+for mode in ("off", "on"):
+    lat = sorted(float(x) for x in open(f"{sys.argv[2]}/latencies-{mode}.txt"))
+    pct = lambda p: lat[min(len(lat) - 1, max(0, -(-p * len(lat) // 100) - 1))]
+    slow = sum(1 for x in lat if x >= 2000)
+    print(f"pooled, hedge {mode}: {len(lat)} ranges, p50 {pct(50):.0f} ms, p95 {pct(95):.0f} ms, "
+          f"p99 {pct(99):.0f} ms, {slow} ranges took 2 s or more")
 PY

@@ -843,6 +843,8 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
       ++transfer.max_attempts;  // the refusal was the credential's fault, not the server's: it costs no attempt
       LOG_INFO(outcome.error.message << "; credentials refreshed, repeating the request");
     }
+    util::note_retry();  // a hedged read leaves a request that the server answered to its retries
+                         // (tier/cloud/hedge.hpp)
     if (auto error = wait_before_retry(transfer, outcome, attempt_number)) return std::move(*error);
   }
 }

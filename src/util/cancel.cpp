@@ -24,7 +24,7 @@ std::atomic<std::chrono::steady_clock::rep>& requested_at() {
 }
 
 thread_local int cleanup_depth = 0;
-thread_local const StopToken* stop_token = nullptr;
+thread_local StopToken* stop_token = nullptr;
 
 bool locally_stopped() { return stop_token != nullptr && stop_token->stop_requested(); }
 
@@ -80,7 +80,11 @@ void StopToken::request_stop() {
   wakeup().cv.notify_all();
 }
 
-StopScope::StopScope(const StopToken& token) { stop_token = &token; }
+void note_retry() {
+  if (stop_token != nullptr) stop_token->retried_.store(true, std::memory_order_release);
+}
+
+StopScope::StopScope(StopToken& token) { stop_token = &token; }
 StopScope::~StopScope() { stop_token = nullptr; }
 
 Error stopped_error(std::string_view what) {

@@ -68,19 +68,26 @@ class StopToken {
   // Idempotent; wakes the thread's sleep_unless_cancelled().
   void request_stop();
   bool stop_requested() const { return stopped_.load(std::memory_order_acquire); }
+  // Whether the work retried after a failed attempt (note_retry(): the HTTP transport, before a backoff).
+  bool retried() const { return retried_.load(std::memory_order_acquire); }
 
  private:
+  friend void note_retry();
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> retried_{false};
 };
 // Marks the calling thread as doing work for `token` for its lifetime. REQUIRES: `token` outlives the scope; scopes
 // do not nest. Not movable: it belongs to its thread.
 class StopScope {
  public:
-  explicit StopScope(const StopToken& token);
+  explicit StopScope(StopToken& token);
   ~StopScope();
   StopScope(const StopScope&) = delete;
   StopScope& operator=(const StopScope&) = delete;
 };
+// Records on the calling thread's StopScope token, when it has one, that its work is retrying after a failed
+// attempt (StopToken::retried). Does nothing on a thread without a scope.
+void note_retry();
 // Why the calling thread stopped: cancelled_error(what) after a cancellation, else "<what>: no longer needed" as
 // ErrorCode::cancelled (its StopScope's token was stopped).
 Error stopped_error(std::string_view what);

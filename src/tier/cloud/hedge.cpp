@@ -220,7 +220,9 @@ Result<std::optional<ObjectInfo>> HedgedReader::get(const std::string& name, Byt
   {
     std::unique_lock lock(race->mu);
     const bool answered = race->cv.wait_until(lock, started + deadline_.current(), [&] { return race->first.done; });
-    if (!answered && !util::must_stop() && budget_.try_spend()) {
+    // A first request that is retrying was answered (a 503 with Retry-After, a reset): its server is failing or
+    // overloaded, not slow, and the transport's backoff is the cure; a second request would only add load.
+    if (!answered && !race->first.stop.retried() && !util::must_stop() && budget_.try_spend()) {
       try {
         hedge = std::thread([race] { race->run_hedge(); });
         counters_.hedges_sent.fetch_add(1, std::memory_order_relaxed);

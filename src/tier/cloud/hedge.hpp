@@ -15,7 +15,10 @@
 //     the first wins, the hedge's buffer is dropped. So the sink never holds bytes of two answers. The loser is
 //     stopped through a util::StopToken (the transport ends its transfer: a curl abort from the progress
 //     callback, within a second while it waits, at its next write while bytes arrive) and its thread is joined
-//     later, by the next read or by the reader's destructor, so that the winner is not held up by it. A failed
+//     later, by the next read or by the reader's destructor, so that the winner is not held up by it. A first
+//     request that is retrying after a failed attempt when its deadline comes (the transport's backoff after a 503,
+//     a 429 or a reset) is not hedged: its server answered, it is not slow but failing or throttling, and a second
+//     request would add load where Retry-After asked for less. A failed
 //     attempt does not end the race while the other may still succeed; when both fail, the first's Error is
 //     returned.
 //

@@ -3,7 +3,8 @@
 // BlobBackend whose requests stall, answer late or write other bytes on purpose:
 //   (a) a stalled first request is hedged, the answer is the hedge's, and the first request is stopped;
 //   (b) the budget caps the hedges of a run of slow GETs;
-//   (c) Hedging::off sends one request per GET, however slow;
+//   (c) Hedging::off sends one request per GET, however slow; a request retrying after a failed attempt (a 503's
+//       backoff) is not hedged;
 //   (d) a first request that goes on writing after the hedge won is fenced off: the sink holds the hedge's bytes
 //       only; and a hedge that loses leaves nothing of its bytes in the sink.
 // The counts are the test's; no assertion is on time (the delays only order the requests).
@@ -89,6 +90,7 @@ Result<std::optional<ObjectInfo>> answer(ByteSink& sink, const std::string& byte
 
 HedgePolicy after(Milliseconds delay, double max_fraction = 1.0) {
   HedgePolicy policy;
+  policy.mode = Hedging::on;
   policy.after = delay;
   policy.max_fraction = max_fraction;
   return policy;
@@ -190,6 +192,22 @@ TEST_F(HedgedReaderTest, AFastFirstRequestIsNotHedged) {
     EXPECT_EQ(sink.bytes(), bytes);
   }
   EXPECT_EQ(fake->calls(), 5);
+  EXPECT_EQ(counters_.hedges_sent.load(), 0u);
+}
+
+TEST_F(HedgedReaderTest, AFirstRequestThatIsRetryingIsNotHedged) {
+  // As the transport does after a 503 with Retry-After: it notes the retry, then sleeps through the backoff.
+  const std::string bytes = shardtest::random_bytes(1000, 6);
+  auto fake = backend([&](int, ByteRange, ByteSink& sink) -> Result<std::optional<ObjectInfo>> {
+    util::note_retry();
+    (void)stall(Milliseconds{150});
+    return answer(sink, bytes);
+  });
+  HedgedReader reader(after(Milliseconds{20}), fake, counters_);
+  StringSink sink;
+  ASSERT_TRUE(reader.get("object", ByteRange{0, bytes.size()}, nullptr, sink));
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_EQ(fake->calls(), 1) << "no second request to a server that asked for less";
   EXPECT_EQ(counters_.hedges_sent.load(), 0u);
 }
 
