@@ -68,7 +68,8 @@ void print_table(const std::vector<TierInfo>& tiers) {
     const TierStats& s = t.stats;
     std::cout << "tier " << t.name << " (" << t.type << "): counters of " << scope_text(t) << "; uploads " << s.uploads
               << " uploaded, " << s.uploads_present << " already there, " << s.upload_failures << " failed, "
-              << s.upload_skips << " skipped; " << s.lease_waits << " lease waits";
+              << s.upload_skips << " skipped; " << s.lease_waits << " lease waits; " << s.hedges_sent
+              << " hedged reads, " << s.hedges_won << " won by the hedge";
     const auto missing = not_kept(t);
     if (!missing.empty()) {
       std::cout << "; not kept: ";

@@ -24,6 +24,25 @@
 
 namespace datavo {
 
+// Hedged reads (docs/config.md, "Hedged reads"): a ranged GET of an entry (a part of a large object, or the
+// whole of a small one) that has not answered after `after` is sent a second time; the first complete answer is
+// used and the other request is abandoned. At most `max_fraction` of the ranged GETs are hedged. Off unless asked
+// for (hedge: true): on, it adds requests that exact request counts of the existing fault suites do not expect.
+enum class Hedging { off, on };
+struct HedgePolicy {
+  Hedging mode = Hedging::off;
+  // A fixed delay; nullopt: the `percentile`-th percentile of the tier's recent ranged GETs (their whole time,
+  // from the request to the last byte), at least k_hedge_floor, and k_hedge_default_after until there are
+  // k_hedge_min_samples of them.
+  std::optional<Milliseconds> after;
+  int percentile = 95;  // 50..99
+  // Hedges per ranged GET, over the life of the process: at most one plus this fraction of the GETs made.
+  double max_fraction = 0.05;
+};
+inline constexpr Milliseconds k_hedge_floor{50};
+inline constexpr Milliseconds k_hedge_default_after{1000};
+inline constexpr std::size_t k_hedge_min_samples = 16;
+
 struct CloudTierOptions {
   std::string name;
   // Normalised: no leading or trailing '/', no "..", "//" or control characters (the config loader refuses them).
@@ -44,6 +63,7 @@ struct CloudTierOptions {
   // `datavo cache gc` deletes the objects last modified longer ago than this (sizes are left to the bucket's
   // lifecycle rules). Reads do not check it: an object is served until gc (or a lifecycle rule) removes it.
   std::optional<Seconds> max_age;
+  HedgePolicy hedge;
   TransportOptions transport;
 };
 

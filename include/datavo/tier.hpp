@@ -85,6 +85,8 @@ class ShardHandle {
   X(uploads_present, std::uint64_t, "uploads that found the object there already (remote tiers)") \
   X(upload_skips, std::uint64_t, "uploads not tried: the tier's breaker was open (remote tiers)") \
   X(lease_waits, std::uint64_t, "fetches that waited for another VM's lease (remote tiers)")      \
+  X(hedges_sent, std::uint64_t, "second requests sent for a slow ranged GET (remote tiers)")      \
+  X(hedges_won, std::uint64_t, "hedged requests that answered before the first (remote tiers)")   \
   X(bytes_served, Bytes, "bytes handed to readers from this tier")                                \
   X(bytes_installed, Bytes, "bytes of promotions and installs")
 

@@ -284,6 +284,8 @@ class TierStats:
     uploads_present: int  # uploads that found the object there already (remote tiers)
     upload_skips: int  # uploads not tried: the tier's breaker was open (remote tiers)
     lease_waits: int  # fetches that waited for another VM's lease (remote tiers)
+    hedges_sent: int  # second requests sent for a slow ranged GET (remote tiers)
+    hedges_won: int  # hedged requests that answered before the first (remote tiers)
     bytes_served: int  # bytes handed to readers from this tier
     bytes_installed: int  # bytes of promotions and installs
 

@@ -90,8 +90,8 @@ bool is_success(long status) { return status >= 200 && status < 300; }
 
 // Why a request stopped on a cancellation: at once, or, for a cleanup (util::CleanupScope), at the cleanup deadline.
 Error stopped_error(const std::string& context) {
-  Error error = util::cancelled_error(context);
-  if (util::in_cleanup_scope()) {
+  Error error = util::stopped_error(context);
+  if (util::in_cleanup_scope() && util::cancel_requested()) {
     error.message += "; the cleanup after it ran out of its " + std::to_string(util::k_cleanup_budget.count()) + " ms";
   }
   return error;
@@ -843,6 +843,8 @@ Result<HttpResponse> HttpClient::Impl::perform(const HttpRequest& request) {
       ++transfer.max_attempts;  // the refusal was the credential's fault, not the server's: it costs no attempt
       LOG_INFO(outcome.error.message << "; credentials refreshed, repeating the request");
     }
+    util::note_retry();  // a hedged read leaves a request that the server answered to its retries
+                         // (tier/cloud/hedge.hpp)
     if (auto error = wait_before_retry(transfer, outcome, attempt_number)) return std::move(*error);
   }
 }

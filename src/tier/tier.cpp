@@ -81,7 +81,9 @@ TierStatSet LocalTier::kept_stats() const {
       .without(TierStat::upload_failures)
       .without(TierStat::uploads_present)
       .without(TierStat::upload_skips)
-      .without(TierStat::lease_waits);
+      .without(TierStat::lease_waits)
+      .without(TierStat::hedges_sent)
+      .without(TierStat::hedges_won);
 }
 
 const char* to_string(UploadMode mode) {

@@ -24,6 +24,9 @@ std::atomic<std::chrono::steady_clock::rep>& requested_at() {
 }
 
 thread_local int cleanup_depth = 0;
+thread_local StopToken* stop_token = nullptr;
+
+bool locally_stopped() { return stop_token != nullptr && stop_token->stop_requested(); }
 
 // Wakes every sleep_unless_cancelled() at once when a cancellation is requested.
 struct Wakeup {
@@ -65,8 +68,28 @@ Result<void> sleep_unless_cancelled(Milliseconds duration, std::string_view what
     return {};
   }
   std::unique_lock lock(wakeup().mu);
-  if (wakeup().cv.wait_for(lock, duration, [] { return cancel_requested(); })) return cancelled_error(what);
+  if (wakeup().cv.wait_for(lock, duration, [] { return cancel_requested() || locally_stopped(); }))
+    return stopped_error(what);
   return {};
+}
+
+void StopToken::request_stop() {
+  stopped_.store(true, std::memory_order_release);
+  // As in request_cancel(): the lock orders the flag before the notification.
+  std::lock_guard lock(wakeup().mu);
+  wakeup().cv.notify_all();
+}
+
+void note_retry() {
+  if (stop_token != nullptr) stop_token->retried_.store(true, std::memory_order_release);
+}
+
+StopScope::StopScope(StopToken& token) { stop_token = &token; }
+StopScope::~StopScope() { stop_token = nullptr; }
+
+Error stopped_error(std::string_view what) {
+  if (cancel_requested() || !locally_stopped()) return cancelled_error(what);
+  return Error{ErrorCode::cancelled, std::string(what) + ": no longer needed"};
 }
 
 int cancel_signal() { return requested().load(std::memory_order_acquire); }
@@ -84,6 +107,7 @@ std::optional<std::chrono::steady_clock::time_point> cleanup_deadline() {
 }
 
 bool must_stop() {
+  if (locally_stopped()) return true;
   if (!cancel_requested()) return false;
   if (!in_cleanup_scope()) return true;
   return std::chrono::steady_clock::now() >= *cleanup_deadline();

@@ -7,6 +7,7 @@
 // Thread safety: every function may be called from any thread (one atomic).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -53,8 +54,42 @@ bool in_cleanup_scope();
 // When the cleanups must have ended: the instant of the cancellation request plus k_cleanup_budget; nullopt when
 // none was requested.
 std::optional<std::chrono::steady_clock::time_point> cleanup_deadline();
-// Whether the calling thread must stop now: a cancellation was requested and the thread is outside a CleanupScope,
-// or inside one past cleanup_deadline().
+// Whether the calling thread must stop now: its StopScope's token was stopped, or a cancellation was requested and
+// the thread is outside a CleanupScope, or inside one past cleanup_deadline().
 bool must_stop();
+
+// --- Stopping one piece of work -------------------------------------------------------------------------------
+// What one thread does for a caller that may stop needing it (a hedged read's losing request, tier/cloud/hedge.hpp)
+// runs inside a StopScope on a StopToken: once the token is stopped, must_stop() is true on that thread (the HTTP
+// transport ends its transfer within a fraction of a second, a backoff sleep ends at once), and the work fails with
+// ErrorCode::cancelled (stopped_error). Nothing else of the process is affected.
+class StopToken {
+ public:
+  // Idempotent; wakes the thread's sleep_unless_cancelled().
+  void request_stop();
+  bool stop_requested() const { return stopped_.load(std::memory_order_acquire); }
+  // Whether the work retried after a failed attempt (note_retry(): the HTTP transport, before a backoff).
+  bool retried() const { return retried_.load(std::memory_order_acquire); }
+
+ private:
+  friend void note_retry();
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> retried_{false};
+};
+// Marks the calling thread as doing work for `token` for its lifetime. REQUIRES: `token` outlives the scope; scopes
+// do not nest. Not movable: it belongs to its thread.
+class StopScope {
+ public:
+  explicit StopScope(StopToken& token);
+  ~StopScope();
+  StopScope(const StopScope&) = delete;
+  StopScope& operator=(const StopScope&) = delete;
+};
+// Records on the calling thread's StopScope token, when it has one, that its work is retrying after a failed
+// attempt (StopToken::retried). Does nothing on a thread without a scope.
+void note_retry();
+// Why the calling thread stopped: cancelled_error(what) after a cancellation, else "<what>: no longer needed" as
+// ErrorCode::cancelled (its StopScope's token was stopped).
+Error stopped_error(std::string_view what);
 
 }  // namespace datavo::util

@@ -83,6 +83,11 @@ Options of every mode (they select the requests the fault applies to; the others
     path=TEXT     only requests whose path contains TEXT
     after=N       let the first N matching requests through, then apply the fault
     count=K       apply the fault to K matching requests (after the first N), then pass through. No count: all.
+    fraction=F    only a random F of those (0 < F <= 1; fraction=0.05 with delay: 5% of the requests delayed, the
+                  hedges of a client among them), drawn from a generator seeded with seed=S (default 1) whenever
+                  the mode is set
+    every=E       only one in E of those: the Eth, 2Eth, ... matching request after the first N (every=20 with
+                  delay: 5% of the requests delayed; counted among the first K of count=K)
     linger_ms=M   reset only: wait M ms (default 200) between the half body and the RST
 
 Control endpoints (answered by the proxy, never forwarded, never counted)
@@ -102,13 +107,15 @@ Control endpoints (answered by the proxy, never forwarded, never counted)
               "range": "bytes=0-5242879" or null (Range or x-ms-range),
               "if_match": "\\"etag\\"" or "generation=N" (GCS) or null, "if_none_match": "*" or null,
               "akid": "AKIA..." or null, "status": 206 or null, "fault": "reset" or null,
-              "bytes_in": ..., "bytes_out": ..., "at": <seconds since start>, "done": true}, ...]}
+              "bytes_in": ..., "bytes_out": ..., "at": <seconds since start>, "done": true,
+              "end": <seconds since start when it ended>}, ...]}
 """
 
 import argparse
 import http.client
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -311,7 +318,8 @@ class Mode:
             self.options[key] = value
         if self.name not in KNOWN_MODES and not (self.name.startswith("status") and self.name[6:].isdigit()):
             raise ValueError("unknown fault mode %r" % self.name)
-        known = {"op", "ifmatch", "path", "after", "count", "linger_ms", "seconds", "rate", "code", "retry_after"}
+        known = {"op", "ifmatch", "path", "after", "count", "every", "fraction", "seed", "linger_ms", "seconds", "rate", "code",
+                 "retry_after"}
         unknown = set(self.options) - known
         if unknown:
             raise ValueError("unknown mode options %s" % ", ".join(sorted(unknown)))
@@ -320,6 +328,13 @@ class Mode:
         self.path = self.options.get("path")
         self.after = int(self.options.get("after", "0"))
         self.count = int(self.options["count"]) if "count" in self.options else None
+        self.every = int(self.options.get("every", "1"))
+        if self.every < 1:
+            raise ValueError("every must be at least 1")
+        self.fraction = float(self.options.get("fraction", "1"))
+        if not 0 < self.fraction <= 1:
+            raise ValueError("fraction must be more than 0 and at most 1")
+        self.random = random.Random(int(self.options.get("seed", "1")))
         self.linger_ms = int(self.options.get("linger_ms", "200"))
         self.seconds = float(self.options.get("seconds", "5"))
         self.rate = float(self.options.get("rate", "1048576"))
@@ -459,7 +474,8 @@ class State:
             if mode.selects(op, path, pin is not None):
                 self.matched += 1
                 n = self.matched - mode.after
-                if n >= 1 and (mode.count is None or n <= mode.count):
+                if n >= 1 and (mode.count is None or n <= mode.count) and n % mode.every == 0 \
+                        and (mode.fraction >= 1 or mode.random.random() < mode.fraction):
                     fault = mode
                     record["fault"] = mode.name
                     self.faults += 1
@@ -484,6 +500,7 @@ class State:
     def end(self, record):
         with self.lock:
             record["done"] = True
+            record["end"] = round(time.monotonic() - self.started, 3)
             self.in_flight[record["op"]] -= 1
 
     def create_lock(self, path):

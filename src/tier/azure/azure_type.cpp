@@ -71,13 +71,14 @@ Result<std::shared_ptr<Tier>> make_azure(const TierConfig& config) {
 }  // namespace
 
 const TierType& azure_blob_tier_type() {
-  static const TierType type{"azure_blob",
-                             "an",
-                             {"container_url", "sas_token", "managed_identity_client_id", "prefix", "part_size",
-                              "concurrency", "upload", "single_flight", "lease_duration", "max_age"},
-                             {},
-                             &parse_azure,
-                             &make_azure};
+  static const TierType type{
+      "azure_blob",
+      "an",
+      {"container_url", "sas_token", "managed_identity_client_id", "prefix", "part_size", "concurrency", "upload",
+       "single_flight", "lease_duration", "hedge", "hedge_after", "hedge_max_fraction", "max_age"},
+      {},
+      &parse_azure,
+      &make_azure};
   return type;
 }
 

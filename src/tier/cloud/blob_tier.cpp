@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tier/cloud/hedge.hpp"
 #include "util/cancel.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
@@ -144,7 +145,10 @@ class HeldLease final : public Lease {
 class BlobTier final : public Tier, public RemoteCoordination, public ObjectVerifier {
  public:
   BlobTier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend)
-      : options_(std::move(options)), backend_(std::move(backend)), prefix_(object_prefix(options_)) {}
+      : options_(std::move(options)),
+        backend_(std::move(backend)),
+        prefix_(object_prefix(options_)),
+        hedged_(options_.hedge, backend_, counters()) {}
 
   const std::string& name() const override { return options_.name; }
   std::string_view type() const override { return backend_->type(); }
@@ -328,7 +332,7 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
     if (positional) first_offset.emplace(*positional, 0);
     ByteSink& first_sink = positional ? static_cast<ByteSink&>(*first_offset) : sink;
 
-    auto first = backend_->get(object, ByteRange{0, part}, nullptr, first_sink);
+    auto first = hedged_.get(object, ByteRange{0, part}, nullptr, first_sink);
     if (!first) return std::move(first).error();
     if (!*first) return std::optional<Expectation>{};
     const ObjectInfo info = **first;
@@ -380,7 +384,7 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
         const std::uint64_t offset = from + i * part;
         const std::uint64_t length = std::min(part, size - offset);
         OffsetSink range_sink(sink, offset);
-        auto read = backend_->get(object, ByteRange{offset, length}, &info.version, range_sink);
+        auto read = hedged_.get(object, ByteRange{offset, length}, &info.version, range_sink);
         std::optional<Error> error;
         if (!read) {
           error = std::move(read).error();
@@ -488,6 +492,8 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
   const CloudTierOptions options_;
   const std::shared_ptr<BlobBackend> backend_;
   const std::string prefix_;
+  // The ranged GETs of entries (the first part, and each part of a parallel read) go through it.
+  HedgedReader hedged_;
 };
 
 Result<ObjectVerifyReport> BlobTier::verify_objects(VerifyDepth depth, Repair repair) {

@@ -1,8 +1,13 @@
 // The shards.yaml fields every cloud tier shares (CloudTierOptions), parsed once for S3, GCS and Azure Blob.
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "datavo/cloud_tier.hpp"
 #include "tier/registry.hpp"
+#include "util/decimal.hpp"
 
 namespace datavo {
 
@@ -33,6 +38,71 @@ std::string endpoint_problem(const std::string& url) {
   if (rest.substr(0, rest.find('/')).find('@') != std::string::npos) return "must not carry credentials";
   return "";
 }
+
+namespace {
+
+// "p<N>" (N from 50 to 99), "<n>ms", or a parse_duration() value.
+Result<void> parse_hedge_after(TierFields& fields, const std::string& text, HedgePolicy& out) {
+  if (text.size() == 3 && text[0] == 'p' && std::isdigit(static_cast<unsigned char>(text[1])) &&
+      std::isdigit(static_cast<unsigned char>(text[2])) && text[1] >= '5') {
+    out.after.reset();
+    out.percentile = (text[1] - '0') * 10 + (text[2] - '0');
+    return {};
+  }
+  std::optional<Milliseconds> after;
+  if (text.ends_with("ms")) {
+    if (auto n = util::parse_decimal(std::string_view(text).substr(0, text.size() - 2)); n && *n <= 86'400'000)
+      after = Milliseconds{static_cast<Milliseconds::rep>(*n)};
+  } else if (auto seconds = parse_duration(text)) {
+    after = std::chrono::duration_cast<Milliseconds>(*seconds);
+  }
+  if (!after || *after <= Milliseconds{0}) {
+    return fields.fail("hedge_after",
+                       "expected p50 to p99 (a percentile of the tier's recent ranged GETs) or a "
+                       "positive duration (\"250ms\", \"2s\"), got \"" +
+                           text + "\"");
+  }
+  out.after = after;
+  return {};
+}
+
+// hedge (true / false), hedge_after and hedge_max_fraction ("<n>%", more than 0 and at most 100).
+Result<void> parse_hedge_fields(TierFields& fields, HedgePolicy& out) {
+  auto on = fields.optional_bool("hedge");
+  if (!on) return std::move(on).error();
+  if (*on) out.mode = **on ? Hedging::on : Hedging::off;
+  fields.effective("hedge", out.mode == Hedging::on ? "true" : "false");
+
+  auto after = fields.optional_string("hedge_after");
+  if (!after) return std::move(after).error();
+  if (*after) DATAVO_TRY(parse_hedge_after(fields, **after, out));
+  fields.effective("hedge_after",
+                   out.after ? std::to_string(out.after->count()) + "ms" : "p" + std::to_string(out.percentile));
+
+  auto fraction = fields.optional_string("hedge_max_fraction");
+  if (!fraction) return std::move(fraction).error();
+  if (*fraction) {
+    const std::string& text = **fraction;
+    std::optional<double> percent;
+    if (text.size() > 1 && text.back() == '%') {
+      const std::string number = text.substr(0, text.size() - 1);
+      char* end = nullptr;
+      const double value = std::strtod(number.c_str(), &end);
+      if (end == number.c_str() + number.size() && std::isfinite(value)) percent = value;
+    }
+    if (!percent || *percent <= 0.0 || *percent > 100.0) {
+      return fields.fail("hedge_max_fraction", "expected a percentage more than 0% and at most 100% (\"5%\"), got \"" +
+                                                   text + "\" (hedge: false turns hedging off)");
+    }
+    out.max_fraction = *percent / 100.0;
+  }
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%g%%", out.max_fraction * 100.0);
+  fields.effective("hedge_max_fraction", shown);
+  return {};
+}
+
+}  // namespace
 
 Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, const PartSizeLimits& part_size_limits,
                                 CloudTierOptions& out) {
@@ -93,6 +163,8 @@ Result<void> parse_cloud_fields(TierFields& fields, const TierConfig& config, co
   auto max_age = fields.max_age();
   if (!max_age) return std::move(max_age).error();
   out.max_age = *max_age;
+
+  DATAVO_TRY(parse_hedge_fields(fields, out.hedge));
 
   auto single_flight = fields.optional_bool("single_flight");
   if (!single_flight) return std::move(single_flight).error();

@@ -80,13 +80,14 @@ Result<std::shared_ptr<Tier>> make_gcs(const TierConfig& config) {
 }  // namespace
 
 const TierType& gcs_tier_type() {
-  static const TierType type{"gcs",
-                             "a",
-                             {"bucket", "project", "endpoint_url", "prefix", "part_size", "concurrency", "upload",
-                              "single_flight", "lease_duration", "max_age"},
-                             {},
-                             &parse_gcs,
-                             &make_gcs};
+  static const TierType type{
+      "gcs",
+      "a",
+      {"bucket", "project", "endpoint_url", "prefix", "part_size", "concurrency", "upload", "single_flight",
+       "lease_duration", "hedge", "hedge_after", "hedge_max_fraction", "max_age"},
+      {},
+      &parse_gcs,
+      &make_gcs};
   return type;
 }
 

@@ -97,13 +97,14 @@ const char* to_string(AddressingStyle style) {
 }
 
 const TierType& s3_tier_type() {
-  static const TierType type{"s3",
-                             "an",
-                             {"bucket", "region", "endpoint_url", "addressing_style", "profile", "prefix", "part_size",
-                              "concurrency", "upload", "single_flight", "lease_duration", "max_age"},
-                             {},
-                             &parse_s3,
-                             &make_s3};
+  static const TierType type{
+      "s3",
+      "an",
+      {"bucket", "region", "endpoint_url", "addressing_style", "profile", "prefix", "part_size", "concurrency",
+       "upload", "single_flight", "lease_duration", "hedge", "hedge_after", "hedge_max_fraction", "max_age"},
+      {},
+      &parse_s3,
+      &make_s3};
   return type;
 }
 

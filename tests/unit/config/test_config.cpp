@@ -324,6 +324,38 @@ TEST_F(ConfigParse, CloudTiersTakeTheRemoteFields) {
               HasSubstr(":5: tiers[1].lease_duration: must be at least 3s"));
 }
 
+TEST_F(ConfigParse, HedgedReadsAreOffByDefaultAndTakeP95AndFivePercentWhenOn) {
+  auto config = parse(
+      "tiers:\n  - path: /a\n  - {type: s3, bucket: bkt-1, hedge: true}\n"
+      "  - {type: gcs, bucket: bkt-2, hedge: false}\n"
+      "  - {type: s3, bucket: bkt-3, hedge_after: 250ms, hedge_max_fraction: 2.5%}\n"
+      "  - {type: azure_blob, container_url: 'https://a.b/c', hedge_after: p99}\n"
+      "  - {type: s3, bucket: bkt-4, hedge_after: 2s}\n  - {type: s3, bucket: bkt-5}\n");
+  ASSERT_TRUE(config) << config.error().message;
+  const HedgePolicy& plain = s3_of(config->tiers[1]).remote.hedge;
+  EXPECT_EQ(plain.mode, Hedging::on);
+  EXPECT_FALSE(plain.after);
+  EXPECT_EQ(plain.percentile, 95);
+  EXPECT_DOUBLE_EQ(plain.max_fraction, 0.05);
+  EXPECT_EQ(gcs_of(config->tiers[2]).remote.hedge.mode, Hedging::off);
+  EXPECT_EQ(azure_of(config->tiers[4]).remote.hedge.percentile, 99);
+  const auto& fixed = s3_of(config->tiers[3]).remote.hedge;
+  EXPECT_EQ(fixed.after, Milliseconds{250});
+  EXPECT_DOUBLE_EQ(fixed.max_fraction, 0.025);
+  EXPECT_EQ(s3_of(config->tiers[5]).remote.hedge.after, Milliseconds{2000});
+  EXPECT_EQ(s3_of(config->tiers[6]).remote.hedge.mode, Hedging::off) << "off unless asked for";
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_after: p10\n"),
+              HasSubstr(":5: tiers[1].hedge_after: expected p50 to p99"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_after: 0ms\n"),
+              HasSubstr(":5: tiers[1].hedge_after: expected p50 to p99"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_max_fraction: 0%\n"),
+              HasSubstr(":5: tiers[1].hedge_max_fraction: expected a percentage more than 0%"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_max_fraction: 0.05\n"),
+              HasSubstr(":5: tiers[1].hedge_max_fraction: expected a percentage"));
+  EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge: sometimes\n"),
+              HasSubstr(":5: tiers[1].hedge:"));
+}
+
 TEST_F(ConfigParse, PartSizeOutOfRangeNamesTheLimitsOfItsOwnService) {
   auto error_for = [this](const std::string& tier, const std::string& part_size) {
     return error_of("tiers:\n  - path: /a\n  - " + tier + "\n    part_size: " + part_size + "\n");
