@@ -176,8 +176,9 @@ class S3ShardCacheTier(_CloudTier):
     materialized into a folder tier. Credentials follow the AWS SDKs' default chain, resolved at first use; nothing
     here does I/O. Extra fields as in shards.yaml: ``endpoint_url``, ``addressing_style`` ("auto" | "path" |
     "virtual"), ``profile``, ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``
-    ("background" | "sync"), ``single_flight``, ``lease_duration`` ("60s", seconds, or a timedelta) and
-    ``max_age`` (gc deletes older objects)."""
+    ("background" | "sync"), ``single_flight``, ``lease_duration`` ("60s", seconds, or a timedelta),
+    ``max_age`` (gc deletes older objects) and the hedged reads' ``hedge``, ``hedge_after`` ("p95", "250ms") and
+    ``hedge_max_fraction`` ("5%")."""
 
     _type = "s3"
     __slots__ = ()
@@ -200,6 +201,9 @@ class S3ShardCacheTier(_CloudTier):
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
         max_age: typing.Optional[Duration] = None,
+        hedge: typing.Optional[bool] = None,
+        hedge_after: typing.Optional[str] = None,
+        hedge_max_fraction: typing.Optional[str] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
@@ -207,7 +211,8 @@ class S3ShardCacheTier(_CloudTier):
 class GcsShardCacheTier(_CloudTier):
     """A Google Cloud Storage bucket, over the JSON API; Application Default Credentials, resolved at first use.
     Extra fields as in shards.yaml: ``endpoint_url``, ``max_bytes``, ``read_only``, ``part_size``,
-    ``concurrency``, ``upload``, ``single_flight``, ``lease_duration``, ``max_age``."""
+    ``concurrency``, ``upload``, ``single_flight``, ``lease_duration``, ``max_age``, ``hedge``, ``hedge_after``,
+    ``hedge_max_fraction``."""
 
     _type = "gcs"
     __slots__ = ()
@@ -228,6 +233,9 @@ class GcsShardCacheTier(_CloudTier):
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
         max_age: typing.Optional[Duration] = None,
+        hedge: typing.Optional[bool] = None,
+        hedge_after: typing.Optional[str] = None,
+        hedge_max_fraction: typing.Optional[str] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
@@ -236,7 +244,7 @@ class AzureBlobShardCacheTier(_CloudTier):
     """An Azure Blob container. ``sas_token`` (a secret, never logged) or else the DefaultAzureCredential chain
     (``managed_identity_client_id`` pins a user-assigned identity), resolved at first use. Extra fields as in
     shards.yaml: ``max_bytes``, ``read_only``, ``part_size``, ``concurrency``, ``upload``, ``single_flight``,
-    ``lease_duration``, ``max_age``."""
+    ``lease_duration``, ``max_age``, ``hedge``, ``hedge_after``, ``hedge_max_fraction``."""
 
     _type = "azure_blob"
     __slots__ = ()
@@ -257,6 +265,9 @@ class AzureBlobShardCacheTier(_CloudTier):
         single_flight: typing.Optional[bool] = None,
         lease_duration: typing.Optional[Duration] = None,
         max_age: typing.Optional[Duration] = None,
+        hedge: typing.Optional[bool] = None,
+        hedge_after: typing.Optional[str] = None,
+        hedge_max_fraction: typing.Optional[str] = None,
     ) -> None:
         self._build(_arguments_of(locals()))
 
