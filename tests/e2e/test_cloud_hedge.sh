@@ -71,8 +71,12 @@ WON=$(stat_of bucket hedges_won)
 expect_cmp "hedged: hedges were sent" "$SENT" -ge 2
 expect_cmp "hedged: hedges won" "$WON" -ge 2
 expect_cmp "hedged: no more hedges won than sent" "$WON" -le "$SENT"
-expect_eq "hedged: every hedge asked its range a second time (proxy)" "$SENT" "$(asked_twice)"
-expect_eq "hedged: GETs at the proxy = 8 ranges + the hedges" $((8 + SENT)) "$(gets)"
+# A hedge counts as sent when it starts; one whose first request answers before the hedge's request leaves is
+# stopped before it reaches the proxy (a loaded machine: ranges over 200 ms). One that won surely got there.
+TWICE=$(asked_twice)
+expect_cmp "hedged: no range asked twice but by a hedge (proxy)" "$TWICE" -le "$SENT"
+expect_cmp "hedged: every hedge that won asked its range a second time (proxy)" "$TWICE" -ge "$WON"
+expect_eq "hedged: GETs at the proxy = 8 ranges + the ranges asked twice" $((8 + TWICE)) "$(gets)"
 METRICS=$(dv cache stats --format prometheus)
 expect_match "hedged: the metric of hedges sent" "datavo_tier_hedges_sent_total[{][^}]*\"bucket\"[^}]*[}] $SENT" "$METRICS"
 expect_match "hedged: the metric of hedges won" "datavo_tier_hedges_won_total[{][^}]*\"bucket\"[^}]*[}] $WON" "$METRICS"
