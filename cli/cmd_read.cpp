@@ -26,6 +26,8 @@ struct ReadArgs {
   std::uint64_t seed = 0, epoch = 0;
   std::size_t shuffle_buffer = 0;
   std::optional<std::string> metrics_textfile;
+  ReadWhileFetching read_while_fetching = SampleStreamOptions{}.read_while_fetching;
+  bool digest = false;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -47,10 +49,12 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.order_hints = args.order_hints;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
+  options.read_while_fetching = args.read_while_fetching;
   return options;
 }
 
-void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+                       const std::optional<Sha256>& digest) {
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& t : stats.tiers)
@@ -80,6 +84,11 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                                                              : nlohmann::json(nullptr)}}},
               {"hints_placed", stats.hints_placed},
               {"max_shuffle_buffered", stats.max_shuffle_buffered},
+              {"read_while_fetching",
+               {{"samples_before_install", stats.samples_before_install},
+                {"shards", stats.shards_read_while_fetching},
+                {"refetches", stats.refetches}}},
+              {"samples_sha256", digest ? nlohmann::json(digest->hex()) : nlohmann::json(nullptr)},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -118,11 +127,20 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   }
   const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
+  Sha256Hasher hasher;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
     auto sample = require(stream.next());
     if (!sample) break;
+    if (!args.digest) continue;
+    hasher.update(sample->id.data(), sample->id.size() + 1);  // with its NUL: ids and fields cannot run together
+    for (const auto& field : sample->fields) {
+      hasher.update(field.key.data(), field.key.size() + 1);
+      hasher.update(field.data.data(), field.data.size());
+    }
   }
+  std::optional<Sha256> digest;
+  if (args.digest) digest = hasher.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (textfile) {
     // Its last write shows the uploads of this read: wait for them first, as the hierarchy would at exit.
@@ -130,7 +148,7 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
     textfile.reset();
   }
   if (global.json)
-    print_json_report(stream, client->requests(), seconds);
+    print_json_report(stream, client->requests(), seconds, digest);
   else
     print_text_report(stream, client->requests(), seconds);
 }
@@ -170,6 +188,14 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   add_metrics_textfile_option(read, args->metrics_textfile);
   read->add_option("--shuffle-buffer", args->shuffle_buffer,
                    "draw samples at random from a buffer of N, seeded by --seed and --epoch (default 0: in order)");
+  const std::map<std::string, ReadWhileFetching> fetching_modes{{"on", ReadWhileFetching::on},
+                                                                {"off", ReadWhileFetching::off}};
+  read->add_option("--read-while-fetching", args->read_while_fetching,
+                   "on: read a shard fetched from the origin chunk by chunk as its chunks are verified, before it is "
+                   "installed (default on)")
+      ->transform(CLI::CheckedTransformer(fetching_modes, CLI::ignore_case));
+  read->add_flag("--digest", args->digest,
+                 "report samples_sha256 (--json): the SHA-256 of every sample's id, keys and bytes, in order");
   read->callback([&global, args] { cmd_read(global, *args); });
 }
 

@@ -70,6 +70,11 @@ class ShardMapping {
   // Maps the whole file open as `handle`. `name` is used in error messages (e.g. "3 (1d8d….tar)"). An empty
   // file maps to an empty span. io error when mmap fails.
   static Result<std::shared_ptr<const ShardMapping>> map(const ShardHandle& handle, std::string name);
+  // Maps `total` bytes of a file that is still being written up to that size (a staging file: reading while
+  // fetching), shared, so that bytes written after the map show through it. REQUIRES of the reader: touch only bytes
+  // the file already holds (a page past its end faults).
+  static Result<std::shared_ptr<const ShardMapping>> map_growing(const ShardHandle& handle, Bytes total,
+                                                                 std::string name);
   ~ShardMapping();
   ShardMapping(const ShardMapping&) = delete;
   ShardMapping& operator=(const ShardMapping&) = delete;
@@ -105,6 +110,9 @@ struct SampleView {
 enum class ShardOrder { manifest, shuffled };
 // Whether a stream tells the local tiers when it will next need each shard (docs/hierarchy.md, "Order hints").
 enum class OrderHints { off, on };
+// Whether a stream reads the samples of a shard it fetches from the origin while the shard arrives
+// (docs/hierarchy.md, "Reading while fetching").
+enum class ReadWhileFetching { off, on };
 
 struct SampleStreamOptions {
   std::vector<std::string> keys;          // required: the key group to read (any order; de-duplicated)
@@ -162,6 +170,15 @@ struct SampleStreamOptions {
   // mappings, plus the shard being read and those prefetched. Mappings are read-only file pages (the page cache,
   // which the kernel may reclaim), not the process's own memory.
   std::size_t shuffle_buffer = 0;
+
+  // Reading while fetching (on by default): a shard that this stream fetches from the origin is handed to next() as
+  // soon as its first chunk is verified against the ticket's chunk digests, and its samples come out of the staging
+  // file as the chunks that hold them (and the header after them) are verified; the install is unchanged. A shard
+  // whose bytes fail a check is fetched once more into a new staging file and the stream goes on where it was; no
+  // sample from unverified bytes is handed out. Without chunk digests (an origin from before them), and for hits,
+  // the shard is read once installed, as with `off`. Each shard is fetched on a thread of its own, at most 4 at
+  // once per stream. Other readers of the same shard (single-flight waiters) still wait for the install.
+  ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
 };
 
 // How the shards of one tier were served, as seen by this stream.
@@ -190,6 +207,12 @@ struct SampleStreamStats {
   std::chrono::nanoseconds shard_wait{0};
   // The same, less the wait for the first shard (which nothing can prefetch): the stall once the stream is going.
   std::chrono::nanoseconds shard_wait_after_first{0};
+  // Reading while fetching: samples read out of a shard's staging file before it was installed, and the shards
+  // read so (some of whose samples came before their install).
+  std::uint64_t samples_before_install = 0;
+  std::uint64_t shards_read_while_fetching = 0;
+  // Shards fetched again after their bytes failed a check while being read (reading while fetching).
+  std::uint64_t refetches = 0;
   std::size_t shuffle_buffered = 0;      // samples read from shards and held in the shuffle buffer now
   std::size_t max_shuffle_buffered = 0;  // its peak (never above SampleStreamOptions::shuffle_buffer)
 };

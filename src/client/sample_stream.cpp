@@ -4,7 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <semaphore>
+#include <thread>
 
+#include "client/growing_shard.hpp"
 #include "client/order_hints.hpp"
 #include "client/prefetcher.hpp"
 #include "client/random.hpp"
@@ -17,23 +20,44 @@
 namespace datavo {
 namespace {
 
-// Passes bytes through to the hierarchy's sink until the stream is destroyed, so that its destructor does not
-// wait for a whole download nobody will read.
+// Passes bytes through to the hierarchy's sink until the stream is destroyed or cancelled (either flag), so that
+// its destructor does not wait for a whole download nobody will read.
 class CancellableSink final : public ByteSink {
  public:
-  CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled) : inner_(inner), cancelled_(cancelled) {}
+  CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled, const std::atomic<bool>& stream_cancelled)
+      : inner_(inner), cancelled_(cancelled), stream_cancelled_(stream_cancelled) {}
   Result<void> write(const void* data, std::size_t size) override {
-    if (cancelled_.load(std::memory_order_relaxed))
+    if (cancelled_.load(std::memory_order_relaxed) || stream_cancelled_.load(std::memory_order_relaxed))
       return Error{ErrorCode::io, "download cancelled: the SampleStream was cancelled or destroyed"};
     return inner_.write(data, size);
   }
   Bytes written() const override { return inner_.written(); }
   Result<void> restart() override { return inner_.restart(); }
+  void verified_prefix(Bytes prefix, Bytes total) override { inner_.verified_prefix(prefix, total); }
 
  private:
   ByteSink& inner_;
   const std::atomic<bool>& cancelled_;
+  const std::atomic<bool>& stream_cancelled_;
 };
+
+// Reading while fetching: a get_or_fetch on a thread of its own, watched by `shard`, so that load() can hand the
+// shard over once a verified prefix is published. Destruction stops the download at its next write and joins.
+struct FetchThread {
+  std::shared_ptr<client::GrowingShard> shard;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  ~FetchThread() {
+    stop.store(true);
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// A shard fetched again when its bytes fail a check while a reader is on its verified prefix: once, so that a
+// corrupting hop costs one more download and a lying origin still fails.
+constexpr int k_refetches = 1;
+// How often load() looks at the prefetcher's cancel flag while it waits for a shard's first verified chunk.
+constexpr std::chrono::milliseconds k_cancel_poll{50};
 
 // Shards fetched at once by one stream. Each fetch pays a ticket, a hash and an fsync in series, so a few in
 // parallel keep a cold read busy; more would mostly hold server workers (8 by default) against other readers.
@@ -42,7 +66,10 @@ constexpr std::size_t k_max_parallel_fetches = 4;
 struct LoadedShard {
   std::size_t position = 0;
   ShardKey key;
-  std::shared_ptr<const ShardMapping> mapping;
+  std::string name;                             // as in messages: "3 (1d8d….tar)"
+  Bytes size;                                   // the shard's size, for the prefetch window
+  std::shared_ptr<const ShardMapping> mapping;  // the installed shard; nullptr while it is `growing`
+  std::shared_ptr<FetchThread> growing;         // reading while fetching: the shard's fetch, still running
 };
 
 Result<void> check_window_options(const SampleStreamOptions& options) {
@@ -74,7 +101,8 @@ struct SampleStream::Impl {
 
   // Consumer state.
   std::optional<LoadedShard> current;
-  std::optional<SampleIterator> samples;  // over current->mapping
+  std::optional<SampleIterator> samples;                  // over current->mapping
+  std::optional<client::GrowingSamples> growing_samples;  // over current->growing instead
   std::size_t sample_in_shard = 0;
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
@@ -95,14 +123,43 @@ struct SampleStream::Impl {
   bool shards_done = false;  // read_in_order() returned the end
   client::SplitMix64 shuffle_random{0};
 
+  ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
+  // Reading while fetching: the downloads in flight, at most k_max_parallel_fetches (their threads outlive load()).
+  std::counting_semaphore<> fetch_slots{static_cast<std::ptrdiff_t>(k_max_parallel_fetches)};
+
   // Last: destroyed (cancelled and joined) before anything its loader uses.
   std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
 
+  // The fetch threads of the shards being read or prefetched use every member: they are joined first.
+  ~Impl() {
+    prefetcher.reset();
+    growing_samples.reset();
+    current.reset();
+  }
+
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
+  // get_or_fetch of the shard at `position`, mapped; `observer` watches the landing (reading while fetching), and
+  // with it a shard whose bytes fail a check is fetched again (k_refetches).
+  Result<std::shared_ptr<const ShardMapping>> fetch_and_map(std::size_t position, const ShardKey& key,
+                                                            const std::atomic<bool>& cancelled,
+                                                            LandingObserver* observer);
+  Result<LoadedShard> load_growing(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
+  // The fetch thread of load_growing: one download slot, fetch_and_map, the outcome told to the GrowingShard.
+  void run_fetch(std::size_t position, const ShardKey& key, FetchThread& job);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
   Result<std::optional<SampleView>> draw_from_buffer();
+  // A sample read out of the staging file of the shard being read (reading while fetching).
+  void count_before_install() {
+    std::lock_guard lock(stats_mu);
+    if (!current_counted_before_install) ++stats.shards_read_while_fetching;
+    current_counted_before_install = true;
+    ++stats.samples_before_install;
+  }
+  bool current_counted_before_install = false;
+  // Makes `shard` the current one, its samples read by a SampleIterator or, while it arrives, GrowingSamples.
+  void open_shard(LoadedShard shard);
   Error fail(Error e) {
     error = e;
     return e;
@@ -115,14 +172,35 @@ struct SampleStream::Impl {
 Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
   const std::size_t position = positions[ordinal];
   const ShardKey key = client->shard_key(manifest, position, keys);
+  if (read_while_fetching == ReadWhileFetching::on) return load_growing(position, key, cancelled);
+  auto mapping = fetch_and_map(position, key, cancelled, nullptr);
+  if (!mapping) return std::move(mapping).error();
+  const Bytes size{(*mapping)->bytes().size()};
+  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr};
+}
+
+Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(std::size_t position, const ShardKey& key,
+                                                                              const std::atomic<bool>& cancelled,
+                                                                              LandingObserver* observer) {
   Fetcher origin = client->shard_fetcher(manifest, position, keys);
-  Fetcher fetcher = [&origin, &cancelled](ByteSink& sink) -> Result<Expectation> {
-    CancellableSink guarded(sink, cancelled);
+  Fetcher fetcher = [&origin, &cancelled, this](ByteSink& sink) -> Result<Expectation> {
+    CancellableSink guarded(sink, cancelled, cancel_requested);
     return origin(guarded);
   };
   client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
-  auto result = cache->get_or_fetch(key, fetcher);
+  auto result = cache->get_or_fetch(key, fetcher, {}, observer);
+  for (int again = 0; observer != nullptr && again < k_refetches && !result &&
+                      result.error().code == ErrorCode::integrity && !cancelled.load() && !cancel_requested.load();
+       ++again) {
+    LOG_WARNING("shard " << manifest.shards[position].index << " of " << manifest.name.full() << ": "
+                         << result.error().message << "; fetching it again");
+    {
+      std::lock_guard lock(stats_mu);
+      ++stats.refetches;
+    }
+    result = cache->get_or_fetch(key, fetcher, {}, observer);
+  }
   if (!result) {
     Error e = std::move(result).error();
     e.message =
@@ -132,9 +210,42 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   record(key, *result);
   // A shard just landed looks read now; its place is after the shards read before it (a hit has it already).
   if (hints && result->source != ServedFrom::hit) place(key, hints->before_use(position));
-  auto mapping = ShardMapping::map(result->handle, shard_name(position, key));
-  if (!mapping) return std::move(mapping).error();
-  return LoadedShard{position, key, std::move(*mapping)};
+  return ShardMapping::map(result->handle, shard_name(position, key));
+}
+
+void SampleStream::Impl::run_fetch(std::size_t position, const ShardKey& key, FetchThread& job) {
+  // A slot, unless the stream stops first.
+  while (!fetch_slots.try_acquire_for(k_cancel_poll)) {
+    if (job.stop.load() || cancel_requested.load()) {
+      job.shard->fail(Error{ErrorCode::cancelled, "shard " + shard_name(position, key) + ": fetch stopped"});
+      return;
+    }
+  }
+  auto mapping = fetch_and_map(position, key, job.stop, job.shard.get());
+  fetch_slots.release();
+  if (mapping) {
+    job.shard->complete(std::move(*mapping));
+  } else {
+    job.shard->fail(std::move(mapping).error());
+  }
+}
+
+Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const ShardKey& key,
+                                                     const std::atomic<bool>& cancelled) {
+  auto job = std::make_shared<FetchThread>();
+  job->shard = std::make_shared<client::GrowingShard>(shard_name(position, key));
+  job->thread = std::thread([this, position, key, raw = job.get()] { run_fetch(position, key, *raw); });
+  // Until the first verified prefix, or the end of the fetch (a hit, a shard without chunk digests, a failure).
+  for (;;) {
+    auto seen = job->shard->wait_beyond_for(0, k_cancel_poll);
+    if (cancelled.load()) return Error{ErrorCode::cancelled, "cancelled"};  // job's destructor stops the download
+    if (!seen) continue;
+    if (!*seen) return std::move(*seen).error();
+    const client::GrowingView& view = **seen;
+    const Bytes size{view.mapping->bytes().size()};
+    if (view.complete) return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr};
+    return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job)};
+  }
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
@@ -194,6 +305,19 @@ Result<std::optional<SampleView>> SampleStream::Impl::draw_from_buffer() {
   return std::optional<SampleView>{std::move(view)};
 }
 
+void SampleStream::Impl::open_shard(LoadedShard shard) {
+  current = std::move(shard);
+  if (current->growing) {
+    growing_samples.emplace(current->growing->shard, current->name);
+  } else {
+    samples.emplace(current->mapping->bytes(), current->name);
+  }
+  sample_in_shard = 0;
+  current_counted_before_install = false;
+  std::lock_guard lock(stats_mu);
+  ++stats.shards;
+}
+
 Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
   if (error) return *error;
   const auto cancelled_error = [&] {
@@ -217,15 +341,11 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
         return fail(cancel_requested.load() ? cancelled_error() : std::move(e));
       }
       if (!*shard) return std::optional<SampleView>{};
-      current = std::move(**shard);
-      samples.emplace(current->mapping->bytes(), current->mapping->name());
-      sample_in_shard = 0;
-      std::lock_guard lock(stats_mu);
-      ++stats.shards;
+      open_shard(std::move(**shard));
     }
     const ManifestShard& expected = manifest.shards[current->position];
-    const std::string& name = current->mapping->name();
-    auto sample = samples->next();
+    const std::string& name = current->name;
+    auto sample = growing_samples ? growing_samples->next() : samples->next();
     // The tar reader's message already names the shard, the member and the byte offset.
     if (!sample) return fail(std::move(sample).error());
     if (*sample == nullptr) {
@@ -236,6 +356,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
       }
       if (hints) place(current->key, hints->after_use(current->position));
       samples.reset();
+      growing_samples.reset();
       current.reset();
       continue;
     }
@@ -250,7 +371,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     SampleView view;
     view.id = std::string(s.id);
     view.shard_index = expected.index;
-    view.mapping = current->mapping;
+    view.mapping = growing_samples ? growing_samples->mapping() : current->mapping;
     view.fields.reserve(s.fields.size());
     for (const auto& f : s.fields) view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
     std::sort(view.fields.begin(), view.fields.end(),
@@ -266,6 +387,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
                                                   "], expected [" + want + "]"});
     }
     ++sample_in_shard;
+    if (growing_samples && growing_samples->before_install()) count_before_install();
     return std::optional<SampleView>{std::move(view)};
   }
 }
@@ -301,6 +423,7 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   impl->positions = std::move(*positions);
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
   impl->shuffle_capacity = options.shuffle_buffer;
+  impl->read_while_fetching = options.read_while_fetching;
   std::size_t my_samples = 0;
   for (std::size_t p : impl->positions) my_samples += impl->manifest.shards[p].samples.size();
   // Never more than this consumer's samples: a buffer larger than the pass simply holds all of it.
@@ -345,7 +468,7 @@ void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
   prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
       positions.size(), window,
       [this](std::size_t ordinal, const std::atomic<bool>& cancelled) { return load(ordinal, cancelled); },
-      k_max_parallel_fetches, [](const LoadedShard& shard) { return Bytes{shard.mapping->bytes().size()}; });
+      k_max_parallel_fetches, [](const LoadedShard& shard) { return shard.size; });
 }
 
 SampleStream::SampleStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

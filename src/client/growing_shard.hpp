@@ -1,0 +1,105 @@
+// Reading a shard while it is fetched (docs/hierarchy.md, "Reading while fetching"): the verified prefix of the
+// staging file, shared between the thread that fetches the shard and the reader of its samples. Internal to
+// src/client (SampleStream).
+//
+// GrowingShard is the LandingObserver of one get_or_fetch: it maps each staging file the hierarchy begins (read
+// only, MAP_SHARED, the shard's full size, touched only below the verified prefix: pages past the file's end are
+// never read) and publishes the verified prefix; the fetching thread then reports the end, complete() with the
+// installed file or fail(). A new staging file (a refetch, or the next landing tier) starts at 0 verified bytes;
+// its bytes are the same bytes (the chunk digests of one ticket), so a reader simply waits for it to pass the point
+// it had reached. A mapping that samples point into stays valid whatever happens to its file (removed, renamed).
+//
+// GrowingSamples yields the samples of a GrowingShard as its prefix grows, with the one tar reader
+// (SampleIterator): each iterator runs over the verified bytes from the start of a sample on; a read that runs past
+// them (TarFault::truncated, or missing_end_marker when they end between two members) is not an error while the
+// shard is incomplete: the reader waits for more and starts a new iterator where the unfinished sample begins. A
+// sample is handed out only once every byte of it and the header of the member after it are verified, so a sample
+// that spans chunks waits for all of them. Limitation: a pax global header ('g', which Datavo's own tars never hold)
+// applies only to the members read by the same iterator, and error offsets count from that iterator's start.
+//
+// Thread safety: GrowingShard is thread-safe (the fetching thread reports, one reader waits). A GrowingSamples is
+// used by one thread at a time.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "datavo/hierarchy.hpp"
+#include "datavo/sample_stream.hpp"
+#include "datavo/tar.hpp"
+
+namespace datavo::client {
+
+// What a reader may read of a shard being fetched.
+struct GrowingView {
+  std::shared_ptr<const ShardMapping> mapping;  // nullptr while no byte of the current staging file is verified
+  std::uint64_t verified = 0;                   // the first `verified` bytes of `mapping` may be read
+  bool complete = false;                        // installed: `mapping` is the whole shard and will not grow
+};
+
+class GrowingShard final : public LandingObserver {
+ public:
+  // `name` names the shard in messages (as ShardMapping's).
+  explicit GrowingShard(std::string name) : name_(std::move(name)) {}
+
+  void staging(ShardHandle staged) override;
+  void verified(Bytes prefix, Bytes total) override;
+  // The fetch ended: the shard is installed and mapped as `installed`, or it failed with `error`. Wakes the reader.
+  void complete(std::shared_ptr<const ShardMapping> installed);
+  void fail(Error error);
+
+  // Blocks until more than `than` bytes are verified or the shard is complete (the view), or the fetch failed with
+  // no more than `than` bytes verified (its Error: the same for every reader).
+  Result<GrowingView> wait_beyond(std::uint64_t than);
+  // Blocks at most `bound` for the same; nullopt when it did not come in time.
+  std::optional<Result<GrowingView>> wait_beyond_for(std::uint64_t than, std::chrono::milliseconds bound);
+  // How many times a verified prefix was published: > 0 once a reader could start before the install.
+  std::uint64_t prefixes_published() const;
+
+ private:
+  bool ready(std::uint64_t than) const { return error_ || view_.complete || view_.verified > than; }
+  Result<GrowingView> answer(std::uint64_t than) const;
+
+  const std::string name_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::optional<ShardHandle> unmapped_;  // the current staging file, until its first verified prefix maps it
+  GrowingView view_;
+  std::optional<Error> error_;
+  std::uint64_t published_ = 0;
+};
+
+class GrowingSamples {
+ public:
+  explicit GrowingSamples(std::shared_ptr<GrowingShard> shard, std::string name)
+      : shard_(std::move(shard)), name_(std::move(name)) {}
+
+  // The next sample (valid until the next call), nullptr at the end of the shard, or an Error: the fetch's, or the
+  // tar reader's on verified bytes. Blocks while the bytes it needs are not verified yet. Sticky after an Error.
+  Result<const Sample*> next();
+  // The mapping the last sample's fields point into.
+  const std::shared_ptr<const ShardMapping>& mapping() const { return mapping_; }
+  // Whether the last sample came from a shard not installed yet (read out of its staging file).
+  bool before_install() const { return !complete_; }
+
+ private:
+  // A new iterator over the verified bytes from base_ on.
+  void restart_at_base(const GrowingView& view);
+
+  std::shared_ptr<GrowingShard> shard_;
+  const std::string name_;
+  std::uint64_t base_ = 0;          // where the iterator's span begins: the first header of a sample
+  std::uint64_t iterator_end_ = 0;  // where its span ends: the verified prefix it was made over
+  std::uint64_t next_sample_ = 0;   // where the sample after the last one returned begins
+  std::uint64_t need_ = 0;          // the next iterator waits for more than this many verified bytes
+  std::shared_ptr<const ShardMapping> mapping_;
+  std::optional<SampleIterator> iterator_;
+  bool complete_ = false;  // the iterator runs over the installed shard
+  std::optional<Error> error_;
+};
+
+}  // namespace datavo::client
