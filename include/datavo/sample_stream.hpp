@@ -177,7 +177,8 @@ struct SampleStreamOptions {
   // whose bytes fail a check is fetched once more into a new staging file and the stream goes on where it was; no
   // sample from unverified bytes is handed out. Without chunk digests (an origin from before them), and for hits,
   // the shard is read once installed, as with `off`. Each shard is fetched on a thread of its own, at most 4 at
-  // once per stream. Other readers of the same shard (single-flight waiters) still wait for the install.
+  // once per stream. The streams of one process reading the same shard at once follow the one that fetches it;
+  // other processes (single-flight waiters) still wait for the install.
   ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
 };
 

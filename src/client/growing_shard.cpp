@@ -1,18 +1,105 @@
 #include "client/growing_shard.hpp"
 
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
 #include "util/log.hpp"
 
 namespace datavo::client {
+namespace {
+
+struct Flight {
+  std::weak_ptr<GrowingShard> leader;
+  std::vector<std::weak_ptr<GrowingShard>> members;
+};
+// The flights of this process, by shard key.
+struct Flights {
+  std::mutex mu;
+  std::unordered_map<std::string, Flight> by_key;
+};
+Flights& flights() {
+  static Flights all;
+  return all;
+}
+
+}  // namespace
+
+void GrowingShard::join_flight() {
+  if (flight_.empty()) return;
+  std::shared_ptr<GrowingShard> leader;
+  {
+    Flights& all = flights();
+    std::lock_guard lock(all.mu);
+    Flight& flight = all.by_key[flight_];
+    flight.members.push_back(weak_from_this());
+    leader = flight.leader.lock();
+  }
+  if (leader && leader.get() != this) mirror(leader->view());
+}
+
+void GrowingShard::leave_flight() {
+  if (flight_.empty()) return;
+  Flights& all = flights();
+  std::lock_guard lock(all.mu);
+  auto found = all.by_key.find(flight_);
+  if (found == all.by_key.end()) return;
+  Flight& flight = found->second;
+  std::erase_if(flight.members, [this](const std::weak_ptr<GrowingShard>& m) {
+    auto member = m.lock();
+    return !member || member.get() == this;
+  });
+  if (auto leader = flight.leader.lock(); !leader || leader.get() == this) flight.leader.reset();
+  if (flight.members.empty()) all.by_key.erase(found);
+}
+
+void GrowingShard::lead(const GrowingView& view) {
+  if (flight_.empty()) return;
+  std::vector<std::shared_ptr<GrowingShard>> followers;
+  {
+    Flights& all = flights();
+    std::lock_guard lock(all.mu);
+    auto found = all.by_key.find(flight_);
+    if (found == all.by_key.end()) return;
+    found->second.leader = weak_from_this();
+    for (const auto& m : found->second.members)
+      if (auto member = m.lock(); member && member.get() != this) followers.push_back(std::move(member));
+  }
+  for (const auto& follower : followers) follower->mirror(view);
+}
+
+void GrowingShard::mirror(const GrowingView& leader) {
+  {
+    std::lock_guard lock(mu_);
+    if (own_file_ || view_.complete || error_ || leader.complete) return;
+    // Only forward on one file: an older report of the same file comes late, and a new file starts at 0.
+    if (leader.mapping == view_.mapping && leader.verified <= view_.verified) return;
+    view_.mapping = leader.mapping;
+    view_.verified = leader.verified;
+    if (leader.verified > 0) ++published_;
+  }
+  changed_.notify_all();
+}
+
+GrowingView GrowingShard::view() const {
+  std::lock_guard lock(mu_);
+  return view_;
+}
 
 void GrowingShard::staging(ShardHandle staged) {
-  std::lock_guard lock(mu_);
-  unmapped_ = std::move(staged);
-  // The new file's bytes are the same as the last one's, but none of them is verified yet.
-  view_.mapping.reset();
-  view_.verified = 0;
+  {
+    std::lock_guard lock(mu_);
+    own_file_ = true;
+    unmapped_ = std::move(staged);
+    // The new file's bytes are the same as the last one's, but none of them is verified yet.
+    view_.mapping.reset();
+    view_.verified = 0;
+  }
+  lead(GrowingView{});
 }
 
 void GrowingShard::verified(Bytes prefix, Bytes total) {
+  GrowingView shared;
   {
     std::lock_guard lock(mu_);
     if (view_.complete || error_) return;
@@ -30,8 +117,10 @@ void GrowingShard::verified(Bytes prefix, Bytes total) {
     if (!view_.mapping || prefix.count() > view_.mapping->bytes().size()) return;
     view_.verified = prefix.count();
     ++published_;
+    shared = view_;
   }
   changed_.notify_all();
+  lead(shared);
 }
 
 void GrowingShard::complete(std::shared_ptr<const ShardMapping> installed) {

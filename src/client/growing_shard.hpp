@@ -17,10 +17,18 @@
 // that spans chunks waits for all of them. Limitation: a pax global header ('g', which Datavo's own tars never hold)
 // applies only to the members read by the same iterator, and error offsets count from that iterator's start.
 //
+// Flights: the streams of one process that read the same shard at once (`flight`, the shard's key) share what
+// the one that fetches it publishes. Each joins the flight before its get_or_fetch; the first whose fetch begins a
+// staging file leads, and every other member follows its verified prefix (the same mapping) while its own
+// get_or_fetch waits on the single-flight lock; that call then ends as a hit on the installed shard, or, when the
+// leader's fetch failed, fetches the shard itself into its own staging file, which replaces what it followed. A
+// follower is never failed by its leader: only its own fetch ends it. Other processes are not followed (yet).
+//
 // Thread safety: GrowingShard is thread-safe (the fetching thread reports, one reader waits). A GrowingSamples is
 // used by one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -41,10 +49,15 @@ struct GrowingView {
   bool complete = false;                        // installed: `mapping` is the whole shard and will not grow
 };
 
-class GrowingShard final : public LandingObserver {
+class GrowingShard final : public LandingObserver, public std::enable_shared_from_this<GrowingShard> {
  public:
-  // `name` names the shard in messages (as ShardMapping's).
-  explicit GrowingShard(std::string name) : name_(std::move(name)) {}
+  // `name` names the shard in messages (as ShardMapping's); `flight` is the key of its flight (see the top), empty
+  // for none.
+  explicit GrowingShard(std::string name, std::string flight = {})
+      : name_(std::move(name)), flight_(std::move(flight)) {}
+  // Joins and leaves the shard's flight: join before the fetch, leave once it ended (complete() or fail()).
+  void join_flight();
+  void leave_flight();
 
   void staging(ShardHandle staged) override;
   void verified(Bytes prefix, Bytes total) override;
@@ -63,8 +76,15 @@ class GrowingShard final : public LandingObserver {
  private:
   bool ready(std::uint64_t than) const { return error_ || view_.complete || view_.verified > than; }
   Result<GrowingView> answer(std::uint64_t than) const;
+  // What a follower takes from its leader: ignored once its own fetch staged a file or ended.
+  void mirror(const GrowingView& leader);
+  // Gives `view` to every other member of the flight.
+  void lead(const GrowingView& view);
+  GrowingView view() const;
 
   const std::string name_;
+  const std::string flight_;
+  bool own_file_ = false;  // this shard's own fetch began a staging file: no more following
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::optional<ShardHandle> unmapped_;  // the current staging file, until its first verified prefix maps it

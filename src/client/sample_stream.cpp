@@ -221,6 +221,8 @@ void SampleStream::Impl::run_fetch(std::size_t position, const ShardKey& key, Fe
       return;
     }
   }
+  // Another stream of this process fetching the same shard leads: this one follows it while it waits for the lock.
+  job.shard->join_flight();
   auto mapping = fetch_and_map(position, key, job.stop, job.shard.get());
   fetch_slots.release();
   if (mapping) {
@@ -228,12 +230,14 @@ void SampleStream::Impl::run_fetch(std::size_t position, const ShardKey& key, Fe
   } else {
     job.shard->fail(std::move(mapping).error());
   }
+  job.shard->leave_flight();
 }
 
 Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const ShardKey& key,
                                                      const std::atomic<bool>& cancelled) {
   auto job = std::make_shared<FetchThread>();
-  job->shard = std::make_shared<client::GrowingShard>(shard_name(position, key));
+  job->shard =
+      std::make_shared<client::GrowingShard>(shard_name(position, key), key.instance.name() + "/" + key.hash.hex());
   job->thread = std::thread([this, position, key, raw = job.get()] { run_fetch(position, key, *raw); });
   // Until the first verified prefix, or the end of the fetch (a hit, a shard without chunk digests, a failure).
   for (;;) {

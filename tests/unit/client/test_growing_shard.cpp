@@ -204,5 +204,61 @@ TEST(GrowingShard, TheInstalledShardEndsTheWaitAndAFailureIsTheSameForEveryReade
   EXPECT_EQ(shard->prefixes_published(), 0u);
 }
 
+TEST(GrowingShardFlight, AFollowerReadsTheLeadersVerifiedPrefixAndIsNotFailedByIt) {
+  const std::string tar = make_tar(30);
+  const auto want = expected_samples(tar);
+  TempDir dir;
+  StagingFile leaders(dir.sub("leader"));
+  StagingFile own(dir.sub("own"));
+  auto leader = std::make_shared<GrowingShard>("t.tar", "local/flight-1");
+  auto follower = std::make_shared<GrowingShard>("t.tar", "local/flight-1");
+  auto stranger = std::make_shared<GrowingShard>("t.tar", "local/flight-2");
+  leader->join_flight();
+  follower->join_flight();
+  stranger->join_flight();
+  // The leader's fetch stages a file and verifies half of the shard, then fails.
+  leader->staging(leaders.reader());
+  const std::size_t half = tar.size() / 2;
+  leaders.append(tar, 0, half);
+  leader->verified(Bytes{half}, Bytes{tar.size()});
+  EXPECT_GT(follower->prefixes_published(), 0u) << "the follower did not see the leader's prefix";
+  EXPECT_EQ(stranger->prefixes_published(), 0u) << "another shard's flight followed this one";
+  Read got;
+  std::thread reader([&] { got = read_all(follower); });
+  leader->fail(Error{ErrorCode::remote, "origin gone"});
+  leader->leave_flight();
+  // The follower's own fetch then takes over with its own staging file (as its get_or_fetch would, given the lock).
+  follower->staging(own.reader());
+  for (std::size_t at = 0; at < tar.size(); at += 8192) {
+    const std::size_t end = std::min<std::size_t>(at + 8192, tar.size());
+    own.append(tar, at, end);
+    follower->verified(Bytes{end}, Bytes{tar.size()});
+  }
+  reader.join();
+  follower->leave_flight();
+  stranger->leave_flight();
+  ASSERT_FALSE(got.error) << got.error->message;
+  ASSERT_EQ(got.ids.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.ids[i], want[i].id);
+}
+
+TEST(GrowingShardFlight, AFollowerThatJoinsLateStartsFromWhatTheLeaderHasVerified) {
+  const std::string tar = make_tar(10);
+  TempDir dir;
+  StagingFile file(dir.sub("leader"));
+  auto leader = std::make_shared<GrowingShard>("t.tar", "local/flight-3");
+  leader->join_flight();
+  leader->staging(file.reader());
+  file.append(tar, 0, tar.size());
+  leader->verified(Bytes{tar.size()}, Bytes{tar.size()});
+  auto late = std::make_shared<GrowingShard>("t.tar", "local/flight-3");
+  late->join_flight();
+  const Read got = read_all(late);  // never completed: everything came from the leader's file
+  ASSERT_FALSE(got.error) << got.error->message;
+  EXPECT_EQ(got.ids.size(), 10u);
+  late->leave_flight();
+  leader->leave_flight();
+}
+
 }  // namespace
 }  // namespace datavo::client
