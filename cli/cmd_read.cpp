@@ -53,8 +53,15 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   return options;
 }
 
-void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+// How long the read took, and its first sample (from the command's start, the manifest included).
+struct ReadTimes {
+  double seconds = 0;
+  std::optional<double> first_sample_seconds;
+};
+
+void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, const ReadTimes& times,
                        const std::optional<Sha256>& digest) {
+  const double seconds = times.seconds;
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& t : stats.tiers)
@@ -89,6 +96,8 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                 {"shards", stats.shards_read_while_fetching},
                 {"refetches", stats.refetches}}},
               {"samples_sha256", digest ? nlohmann::json(digest->hex()) : nlohmann::json(nullptr)},
+              {"first_sample_seconds",
+               times.first_sample_seconds ? nlohmann::json(*times.first_sample_seconds) : nlohmann::json(nullptr)},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -128,10 +137,15 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
   Sha256Hasher hasher;
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  ReadTimes times;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
     auto sample = require(stream.next());
     if (!sample) break;
+    if (!times.first_sample_seconds) times.first_sample_seconds = since_start();
     if (!args.digest) continue;
     hasher.update(sample->id.data(), sample->id.size() + 1);  // with its NUL: ids and fields cannot run together
     for (const auto& field : sample->fields) {
@@ -141,14 +155,15 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   }
   std::optional<Sha256> digest;
   if (args.digest) digest = hasher.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  times.seconds = since_start();
+  const double seconds = times.seconds;
   if (textfile) {
     // Its last write shows the uploads of this read: wait for them first, as the hierarchy would at exit.
     cache->flush_uploads(ShardCacheHierarchy::k_destructor_upload_bound);
     textfile.reset();
   }
   if (global.json)
-    print_json_report(stream, client->requests(), seconds, digest);
+    print_json_report(stream, client->requests(), times, digest);
   else
     print_text_report(stream, client->requests(), seconds);
 }

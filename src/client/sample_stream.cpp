@@ -358,10 +358,14 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
                                                     " samples, the manifest lists " +
                                                     std::to_string(expected.samples.size())});
       }
-      if (hints) place(current->key, hints->after_use(current->position));
+      const ShardKey key = current->key;
+      const std::size_t position = current->position;
+      // Read while fetching, the shard may still be installing: reset() joins its fetch, so that the install and
+      // its order hint come before this one.
       samples.reset();
       growing_samples.reset();
       current.reset();
+      if (hints) place(key, hints->after_use(position));
       continue;
     }
     const Sample& s = **sample;
