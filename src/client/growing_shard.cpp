@@ -177,10 +177,16 @@ Result<const Sample*> GrowingSamples::next() {
   if (error_) return *error_;
   for (;;) {
     if (!iterator_) {
-      auto view = shard_->wait_beyond(need_);
-      if (!view) return *(error_ = std::move(view).error());
+      std::optional<Result<GrowingView>> view;
+      while (!view) {
+        if (stop_ != nullptr && stop_->load()) {
+          return *(error_ = Error{ErrorCode::cancelled, "shard " + name_ + ": reading it was cancelled"});
+        }
+        view = shard_->wait_beyond_for(need_, k_stop_poll);
+      }
+      if (!*view) return *(error_ = std::move(*view).error());
       base_ = next_sample_;
-      restart_at_base(*view);
+      restart_at_base(**view);
     }
     auto sample = iterator_->next();
     if (!sample) {

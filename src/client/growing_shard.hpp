@@ -28,6 +28,7 @@
 // used by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -95,8 +96,11 @@ class GrowingShard final : public LandingObserver, public std::enable_shared_fro
 
 class GrowingSamples {
  public:
-  explicit GrowingSamples(std::shared_ptr<GrowingShard> shard, std::string name)
-      : shard_(std::move(shard)), name_(std::move(name)) {}
+  // `stop` (may be nullptr; must outlive this object): once true, a next() waiting for bytes returns a cancelled
+  // Error within k_stop_poll.
+  GrowingSamples(std::shared_ptr<GrowingShard> shard, std::string name, const std::atomic<bool>* stop = nullptr)
+      : shard_(std::move(shard)), name_(std::move(name)), stop_(stop) {}
+  static constexpr std::chrono::milliseconds k_stop_poll{50};
 
   // The next sample (valid until the next call), nullptr at the end of the shard, or an Error: the fetch's, or the
   // tar reader's on verified bytes. Blocks while the bytes it needs are not verified yet. Sticky after an Error.
@@ -112,6 +116,7 @@ class GrowingSamples {
 
   std::shared_ptr<GrowingShard> shard_;
   const std::string name_;
+  const std::atomic<bool>* const stop_;
   std::uint64_t base_ = 0;          // where the iterator's span begins: the first header of a sample
   std::uint64_t iterator_end_ = 0;  // where its span ends: the verified prefix it was made over
   std::uint64_t next_sample_ = 0;   // where the sample after the last one returned begins

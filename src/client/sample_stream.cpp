@@ -312,7 +312,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::draw_from_buffer() {
 void SampleStream::Impl::open_shard(LoadedShard shard) {
   current = std::move(shard);
   if (current->growing) {
-    growing_samples.emplace(current->growing->shard, current->name);
+    growing_samples.emplace(current->growing->shard, current->name, &cancel_requested);
   } else {
     samples.emplace(current->mapping->bytes(), current->name);
   }
@@ -350,8 +350,9 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     const ManifestShard& expected = manifest.shards[current->position];
     const std::string& name = current->name;
     auto sample = growing_samples ? growing_samples->next() : samples->next();
-    // The tar reader's message already names the shard, the member and the byte offset.
-    if (!sample) return fail(std::move(sample).error());
+    // The tar reader's message already names the shard, the member and the byte offset. After cancel() a failed
+    // read (a download cut short, say) is the cancellation's doing.
+    if (!sample) return fail(cancel_requested.load() ? cancelled_error() : std::move(sample).error());
     if (*sample == nullptr) {
       if (sample_in_shard != expected.samples.size()) {
         return fail(Error{ErrorCode::integrity, "shard " + name + ": the tar holds " + std::to_string(sample_in_shard) +

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +192,18 @@ TEST(GrowingSamples, AFaultInVerifiedBytesIsAnErrorAtOnce) {
   ASSERT_TRUE(got.error);
   EXPECT_NE(got.error->message.find("checksum"), std::string::npos) << got.error->message;
   EXPECT_LE(got.ids.size(), 4u);
+}
+
+TEST(GrowingSamples, AReaderWaitingForBytesStopsWhenItsStreamIsCancelled) {
+  auto shard = std::make_shared<GrowingShard>("t.tar");
+  std::atomic<bool> stop{false};
+  GrowingSamples samples(shard, "t.tar", &stop);
+  Result<const Sample*> got = Error{ErrorCode::internal, "not run"};
+  std::thread reader([&] { got = samples.next(); });  // no byte is ever verified: it waits
+  stop.store(true);
+  reader.join();
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
 }
 
 TEST(GrowingShard, TheInstalledShardEndsTheWaitAndAFailureIsTheSameForEveryReader) {
