@@ -7,6 +7,7 @@
 #include "cli/cli.hpp"
 #include "datavo/metrics.hpp"
 #include "datavo/sample_stream.hpp"
+#include "datavo/tier_config.hpp"
 #include "util/cancel.hpp"
 #include "util/human.hpp"
 
@@ -26,6 +27,30 @@ struct ReadArgs {
   std::uint64_t seed = 0, epoch = 0;
   std::size_t shuffle_buffer = 0;
   std::optional<std::string> metrics_textfile;
+  bool stream = false;
+  std::string stream_window = format_byte_size(SampleStreamOptions{}.stream_window);
+  bool checksum = false;
+};
+
+// The SHA-256 of the samples read, in order: each id, then each field's key and bytes, with their lengths.
+class SampleChecksum {
+ public:
+  void add(const SampleView& sample) {
+    put(std::as_bytes(std::span(sample.id)));
+    for (const auto& f : sample.fields) {
+      put(std::as_bytes(std::span(f.key)));
+      put(f.data);
+    }
+  }
+  std::string hex() { return hasher_.finish().hex(); }
+
+ private:
+  void put(std::span<const std::byte> bytes) {
+    const std::uint64_t size = bytes.size();
+    hasher_.update(&size, sizeof size);
+    hasher_.update(bytes.data(), bytes.size());
+  }
+  Sha256Hasher hasher_;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -47,10 +72,13 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.order_hints = args.order_hints;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
+  options.read_mode = args.stream ? ReadMode::streamed : ReadMode::cached;
+  options.stream_window = require(parse_byte_size(args.stream_window));
   return options;
 }
 
-void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+                       const std::optional<std::string>& checksum) {
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& t : stats.tiers)
@@ -80,6 +108,11 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                                                              : nlohmann::json(nullptr)}}},
               {"hints_placed", stats.hints_placed},
               {"max_shuffle_buffered", stats.max_shuffle_buffered},
+              {"streamed",
+               {{"shards", stats.streamed_shards},
+                {"size_bytes", stats.streamed_bytes.count()},
+                {"max_buffered_bytes", stats.max_stream_buffered.count()}}},
+              {"checksum", checksum ? nlohmann::json(*checksum) : nlohmann::json(nullptr)},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -87,7 +120,8 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                 {"shard", requests.shard}}}});
 }
 
-void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+                       const std::optional<std::string>& checksum) {
   const SampleStreamStats stats = stream.stats();
   const double samples_per_second = seconds > 0 ? double(stats.samples) / seconds : 0;
   const double mb_per_second = seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0;
@@ -103,6 +137,12 @@ void print_text_report(const SampleStream& stream, const OriginRequestCounts& re
   std::cout << "  origin: " << stats.origin_fetches << " shards fetched (" << human_bytes(stats.origin_bytes.count())
             << "); requests: " << requests.manifest << " manifest (" << requests.not_modified << " not modified), "
             << requests.ticket << " ticket, " << requests.shard << " shard\n";
+  if (stats.streamed_shards > 0) {
+    std::cout << "  streamed: " << stats.streamed_shards << " shards (" << human_bytes(stats.streamed_bytes.count())
+              << ", nothing written to disk), at most " << human_bytes(stats.max_stream_buffered.count())
+              << " in the window\n";
+  }
+  if (checksum) std::cout << "  checksum: " << *checksum << "\n";
 }
 
 void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
@@ -118,11 +158,14 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   }
   const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
+  SampleChecksum checksum;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
     auto sample = require(stream.next());
     if (!sample) break;
+    if (args.checksum) checksum.add(*sample);
   }
+  const std::optional<std::string> digest = args.checksum ? std::optional(checksum.hex()) : std::nullopt;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (textfile) {
     // Its last write shows the uploads of this read: wait for them first, as the hierarchy would at exit.
@@ -130,9 +173,9 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
     textfile.reset();
   }
   if (global.json)
-    print_json_report(stream, client->requests(), seconds);
+    print_json_report(stream, client->requests(), seconds, digest);
   else
-    print_text_report(stream, client->requests(), seconds);
+    print_text_report(stream, client->requests(), seconds, digest);
 }
 
 }  // namespace
@@ -170,6 +213,14 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   add_metrics_textfile_option(read, args->metrics_textfile);
   read->add_option("--shuffle-buffer", args->shuffle_buffer,
                    "draw samples at random from a buffer of N, seeded by --seed and --epoch (default 0: in order)");
+  read->add_flag("--stream", args->stream,
+                 "streamed read mode: read the shards no tier holds straight from the origin through verified "
+                 "chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed reads\")");
+  read->add_option("--stream-window", args->stream_window,
+                   "with --stream: the most bytes of a shard held in memory, at least 2 of the origin's chunks "
+                   "(default 64 MiB; e.g. 256MiB)");
+  read->add_flag("--checksum", args->checksum,
+                 "report the SHA-256 of the samples read, in order (ids, keys and bytes): equal for equal reads");
   read->callback([&global, args] { cmd_read(global, *args); });
 }
 

@@ -8,6 +8,7 @@
 #include "client/order_hints.hpp"
 #include "client/prefetcher.hpp"
 #include "client/random.hpp"
+#include "client/streamed_shard.hpp"
 #include "datavo/dataset.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
@@ -42,7 +43,8 @@ constexpr std::size_t k_max_parallel_fetches = 4;
 struct LoadedShard {
   std::size_t position = 0;
   ShardKey key;
-  std::shared_ptr<const ShardMapping> mapping;
+  std::shared_ptr<const ShardMapping> mapping;      // nullptr when streamed
+  std::shared_ptr<client::StreamedShard> streamed;  // ReadMode::streamed and no tier held it
 };
 
 Result<void> check_window_options(const SampleStreamOptions& options) {
@@ -51,6 +53,11 @@ Result<void> check_window_options(const SampleStreamOptions& options) {
                  "prefetch_budget must be more than 0 and at most 0.5, not " + std::to_string(options.prefetch_budget)};
   }
   if (options.hint_step <= Milliseconds{0}) return Error{ErrorCode::invalid_argument, "hint_step must be positive"};
+  if (options.read_mode == ReadMode::streamed && options.stream_window < k_min_chunk_size + k_min_chunk_size) {
+    return Error{ErrorCode::invalid_argument, "stream_window must hold at least 2 chunks (" +
+                                                  std::to_string((k_min_chunk_size + k_min_chunk_size).count()) +
+                                                  " bytes), not " + std::to_string(options.stream_window.count())};
+  }
   if (options.local_world_size && (*options.local_world_size == 0 || *options.local_world_size > options.world_size)) {
     return Error{ErrorCode::invalid_argument, "local_world_size must be from 1 to world_size (" +
                                                   std::to_string(options.world_size) + "), not " +
@@ -79,6 +86,9 @@ struct SampleStream::Impl {
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
   std::optional<client::OrderHints> hints;    // with OrderHints::on
+  ReadMode read_mode = ReadMode::cached;
+  Bytes stream_window;
+  client::StreamCounters stream_counters;
 
   // Places `key` in the local tiers' LRU order at `when` (order hints); counts the tiers that took it.
   void place(const ShardKey& key, std::chrono::system_clock::time_point when) {
@@ -98,7 +108,11 @@ struct SampleStream::Impl {
   // Last: destroyed (cancelled and joined) before anything its loader uses.
   std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
 
+  // A streamed shard's download thread uses the cancel flag and the counters declared after `current`.
+  ~Impl() { current.reset(); }
+
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
+  Result<std::optional<LoadedShard>> stream_on_miss(std::size_t position, const ShardKey& key);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
@@ -120,6 +134,10 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
     CancellableSink guarded(sink, cancelled);
     return origin(guarded);
   };
+  if (read_mode == ReadMode::streamed) {
+    auto streamed = stream_on_miss(position, key);
+    if (!streamed || *streamed) return streamed ? std::move(**streamed) : Result<LoadedShard>(streamed.error());
+  }
   client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
   auto result = cache->get_or_fetch(key, fetcher);
@@ -134,7 +152,25 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   if (hints && result->source != ServedFrom::hit) place(key, hints->before_use(position));
   auto mapping = ShardMapping::map(result->handle, shard_name(position, key));
   if (!mapping) return std::move(mapping).error();
-  return LoadedShard{position, key, std::move(*mapping)};
+  return LoadedShard{position, key, std::move(*mapping), nullptr};
+}
+
+// ReadMode::streamed: a shard no tier holds is read from its download (nullopt: a tier holds it, read it as cached).
+Result<std::optional<LoadedShard>> SampleStream::Impl::stream_on_miss(std::size_t position, const ShardKey& key) {
+  auto held = cache->get(key);
+  if (!held) return std::move(held).error();
+  if (*held) return std::optional<LoadedShard>{};
+  {
+    std::lock_guard lock(stats_mu);
+    for (auto& tier : stats.tiers) ++tier.misses;
+    ++stats.streamed_shards;
+  }
+  auto source = [this, position](const OriginClient::TicketSink& sink_for) {
+    return client->fetch_shard(manifest, position, keys, sink_for);
+  };
+  auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
+                                                       cancel_requested, stream_counters);
+  return std::optional<LoadedShard>{LoadedShard{position, key, nullptr, std::move(shard)}};
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
@@ -218,14 +254,14 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
       }
       if (!*shard) return std::optional<SampleView>{};
       current = std::move(**shard);
-      samples.emplace(current->mapping->bytes(), current->mapping->name());
+      if (current->mapping) samples.emplace(current->mapping->bytes(), current->mapping->name());
       sample_in_shard = 0;
       std::lock_guard lock(stats_mu);
       ++stats.shards;
     }
     const ManifestShard& expected = manifest.shards[current->position];
-    const std::string& name = current->mapping->name();
-    auto sample = samples->next();
+    const std::string& name = current->streamed ? current->streamed->name() : current->mapping->name();
+    auto sample = current->streamed ? current->streamed->next() : samples->next();
     // The tar reader's message already names the shard, the member and the byte offset.
     if (!sample) return fail(std::move(sample).error());
     if (*sample == nullptr) {
@@ -250,7 +286,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     SampleView view;
     view.id = std::string(s.id);
     view.shard_index = expected.index;
-    view.mapping = current->mapping;
+    view.mapping = current->streamed ? current->streamed->block() : current->mapping;
     view.fields.reserve(s.fields.size());
     for (const auto& f : s.fields) view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
     std::sort(view.fields.begin(), view.fields.end(),
@@ -301,6 +337,8 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   impl->positions = std::move(*positions);
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
   impl->shuffle_capacity = options.shuffle_buffer;
+  impl->read_mode = options.read_mode;
+  impl->stream_window = options.stream_window;
   std::size_t my_samples = 0;
   for (std::size_t p : impl->positions) my_samples += impl->manifest.shards[p].samples.size();
   // Never more than this consumer's samples: a buffer larger than the pass simply holds all of it.
@@ -335,8 +373,10 @@ void SampleStream::Impl::place_own_shards() {
 }
 
 void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
-  client::Prefetcher<LoadedShard>::Window window{options.prefetch_shards, std::nullopt};
-  if (auto capacity = cache->landing_capacity()) {
+  // Streamed: one shard at a time, so that the memory is one window (see SampleStreamOptions::read_mode).
+  client::Prefetcher<LoadedShard>::Window window{read_mode == ReadMode::streamed ? 0 : options.prefetch_shards,
+                                                 std::nullopt};
+  if (auto capacity = cache->landing_capacity(); capacity && window.items > 0) {
     const std::size_t sharing = options.local_world_size.value_or(options.world_size) * options.num_workers;
     const double share = options.prefetch_budget / double(sharing);
     window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
@@ -345,7 +385,8 @@ void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
   prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
       positions.size(), window,
       [this](std::size_t ordinal, const std::atomic<bool>& cancelled) { return load(ordinal, cancelled); },
-      k_max_parallel_fetches, [](const LoadedShard& shard) { return Bytes{shard.mapping->bytes().size()}; });
+      k_max_parallel_fetches,
+      [](const LoadedShard& shard) { return Bytes{shard.mapping ? shard.mapping->bytes().size() : 0}; });
 }
 
 SampleStream::SampleStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -371,6 +412,8 @@ SampleStreamStats SampleStream::stats() const {
   }
   copy.max_prefetched = impl_->prefetcher->max_ahead();
   copy.max_prefetched_bytes = impl_->prefetcher->max_ahead_bytes();
+  copy.streamed_bytes = Bytes{impl_->stream_counters.bytes.load(std::memory_order_relaxed)};
+  copy.max_stream_buffered = Bytes{impl_->stream_counters.max_buffered.load(std::memory_order_relaxed)};
   return copy;
 }
 
