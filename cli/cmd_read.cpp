@@ -161,7 +161,14 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   SampleChecksum checksum;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
-    auto sample = require(stream.next());
+    auto next = stream.next();
+    if (!next) {
+      // How far the read got: the samples before a failure were whole and verified.
+      Error e = std::move(next).error();
+      e.message += " (after " + std::to_string(taken) + " samples)";
+      throw Fatal{exit_code_for(e), std::move(e)};
+    }
+    auto& sample = *next;
     if (!sample) break;
     if (args.checksum) checksum.add(*sample);
   }
