@@ -1,8 +1,16 @@
 #include "client/streamed_shard.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
+
+#include "util/fs.hpp"
+#include "util/log.hpp"
 
 namespace datavo::client {
 namespace {
@@ -10,6 +18,10 @@ namespace {
 constexpr std::uint64_t k_tar_block = 512;
 // Waits poll the stream's cancel flag this often (SampleStream::cancel() may come from any thread).
 constexpr auto k_poll = std::chrono::milliseconds(100);
+// A download held back by a full window for this long may have been dropped by the server (datavo serve gives a
+// client that reads nothing 5 s; object stores and proxies have idle timeouts too): a round cut after such a wait
+// is the consumer's pause, not the source's fault, and is followed by another (StreamedShard::download).
+constexpr auto k_held_back = std::chrono::seconds(1);
 
 bool needs_more_bytes(TarFault fault) {
   // What a verified prefix of a good archive can look like to the reader: a header or payload cut by the prefix's
@@ -24,11 +36,45 @@ void raise_to(std::atomic<std::uint64_t>& peak, std::uint64_t value) {
   }
 }
 
+// Memory of size() bytes mapped twice in a row, so that any size() bytes of it from any offset are one span: the
+// window is a ring whose live bytes the tar reader sees whole, and nothing is ever moved to make room.
+class WindowRing {
+ public:
+  // `at_least` rounded up to whole pages. io error when the memory cannot be had.
+  static Result<WindowRing> create(std::uint64_t at_least) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const auto size = static_cast<std::size_t>(std::max<std::uint64_t>(1, (at_least + page - 1) / page) * page);
+    util::UniqueFd fd(::memfd_create("datavo-stream-window", MFD_CLOEXEC));
+    if (!fd.valid() || ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+      return Error::from_errno(errno, "cannot allocate a stream window of " + std::to_string(size) + " bytes");
+    void* both = ::mmap(nullptr, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (both == MAP_FAILED) return Error::from_errno(errno, "cannot reserve a stream window");
+    WindowRing ring(static_cast<std::byte*>(both), size);
+    for (std::byte* half : {ring.data_, ring.data_ + size}) {
+      if (::mmap(half, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd.get(), 0) == MAP_FAILED)
+        return Error::from_errno(errno, "cannot map a stream window");
+    }
+    return ring;
+  }
+  WindowRing(WindowRing&& other) noexcept : data_(std::exchange(other.data_, nullptr)), size_(other.size_) {}
+  WindowRing& operator=(WindowRing&&) = delete;
+  WindowRing(const WindowRing&) = delete;
+  ~WindowRing() {
+    if (data_ != nullptr) ::munmap(data_, 2 * size_);
+  }
+  // The byte at shard offset `offset`; the size() bytes from there are contiguous.
+  std::byte* at(std::uint64_t offset) const { return data_ + offset % size_; }
+
+ private:
+  WindowRing(std::byte* data, std::size_t size) : data_(data), size_(size) {}
+  std::byte* data_;
+  std::size_t size_;
+};
+
 }  // namespace
 
-// The bytes [base, end) of the shard, at buf[head, head + end - base). The consumer frees from the front (base);
-// the download appends at the back and moves the bytes to the front of buf only when that frees a quarter of it or
-// the consumer waits for them, so that freeing one small sample does not cost a copy of the whole window.
+// The bytes [base, end) of the shard, in a ring of at least min(window, shard size) bytes. The consumer frees from the
+// front (base), the download appends at the back and waits while `cap` bytes are held.
 struct StreamedShard::Window final : ByteSink {
   Window(std::string shard, Bytes window, const std::atomic<bool>& cancelled_flag, StreamCounters& counters_ref)
       : name(std::move(shard)), cap(window.count()), cancelled(cancelled_flag), counters(counters_ref) {}
@@ -41,8 +87,7 @@ struct StreamedShard::Window final : ByteSink {
   std::mutex mu;
   std::condition_variable cv;
   // All below guarded by mu.
-  std::vector<std::byte> buf;
-  std::size_t head = 0;
+  std::optional<WindowRing> ring;
   std::uint64_t base = 0;      // the first byte the consumer still needs: the start of the next sample
   std::uint64_t end = 0;       // bytes taken so far (each byte once, however often the transfer restarts)
   std::uint64_t pass = 0;      // the position of the current transfer (written())
@@ -50,9 +95,11 @@ struct StreamedShard::Window final : ByteSink {
   std::optional<std::uint64_t> size;
   std::uint64_t chunk = 0;
   std::optional<Sha256> sha256;
-  Sha256Hasher hasher;  // over [0, end)
+  Sha256Hasher hasher;  // over [0, verified): only verified bytes count, as a new ticket drops the others
   bool consumer_waiting = false;
   bool producer_blocked = false;
+  // The longest time the download waited for room in the current round of the source (see StreamedShard::download).
+  std::chrono::steady_clock::duration longest_block{0};
   bool closed = false;  // the StreamedShard is going
   bool done = false;    // the download ended; `failure` says how
   std::optional<Error> failure;
@@ -75,15 +122,20 @@ struct StreamedShard::Window final : ByteSink {
                                                     std::to_string(chunk_size) + " bytes; raise it"};
     }
     std::lock_guard lock(mu);
-    if (size && *size != ticket.size.count())
-      return Error{ErrorCode::integrity, "shard " + name + ": a second ticket names another size"};
+    if (size && (*size != ticket.size.count() || *sha256 != ticket.sha256))
+      return Error{ErrorCode::integrity, "shard " + name + ": a second ticket names another size or SHA-256"};
+    if (!ring) {
+      auto made = WindowRing::create(std::min(cap, ticket.size.count()));
+      if (!made) return std::move(made).error();
+      ring.emplace(std::move(*made));
+    }
     size = ticket.size.count();
     chunk = chunk_size;
     sha256 = ticket.sha256;
-    if (buf.empty()) buf.resize(static_cast<std::size_t>(std::min(cap, *size)));
-    // A new ticket's transfer starts at byte 0, so that every chunk of it is checked again (a ChunkVerifyingSink
-    // over a sink that holds a partial chunk could not check that chunk); the bytes already taken are dropped.
-    pass = 0;
+    // A new ticket's transfer (a new round, or a new ticket after one expired) goes on from the last verified chunk
+    // boundary, so that the ticket's ChunkVerifyingSink checks every chunk it passes on whole; the bytes taken past
+    // that boundary were never verified and are dropped.
+    pass = end = verified;
     return static_cast<ByteSink*>(this);
   }
 
@@ -97,27 +149,29 @@ struct StreamedShard::Window final : ByteSink {
       const auto seen = static_cast<std::size_t>(std::min<std::uint64_t>(n, end - pass));
       bytes += seen, n -= seen, pass += seen;
     }
+    std::optional<std::chrono::steady_clock::time_point> blocked_since;
     while (n > 0) {
       if (stopped()) return Error{ErrorCode::cancelled, "streamed read of shard " + name + " stopped"};
-      const std::uint64_t held = end - base;
-      std::size_t tail = buf.size() - head - static_cast<std::size_t>(held);
-      if (tail < n && head > 0 && (head >= buf.size() / 4 || consumer_waiting)) {
-        std::memmove(buf.data(), buf.data() + head, static_cast<std::size_t>(held));
-        head = 0;
-        tail = buf.size() - static_cast<std::size_t>(held);
-      }
-      if (tail == 0) {
+      const std::uint64_t room = cap - (end - base);
+      if (room == 0) {
+        if (!blocked_since) blocked_since = std::chrono::steady_clock::now();
         producer_blocked = true;
         cv.notify_all();
         cv.wait_for(lock, k_poll);
         producer_blocked = false;
         continue;
       }
-      const std::size_t k = std::min(n, tail);
-      std::memcpy(buf.data() + head + held, bytes, k);
-      hasher.update(bytes, k);
+      if (blocked_since) {
+        longest_block = std::max(longest_block, std::chrono::steady_clock::now() - *blocked_since);
+        blocked_since.reset();
+      }
+      const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, room));
+      std::memcpy(ring->at(end), bytes, k);
       bytes += k, n -= k, pass += k, end += k;
-      verified = std::max(verified, std::min(end, proven));
+      if (const std::uint64_t now_verified = std::min(end, proven); now_verified > verified) {
+        hasher.update(ring->at(verified), static_cast<std::size_t>(now_verified - verified));
+        verified = now_verified;
+      }
       counters.bytes.fetch_add(k, std::memory_order_relaxed);
       raise_to(counters.max_buffered, end - base);
       cv.notify_all();
@@ -132,11 +186,26 @@ struct StreamedShard::Window final : ByteSink {
     return ok();
   }
 
+  // Starts a round of the source: returns the verified bytes so far.
+  std::uint64_t start_round() {
+    std::lock_guard lock(mu);
+    longest_block = std::chrono::steady_clock::duration{0};
+    return verified;
+  }
+
+  // Whether a round that failed with `error` was cut while the consumer held the download back, after verified bytes
+  // went past `verified_before`: then it is worth another round.
+  bool cut_while_held_back(const Error& error, std::uint64_t verified_before) {
+    std::lock_guard lock(mu);
+    const bool transient = error.code == ErrorCode::remote || error.code == ErrorCode::timeout;
+    return transient && !stopped() && longest_block >= k_held_back && verified > verified_before;
+  }
+
   void finish(Result<Expectation> outcome) {
     std::lock_guard lock(mu);
     if (!outcome) {
       failure = std::move(outcome).error();
-    } else if (!size || end != *size) {
+    } else if (!size || verified != *size) {
       failure = Error{ErrorCode::integrity, "shard " + name + ": the download ended after " + std::to_string(end) +
                                                 " bytes, the ticket gives " + std::to_string(size.value_or(0))};
     } else if (const Sha256 got = hasher.finish(); got != *sha256) {
@@ -164,10 +233,23 @@ StreamedShard::~StreamedShard() {
   thread_.join();
 }
 
+// Rounds of the source: each asks for a ticket and GETs the shard from the last verified chunk on, with the
+// transport's own retries and resumes. A slow consumer holds the download back, and a server may drop a connection
+// that reads nothing for a while; each such cut would spend one of the transport's attempts, so a round cut after
+// the consumer held it back (and that verified more bytes) is followed by another. Other failures end the shard.
 void StreamedShard::download(StreamSource source) {
   Window& w = *window_;
-  auto outcome = source([&w](const StreamTicket& ticket) { return w.begin(ticket); });
-  w.finish(std::move(outcome));
+  for (;;) {
+    const std::uint64_t verified_before = w.start_round();
+    auto outcome = source([&w](const StreamTicket& ticket) { return w.begin(ticket); });
+    if (!outcome && w.cut_while_held_back(outcome.error(), verified_before)) {
+      LOG_INFO("shard " << name_ << ": the download was cut while the reader held it back (" << outcome.error().message
+                        << "); going on from the last verified chunk");
+      continue;
+    }
+    w.finish(std::move(outcome));
+    return;
+  }
 }
 
 Result<const Sample*> StreamedShard::next() {
@@ -180,7 +262,8 @@ Result<const Sample*> StreamedShard::next() {
   };
   for (;;) {
     const bool complete = w.size && w.verified == *w.size;
-    const std::span<const std::byte> verified(w.buf.data() + w.head, static_cast<std::size_t>(w.verified - w.base));
+    const std::span<const std::byte> verified(w.ring ? w.ring->at(w.base) : nullptr,
+                                              static_cast<std::size_t>(w.verified - w.base));
     SampleIterator parser(verified, name_ + " (counting from its byte " + std::to_string(w.base) + ")");
     auto sample = parser.next();
     if (sample && *sample) {
@@ -237,7 +320,6 @@ Result<const Sample*> StreamedShard::take(const Sample& parsed, std::uint64_t ne
   }();
   // The sample is copied out: its bytes in the window are free (the caller holds the window's lock).
   Window& w = *window_;
-  w.head += static_cast<std::size_t>(next_start - w.base);
   w.base = next_start;
   w.cv.notify_all();
 

@@ -21,9 +21,15 @@
 //     mismatch is an Error naming the shard after the last sample.
 //   - A ticket without chunk digests (an origin from before them) cannot be streamed with bounded memory: the
 //     shard fails with ErrorCode::unsupported saying so (read it in the cached mode).
-//   - A restarted transfer (a server without Range support, a second ticket after one expired mid-download) sends
-//     the shard from its first byte again: bytes the window already took are checked by the chunk digests again and
-//     dropped, so the parser never sees a byte twice.
+//   - The window is a ring mapped twice in a row (memfd), so that its live bytes are always one span for the tar
+//     reader and nothing is moved to make room. Its memory is min(window, shard size), rounded up to a page.
+//   - A transfer the transport restarts from byte 0 (a server without Range support) is verified again and the
+//     bytes the window already took are dropped, so the parser never sees a byte twice. A new ticket (after one
+//     expired, or a new round) goes on from the last verified chunk boundary with Range.
+//   - Rounds: a consumer slower than the download holds it back (the socket is not read), and a server may drop such
+//     a connection (datavo serve after 5 s); the transport resumes it, but each cut spends one of its attempts. A
+//     round of the source that fails (remote or timeout) after the window held the download back for 1 s or more,
+//     and that verified more bytes, is followed by another round; any other failure ends the shard with it.
 //
 // Thread safety: next() from one thread at a time; the download thread is internal. Destroying a StreamedShard
 // stops its download at the next write and joins the thread.

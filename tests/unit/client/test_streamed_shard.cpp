@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/streamed_shard.hpp"
@@ -217,6 +219,89 @@ TEST(StreamedShard, AWindowOfFewerThanTwoChunksIsRefused) {
   ASSERT_TRUE(out.error);
   EXPECT_EQ(out.error->code, ErrorCode::invalid_argument);
   EXPECT_NE(out.error->message.find("fewer than 2"), std::string::npos) << out.error->message;
+}
+
+// A server that drops a connection whose client read nothing for a while (datavo serve: 5 s; here 1.2 s), and
+// answers the next request from where the sink stands (a Range request); `starts` gets where each call began.
+StreamSource dropping_source(const TestShard& shard, std::vector<std::uint64_t>& starts) {
+  return [&shard, &starts](const OriginClient::TicketSink& sink_for) -> Result<Expectation> {
+    const StreamTicket ticket{*ContentHash::parse(std::string(64, 'a')),
+                              Bytes{shard.tar.size()},
+                              shardtest::sha256_of(shard.tar),
+                              "http://origin/shard",
+                              0,
+                              shard.chunks};
+    auto sink = sink_for(ticket);
+    if (!sink) return std::move(sink).error();
+    net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash abc");
+    starts.push_back(verifying.written().count());
+    for (std::size_t at = verifying.written().count(); at < shard.tar.size();) {
+      const std::size_t n = std::min<std::size_t>(1000, shard.tar.size() - at);
+      const auto started = std::chrono::steady_clock::now();
+      DATAVO_TRY(verifying.write(shard.tar.data() + at, n));
+      if (std::chrono::steady_clock::now() - started > std::chrono::milliseconds(1200))
+        return Error{ErrorCode::remote, "connection reset by peer (the server's write timeout)"};
+      at += n;
+    }
+    return Expectation{ticket.size, ticket.sha256};
+  };
+}
+
+TEST(StreamedShard, ADownloadCutWhileTheReaderHeldItBackGoesOnFromTheLastVerifiedChunk) {
+  std::vector<std::size_t> sizes(30, 2000);
+  const TestShard shard = make_shard(sizes);
+  std::vector<std::uint64_t> starts;
+  std::atomic<bool> cancelled{false};
+  StreamCounters counters;
+  std::vector<std::string> payloads;
+  {
+    StreamedShard streamed(dropping_source(shard, starts), "7 (abc.tar)", KiB(16), cancelled, counters);
+    for (;;) {
+      auto sample = streamed.next();
+      ASSERT_TRUE(sample) << sample.error().message;
+      if (!*sample) break;
+      payloads.emplace_back(reinterpret_cast<const char*>((*sample)->fields[0].data.data()),
+                            (*sample)->fields[0].data.size());
+      // A reader that pauses after its third sample, long enough for the "server" to drop the connection.
+      if (payloads.size() == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    }
+  }
+  EXPECT_EQ(payloads, shard.payloads);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0], 0u);
+  // The second round asked from a chunk boundary past the start: what was verified is not fetched again.
+  EXPECT_GT(starts[1], 0u);
+  EXPECT_EQ(starts[1] % k_chunk.count(), 0u);
+  EXPECT_LE(counters.max_buffered.load(), KiB(16).count());
+}
+
+TEST(StreamedShard, ADownloadCutWithoutAPauseOfTheReaderEndsTheShard) {
+  const TestShard shard = make_shard(std::vector<std::size_t>(30, 2000));
+  std::atomic<bool> cancelled{false};
+  StreamCounters counters;
+  int rounds = 0;
+  StreamSource cut = [&](const OriginClient::TicketSink& sink_for) -> Result<Expectation> {
+    ++rounds;
+    const StreamTicket ticket{*ContentHash::parse(std::string(64, 'a')),
+                              Bytes{shard.tar.size()},
+                              shardtest::sha256_of(shard.tar),
+                              "http://origin/shard",
+                              0,
+                              shard.chunks};
+    auto sink = sink_for(ticket);
+    if (!sink) return std::move(sink).error();
+    net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash abc");
+    DATAVO_TRY(verifying.write(shard.tar.data(), 5000));
+    return Error{ErrorCode::remote, "connection reset by peer"};
+  };
+  StreamedShard streamed(cut, "7 (abc.tar)", KiB(64), cancelled, counters);
+  std::size_t samples = 0;
+  Result<const Sample*> sample = streamed.next();
+  for (; sample && *sample; sample = streamed.next()) ++samples;
+  ASSERT_FALSE(sample);
+  EXPECT_EQ(sample.error().code, ErrorCode::remote);
+  EXPECT_EQ(rounds, 1);
+  EXPECT_LE(samples, 2u);
 }
 
 }  // namespace
