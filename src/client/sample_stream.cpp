@@ -376,7 +376,7 @@ void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
   // Streamed: one shard at a time, so that the memory is one window (see SampleStreamOptions::read_mode).
   client::Prefetcher<LoadedShard>::Window window{read_mode == ReadMode::streamed ? 0 : options.prefetch_shards,
                                                  std::nullopt};
-  if (auto capacity = cache->landing_capacity(); capacity && window.items > 0) {
+  if (auto capacity = cache->landing_capacity(); capacity && read_mode == ReadMode::cached) {
     const std::size_t sharing = options.local_world_size.value_or(options.world_size) * options.num_workers;
     const double share = options.prefetch_budget / double(sharing);
     window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
