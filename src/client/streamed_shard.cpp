@@ -95,7 +95,6 @@ struct StreamedShard::Window final : ByteSink {
   std::optional<std::uint64_t> size;
   std::uint64_t chunk = 0;
   std::optional<Sha256> sha256;
-  Sha256Hasher hasher;  // over [0, verified): only verified bytes count, as a new ticket drops the others
   bool consumer_waiting = false;
   bool producer_blocked = false;
   // The longest time the download waited for room in the current round of the source (see StreamedShard::download).
@@ -168,10 +167,7 @@ struct StreamedShard::Window final : ByteSink {
       const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, room));
       std::memcpy(ring->at(end), bytes, k);
       bytes += k, n -= k, pass += k, end += k;
-      if (const std::uint64_t now_verified = std::min(end, proven); now_verified > verified) {
-        hasher.update(ring->at(verified), static_cast<std::size_t>(now_verified - verified));
-        verified = now_verified;
-      }
+      verified = std::max(verified, std::min(end, proven));
       counters.bytes.fetch_add(k, std::memory_order_relaxed);
       raise_to(counters.max_buffered, end - base);
       cv.notify_all();
@@ -208,10 +204,6 @@ struct StreamedShard::Window final : ByteSink {
     } else if (!size || verified != *size) {
       failure = Error{ErrorCode::integrity, "shard " + name + ": the download ended after " + std::to_string(end) +
                                                 " bytes, the ticket gives " + std::to_string(size.value_or(0))};
-    } else if (const Sha256 got = hasher.finish(); got != *sha256) {
-      failure = Error{ErrorCode::integrity, "shard " + name + ": the SHA-256 of the streamed bytes is " + got.hex() +
-                                                ", the ticket gives " + sha256->hex() +
-                                                " (every chunk matched its digest: the chunk list lies)"};
     }
     done = true;
     cv.notify_all();
@@ -254,52 +246,83 @@ void StreamedShard::download(StreamSource source) {
 
 Result<const Sample*> StreamedShard::next() {
   if (error_) return *error_;
+  if (ended_) return static_cast<const Sample*>(nullptr);
   Window& w = *window_;
-  std::unique_lock lock(w.mu);
-  const auto fail = [this](Error e) -> Result<const Sample*> {
-    error_ = e;
-    return e;
-  };
   for (;;) {
-    const bool complete = w.size && w.verified == *w.size;
-    const std::span<const std::byte> verified(w.ring ? w.ring->at(w.base) : nullptr,
-                                              static_cast<std::size_t>(w.verified - w.base));
-    SampleIterator parser(verified, name_ + " (counting from its byte " + std::to_string(w.base) + ")");
+    std::uint64_t base = 0, verified = 0;
+    const std::byte* first = nullptr;
+    bool complete = false;
+    {
+      std::lock_guard lock(w.mu);
+      base = w.base;
+      verified = w.verified;
+      first = w.ring ? w.ring->at(base) : nullptr;
+      complete = w.size && verified == *w.size;
+    }
+    // [base, verified) is the consumer's until it moves base: the download only writes past `verified`, so the
+    // parsing and copying run without the lock, beside the download.
+    const std::span<const std::byte> bytes(first, static_cast<std::size_t>(verified - base));
+    SampleIterator parser(bytes, name_ + " (counting from its byte " + std::to_string(base) + ")");
     auto sample = parser.next();
     if (sample && *sample) {
       const SampleField& last = (*sample)->fields.back();
-      const auto field_end = static_cast<std::uint64_t>(last.data.data() + last.data.size() - verified.data());
-      return take(**sample, w.base + (field_end + k_tar_block - 1) / k_tar_block * k_tar_block);
+      const auto field_end = static_cast<std::uint64_t>(last.data.data() + last.data.size() - bytes.data());
+      return take(**sample, base, base + (field_end + k_tar_block - 1) / k_tar_block * k_tar_block);
     }
-    if (sample || !needs_more_bytes(parser.fault()) || complete) {
-      if (!sample) return fail(std::move(sample).error());
-      // The end marker: the samples are all out; the shard's own check is the download's last step.
-      while (!w.done) {
-        if (w.stopped()) return fail(Error{ErrorCode::cancelled, "streamed read of shard " + name_ + " stopped"});
-        w.cv.wait_for(lock, k_poll);
-      }
-      if (w.failure) return fail(*w.failure);
-      return static_cast<const Sample*>(nullptr);
-    }
-    if (w.done) return fail(w.failure ? *w.failure : Error{ErrorCode::internal, "shard " + name_ + ": stream ended"});
-    if (w.producer_blocked && w.end - w.base == w.cap) {
-      return fail(Error{ErrorCode::invalid_argument,
-                        "shard " + name_ + ": the sample at byte offset " + std::to_string(w.base) +
-                            " does not fit in the stream window of " + std::to_string(w.cap) +
-                            " bytes, which must hold it, the first member of the next sample and the chunk being "
-                            "verified; raise the window (--stream-window, stream_window=). Where the tar reader "
-                            "ran out of window: " +
-                            std::move(sample).error().message});
-    }
-    if (w.stopped()) return fail(Error{ErrorCode::cancelled, "streamed read of shard " + name_ + " stopped"});
-    w.consumer_waiting = true;
-    w.cv.notify_all();
-    w.cv.wait_for(lock, k_poll);
-    w.consumer_waiting = false;
+    if (sample) return end_of_shard();
+    if (!needs_more_bytes(parser.fault()) || complete) return fail(std::move(sample).error());
+    if (auto stop = wait_for_more(verified, sample.error())) return fail(std::move(*stop));
   }
 }
 
-Result<const Sample*> StreamedShard::take(const Sample& parsed, std::uint64_t next_start) {
+Result<const Sample*> StreamedShard::fail(Error e) {
+  error_ = e;
+  return e;
+}
+
+std::optional<Error> StreamedShard::wait_for_more(std::uint64_t verified_seen, const Error& reader_error) {
+  Window& w = *window_;
+  std::unique_lock lock(w.mu);
+  if (w.verified != verified_seen) return std::nullopt;  // more came while the bytes were parsed
+  if (w.done) return w.failure ? *w.failure : Error{ErrorCode::internal, "shard " + name_ + ": stream ended"};
+  if (w.producer_blocked && w.end - w.base == w.cap) {
+    return Error{ErrorCode::invalid_argument,
+                 "shard " + name_ + ": the sample at byte offset " + std::to_string(w.base) +
+                     " does not fit in the stream window of " + std::to_string(w.cap) +
+                     " bytes, which must hold it, the first member of the next sample and the chunk being "
+                     "verified; raise the window (--stream-window, stream_window=). Where the tar reader ran out "
+                     "of window: " +
+                     reader_error.message};
+  }
+  if (w.stopped()) return Error{ErrorCode::cancelled, "streamed read of shard " + name_ + " stopped"};
+  w.consumer_waiting = true;
+  w.cv.notify_all();
+  w.cv.wait_for(lock, k_poll);
+  w.consumer_waiting = false;
+  return std::nullopt;
+}
+
+// The end marker: the samples are all out. Once the download has ended, the whole shard's SHA-256.
+Result<const Sample*> StreamedShard::end_of_shard() {
+  Window& w = *window_;
+  std::unique_lock lock(w.mu);
+  while (!w.done) {
+    if (w.stopped()) return fail(Error{ErrorCode::cancelled, "streamed read of shard " + name_ + " stopped"});
+    w.cv.wait_for(lock, k_poll);
+  }
+  if (w.failure) return fail(*w.failure);
+  // What follows the end marker (tar's padding) is the shard's too.
+  hasher_.update(w.ring->at(w.base), static_cast<std::size_t>(w.verified - w.base));
+  if (const Sha256 got = hasher_.finish(); got != *w.sha256) {
+    return fail(Error{ErrorCode::integrity, "shard " + name_ + ": the SHA-256 of the streamed bytes is " + got.hex() +
+                                                ", the ticket gives " + w.sha256->hex() +
+                                                " (every chunk matched its digest: the chunk list lies)"});
+  }
+  ended_ = true;
+  return static_cast<const Sample*>(nullptr);
+}
+
+Result<const Sample*> StreamedShard::take(const Sample& parsed, std::uint64_t base, std::uint64_t next_start) {
   std::size_t total = 0;
   for (const SampleField& f : parsed.fields) total += f.data.size();
   std::vector<std::byte> owned(total);
@@ -313,14 +336,16 @@ Result<const Sample*> StreamedShard::take(const Sample& parsed, std::uint64_t ne
   id_ = std::string(parsed.id);
   keys_.clear();
   for (const SampleField& f : parsed.fields) keys_.emplace_back(f.key);
-  const auto header_offsets = [&] {
-    std::vector<std::uint64_t> offsets;
-    for (const SampleField& f : parsed.fields) offsets.push_back(window_->base + f.header_offset);
-    return offsets;
-  }();
-  // The sample is copied out: its bytes in the window are free (the caller holds the window's lock).
+  std::vector<std::uint64_t> header_offsets;
+  for (const SampleField& f : parsed.fields) header_offsets.push_back(base + f.header_offset);
+  // The whole shard's SHA-256 is the consumer's, so that it runs beside the download's chunk hashing: every byte is
+  // hashed once, in order, as the window lets it go.
   Window& w = *window_;
-  w.base = next_start;
+  hasher_.update(w.ring->at(base), static_cast<std::size_t>(next_start - base));
+  {
+    std::lock_guard lock(w.mu);
+    w.base = next_start;
+  }
   w.cv.notify_all();
 
   block_ = ShardMapping::own(std::move(owned), name_);

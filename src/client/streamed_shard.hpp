@@ -18,7 +18,9 @@
 //     shard, the sample's byte offset and the window.
 //   - Every sample handed out owns a copy of its fields' bytes (a ShardMapping::own block), as the window moves on.
 //   - The end: once the last sample is out, the whole shard's size and SHA-256 are checked against the ticket; a
-//     mismatch is an Error naming the shard after the last sample.
+//     mismatch is an Error naming the shard after the last sample. The consumer hashes the bytes as it frees them,
+//     so that the whole-shard hash runs beside the download's chunk hashing, and parses and copies without the
+//     window's lock (the download writes only past the verified bytes).
 //   - A ticket without chunk digests (an origin from before them) cannot be streamed with bounded memory: the
 //     shard fails with ErrorCode::unsupported saying so (read it in the cached mode).
 //   - The window is a ring mapped twice in a row (memfd), so that its live bytes are always one span for the tar
@@ -86,12 +88,20 @@ class StreamedShard {
  private:
   struct Window;  // the bounded buffer shared with the download thread (streamed_shard.cpp)
 
-  Result<const Sample*> take(const Sample& parsed, std::uint64_t next_start);
+  // Copies the sample parsed at `base` out, hashes and frees its bytes up to `next_start`.
+  Result<const Sample*> take(const Sample& parsed, std::uint64_t base, std::uint64_t next_start);
+  Result<const Sample*> end_of_shard();
+  // Waits for bytes past `verified_seen`; an Error when none will come (the download ended, the window is full of
+  // one sample, the stream was stopped).
+  std::optional<Error> wait_for_more(std::uint64_t verified_seen, const Error& reader_error);
+  Result<const Sample*> fail(Error e);
   void download(StreamSource source);
 
   std::string name_;
   std::unique_ptr<Window> window_;
   std::optional<Error> error_;
+  Sha256Hasher hasher_;  // the whole shard's, over the bytes as they are freed
+  bool ended_ = false;
   std::shared_ptr<const ShardMapping> block_;
   std::string id_;
   std::vector<std::string> keys_;

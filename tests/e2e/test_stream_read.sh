@@ -10,6 +10,7 @@
 #   - memory: the peak RSS (ru_maxrss through /usr/bin/time -v) of a streamed read of 32 MiB shards with a 2 MiB
 #     window stays under the window plus a baseline of 24 MiB (measured: 18.4 MiB) (the process, libcurl, OpenSSL, the manifest), below
 #     one shard; the cached read of the same shards is shown for comparison (its mapped shard pages count).
+#   - an old server (a ticket without chunk digests): the streamed read is refused with an error that says so;
 #   - a hit is read as in the cached mode: once the cached read has installed the shards, a streamed read streams
 #     none.
 #
@@ -151,6 +152,16 @@ expect_eq "stall always: read exits 1" "1" "$RC"
 expect_eq "stall always: 5 attempts, no more" "5" "$(proxy_shard_requests)"
 expect_match "stall always: the error says it timed out" "shard [0-9]+ of $DATASET revision 1: .*(stall|timed out|timeout)" "$ERR"
 expect_nothing_written "stall always"
+
+# --- 5b. an old server (a ticket without chunk digests, made by the proxy): refused, saying so, before any byte -------
+
+set_mode "ok ticket=strip"
+cold
+read_via "$PROXY_URL" stream
+expect_eq "old server: read exits 1, and no shard request was made" "1 0" "$RC $(proxy_shard_requests)"
+expect_match "old server: the error says a streamed read needs chunk digests" \
+  "no chunk digests.*a streamed read needs them; read this dataset without --stream" "$ERR"
+expect_nothing_written "old server"
 
 # --- 6. a hit is read as in the cached mode ----------------------------------------------------------------------------
 
