@@ -225,7 +225,7 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
                  "chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed reads\")");
   read->add_option("--stream-window", args->stream_window,
                    "with --stream: the most bytes of a shard held in memory, at least 2 of the origin's chunks "
-                   "(default 64 MiB; e.g. 256MiB)");
+                   "(default 16 MiB; e.g. 64MiB)");
   read->add_flag("--checksum", args->checksum,
                  "report the SHA-256 of the samples read, in order (ids, keys and bytes): equal for equal reads");
   read->callback([&global, args] { cmd_read(global, *args); });

@@ -196,8 +196,9 @@ struct SampleStreamOptions {
   //     memory is one window plus the samples held (the shuffle buffer's included, as copies).
   //   - a cut transfer resumes with Range and a stalled one times out as every download does (the transport's
   //     retries, then an Error).
+  //   - the memory: a ring of min(stream_window, shard size) bytes, all of it resident while a shard streams.
   ReadMode read_mode = ReadMode::cached;
-  Bytes stream_window = MiB(64);
+  Bytes stream_window = MiB(16);
 };
 
 // How the shards of one tier were served, as seen by this stream.

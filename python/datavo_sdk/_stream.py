@@ -100,7 +100,7 @@ class SampleStream(_StreamBase[Sample]):
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
         stream: bool = False,
-        stream_window: int = 64 << 20,
+        stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
@@ -172,7 +172,7 @@ class SampleStream(_StreamBase[Sample]):
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
         stream: bool = False,
-        stream_window: int = 64 << 20,
+        stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
@@ -204,7 +204,7 @@ class SampleStream(_StreamBase[Sample]):
         - ``stream``: True reads the shards that no tier holds straight from the origin through verified chunks,
           one shard at a time, and writes no local copy (no tier, no staging file): for shuffle-once passes and
           shards bigger than any folder tier (docs/hierarchy.md, "Streamed reads"). A shard a tier holds is read as
-          usual. ``stream_window``: the most bytes of a shard held in memory (default 64 MiB; at least 2 of the
+          usual. ``stream_window``: the most bytes of a shard held in memory (default 16 MiB; at least 2 of the
           origin's chunks, and enough for each sample with the first member of the next; a ValueError otherwise).
           Each streamed sample owns a copy of its fields, so memoryviews of it stay valid.
         - ``copy``: True: fields are bytes; False: zero-copy memoryviews into the cached shard. Default: memoryviews,
