@@ -112,7 +112,7 @@ struct SampleStream::Impl {
   ~Impl() { current.reset(); }
 
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
-  Result<std::optional<LoadedShard>> stream_on_miss(std::size_t position, const ShardKey& key);
+  Result<LoadedShard> stream(std::size_t position, const ShardKey& key);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
@@ -134,13 +134,16 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
     CancellableSink guarded(sink, cancelled);
     return origin(guarded);
   };
+  // Streamed: the hierarchy is asked without fetching; a hit is read as in the cached mode.
+  std::optional<Result<FetchResult>> looked_up;
   if (read_mode == ReadMode::streamed) {
-    auto streamed = stream_on_miss(position, key);
-    if (!streamed || *streamed) return streamed ? std::move(**streamed) : Result<LoadedShard>(streamed.error());
+    auto lookup = cache->get(key);
+    if (lookup && !*lookup) return stream(position, key);
+    looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
   }
   client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
-  auto result = cache->get_or_fetch(key, fetcher);
+  auto result = looked_up ? std::move(*looked_up) : cache->get_or_fetch(key, fetcher);
   if (!result) {
     Error e = std::move(result).error();
     e.message =
@@ -155,11 +158,8 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   return LoadedShard{position, key, std::move(*mapping), nullptr};
 }
 
-// ReadMode::streamed: a shard no tier holds is read from its download (nullopt: a tier holds it, read it as cached).
-Result<std::optional<LoadedShard>> SampleStream::Impl::stream_on_miss(std::size_t position, const ShardKey& key) {
-  auto held = cache->get(key);
-  if (!held) return std::move(held).error();
-  if (*held) return std::optional<LoadedShard>{};
+// ReadMode::streamed: a shard no tier holds, read from its download.
+Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const ShardKey& key) {
   {
     std::lock_guard lock(stats_mu);
     for (auto& tier : stats.tiers) ++tier.misses;
@@ -170,7 +170,7 @@ Result<std::optional<LoadedShard>> SampleStream::Impl::stream_on_miss(std::size_
   };
   auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
                                                        cancel_requested, stream_counters);
-  return std::optional<LoadedShard>{LoadedShard{position, key, nullptr, std::move(shard)}};
+  return LoadedShard{position, key, nullptr, std::move(shard)};
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {

@@ -168,8 +168,11 @@ expect_nothing_written "old server"
 set_mode ok
 cold
 read_via "$ORIGIN_URL" cached
+HITS_BEFORE=$(DATAVO_SERVER=$ORIGIN_URL stat_of default hits)
 read_via "$PROXY_URL" stream
 expect_eq "hits: the streamed read streams no shard, reads the cached ones, same checksum" "0 0 $REF_SUM 0" \
   "$RC $(echo "$OUT" | json '"%d %s" % (j["streamed"]["shards"], j["checksum"])' 2>/dev/null) $(proxy_shard_requests)"
+expect_eq "hits: each shard counts one hit in the tier (one lookup, not two)" "2" \
+  "$(($(DATAVO_SERVER=$ORIGIN_URL stat_of default hits) - ${HITS_BEFORE:-0}))"
 
 finish
