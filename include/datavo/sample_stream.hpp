@@ -29,6 +29,9 @@
 //     "Order hints"): at the start, its shards of this epoch are placed by their place in the epoch's order; a
 //     shard fetched ahead is placed at its own place, after the shards read before it; a shard read to its end is
 //     placed by its place in the next epoch's order (seed, epoch + 1).
+//   - ReadMode::streamed (SampleStreamOptions::read_mode): a shard no tier holds is read from its download through
+//     verified chunks in a bounded window, one shard at a time, and no local copy is written; its samples own copies
+//     of their fields. A hit is read as below.
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //   - With `shuffle_buffer` N > 0, draws the samples from a buffer of N instead of yielding them in order (see
