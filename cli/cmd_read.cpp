@@ -7,6 +7,7 @@
 #include "cli/cli.hpp"
 #include "datavo/metrics.hpp"
 #include "datavo/sample_stream.hpp"
+#include "datavo/tier_config.hpp"
 #include "util/cancel.hpp"
 #include "util/human.hpp"
 
@@ -28,6 +29,29 @@ struct ReadArgs {
   std::optional<std::string> metrics_textfile;
   ReadWhileFetching read_while_fetching = SampleStreamOptions{}.read_while_fetching;
   bool digest = false;
+  bool stream = false;
+  std::string stream_window = format_byte_size(SampleStreamOptions{}.stream_window);
+};
+
+// The SHA-256 of the samples read, in order: each id, then each field's key and bytes, with their lengths.
+class SampleChecksum {
+ public:
+  void add(const SampleView& sample) {
+    put(std::as_bytes(std::span(sample.id)));
+    for (const auto& f : sample.fields) {
+      put(std::as_bytes(std::span(f.key)));
+      put(f.data);
+    }
+  }
+  std::string hex() { return hasher_.finish().hex(); }
+
+ private:
+  void put(std::span<const std::byte> bytes) {
+    const std::uint64_t size = bytes.size();
+    hasher_.update(&size, sizeof size);
+    hasher_.update(bytes.data(), bytes.size());
+  }
+  Sha256Hasher hasher_;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -50,6 +74,8 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
   options.read_while_fetching = args.read_while_fetching;
+  options.read_mode = args.stream ? ReadMode::streamed : ReadMode::cached;
+  options.stream_window = require(parse_byte_size(args.stream_window));
   return options;
 }
 
@@ -60,7 +86,7 @@ struct ReadTimes {
 };
 
 void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, const ReadTimes& times,
-                       const std::optional<Sha256>& digest) {
+                       const std::optional<std::string>& digest) {
   const double seconds = times.seconds;
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
@@ -95,9 +121,13 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                {{"samples_before_install", stats.samples_before_install},
                 {"shards", stats.shards_read_while_fetching},
                 {"refetches", stats.refetches}}},
-              {"samples_sha256", digest ? nlohmann::json(digest->hex()) : nlohmann::json(nullptr)},
+              {"samples_sha256", digest ? nlohmann::json(*digest) : nlohmann::json(nullptr)},
               {"first_sample_seconds",
                times.first_sample_seconds ? nlohmann::json(*times.first_sample_seconds) : nlohmann::json(nullptr)},
+              {"streamed",
+               {{"shards", stats.streamed_shards},
+                {"size_bytes", stats.streamed_bytes.count()},
+                {"max_buffered_bytes", stats.max_stream_buffered.count()}}},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -105,7 +135,8 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                 {"shard", requests.shard}}}});
 }
 
-void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+                       const std::optional<std::string>& digest) {
   const SampleStreamStats stats = stream.stats();
   const double samples_per_second = seconds > 0 ? double(stats.samples) / seconds : 0;
   const double mb_per_second = seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0;
@@ -121,6 +152,12 @@ void print_text_report(const SampleStream& stream, const OriginRequestCounts& re
   std::cout << "  origin: " << stats.origin_fetches << " shards fetched (" << human_bytes(stats.origin_bytes.count())
             << "); requests: " << requests.manifest << " manifest (" << requests.not_modified << " not modified), "
             << requests.ticket << " ticket, " << requests.shard << " shard\n";
+  if (stats.streamed_shards > 0) {
+    std::cout << "  streamed: " << stats.streamed_shards << " shards (" << human_bytes(stats.streamed_bytes.count())
+              << ", nothing written to disk), at most " << human_bytes(stats.max_stream_buffered.count())
+              << " in the window\n";
+  }
+  if (digest) std::cout << "  samples_sha256: " << *digest << "\n";
 }
 
 void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
@@ -136,25 +173,26 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   }
   const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
-  Sha256Hasher hasher;
+  SampleChecksum checksum;
   const auto since_start = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
   ReadTimes times;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
-    auto sample = require(stream.next());
+    auto next = stream.next();
+    if (!next) {
+      // How far the read got: the samples before a failure were whole and verified.
+      Error e = std::move(next).error();
+      e.message += " (after " + std::to_string(taken) + " samples)";
+      throw Fatal{exit_code_for(e), std::move(e)};
+    }
+    auto& sample = *next;
     if (!sample) break;
     if (!times.first_sample_seconds) times.first_sample_seconds = since_start();
-    if (!args.digest) continue;
-    hasher.update(sample->id.data(), sample->id.size() + 1);  // with its NUL: ids and fields cannot run together
-    for (const auto& field : sample->fields) {
-      hasher.update(field.key.data(), field.key.size() + 1);
-      hasher.update(field.data.data(), field.data.size());
-    }
+    if (args.digest) checksum.add(*sample);
   }
-  std::optional<Sha256> digest;
-  if (args.digest) digest = hasher.finish();
+  const std::optional<std::string> digest = args.digest ? std::optional(checksum.hex()) : std::nullopt;
   times.seconds = since_start();
   const double seconds = times.seconds;
   if (textfile) {
@@ -165,7 +203,7 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   if (global.json)
     print_json_report(stream, client->requests(), times, digest);
   else
-    print_text_report(stream, client->requests(), seconds);
+    print_text_report(stream, client->requests(), seconds, digest);
 }
 
 }  // namespace
@@ -210,7 +248,13 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
                    "installed (default on)")
       ->transform(CLI::CheckedTransformer(fetching_modes, CLI::ignore_case));
   read->add_flag("--digest", args->digest,
-                 "report samples_sha256 (--json): the SHA-256 of every sample's id, keys and bytes, in order");
+                 "report samples_sha256: the SHA-256 of every sample's id, keys and bytes, in order");
+  read->add_flag("--stream", args->stream,
+                 "streamed read mode: read the shards no tier holds straight from the origin through verified "
+                 "chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed reads\")");
+  read->add_option("--stream-window", args->stream_window,
+                   "with --stream: the most bytes of a shard held in memory, at least 2 of the origin's chunks "
+                   "(default 16 MiB; e.g. 64MiB)");
   read->callback([&global, args] { cmd_read(global, *args); });
 }
 

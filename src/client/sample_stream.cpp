@@ -11,6 +11,7 @@
 #include "client/order_hints.hpp"
 #include "client/prefetcher.hpp"
 #include "client/random.hpp"
+#include "client/streamed_shard.hpp"
 #include "datavo/dataset.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
@@ -70,6 +71,7 @@ struct LoadedShard {
   Bytes size;                                   // the shard's size, for the prefetch window
   std::shared_ptr<const ShardMapping> mapping;  // the installed shard; nullptr while it is `growing`
   std::shared_ptr<FetchThread> growing;         // reading while fetching: the shard's fetch, still running
+  std::shared_ptr<client::StreamedShard> streamed;  // ReadMode::streamed and no tier held it
 };
 
 Result<void> check_window_options(const SampleStreamOptions& options) {
@@ -78,6 +80,11 @@ Result<void> check_window_options(const SampleStreamOptions& options) {
                  "prefetch_budget must be more than 0 and at most 0.5, not " + std::to_string(options.prefetch_budget)};
   }
   if (options.hint_step <= Milliseconds{0}) return Error{ErrorCode::invalid_argument, "hint_step must be positive"};
+  if (options.read_mode == ReadMode::streamed && options.stream_window < k_min_chunk_size + k_min_chunk_size) {
+    return Error{ErrorCode::invalid_argument, "stream_window must hold at least 2 chunks (" +
+                                                  std::to_string((k_min_chunk_size + k_min_chunk_size).count()) +
+                                                  " bytes), not " + std::to_string(options.stream_window.count())};
+  }
   if (options.local_world_size && (*options.local_world_size == 0 || *options.local_world_size > options.world_size)) {
     return Error{ErrorCode::invalid_argument, "local_world_size must be from 1 to world_size (" +
                                                   std::to_string(options.world_size) + "), not " +
@@ -107,6 +114,9 @@ struct SampleStream::Impl {
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
   std::optional<client::OrderHints> hints;    // with OrderHints::on
+  ReadMode read_mode = ReadMode::cached;
+  Bytes stream_window;
+  client::StreamCounters stream_counters;
 
   // Places `key` in the local tiers' LRU order at `when` (order hints); counts the tiers that took it.
   void place(const ShardKey& key, std::chrono::system_clock::time_point when) {
@@ -142,10 +152,13 @@ struct SampleStream::Impl {
   // with it a shard whose bytes fail a check is fetched again (k_refetches).
   Result<std::shared_ptr<const ShardMapping>> fetch_and_map(std::size_t position, const ShardKey& key,
                                                             const std::atomic<bool>& cancelled,
-                                                            LandingObserver* observer);
+                                                            LandingObserver* observer,
+                                                            std::optional<Result<FetchResult>> looked_up = std::nullopt);
   Result<LoadedShard> load_growing(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
   // The fetch thread of load_growing: one download slot, fetch_and_map, the outcome told to the GrowingShard.
   void run_fetch(std::size_t position, const ShardKey& key, FetchThread& job);
+  // ReadMode::streamed: a shard no tier holds, read from its download.
+  Result<LoadedShard> stream(std::size_t position, const ShardKey& key);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
@@ -172,16 +185,25 @@ struct SampleStream::Impl {
 Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
   const std::size_t position = positions[ordinal];
   const ShardKey key = client->shard_key(manifest, position, keys);
-  if (read_while_fetching == ReadWhileFetching::on) return load_growing(position, key, cancelled);
-  auto mapping = fetch_and_map(position, key, cancelled, nullptr);
+  // Streamed: the hierarchy is asked without fetching; a hit is read as in the cached mode.
+  std::optional<Result<FetchResult>> looked_up;
+  if (read_mode == ReadMode::streamed) {
+    auto lookup = cache->get(key);
+    if (lookup && !*lookup) return stream(position, key);
+    looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
+  } else if (read_while_fetching == ReadWhileFetching::on) {
+    return load_growing(position, key, cancelled);
+  }
+  auto mapping = fetch_and_map(position, key, cancelled, nullptr, std::move(looked_up));
   if (!mapping) return std::move(mapping).error();
   const Bytes size{(*mapping)->bytes().size()};
-  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr};
+  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
 }
 
 Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(std::size_t position, const ShardKey& key,
                                                                               const std::atomic<bool>& cancelled,
-                                                                              LandingObserver* observer) {
+                                                                              LandingObserver* observer,
+                                                                              std::optional<Result<FetchResult>> looked_up) {
   Fetcher origin = client->shard_fetcher(manifest, position, keys);
   Fetcher fetcher = [&origin, &cancelled, this](ByteSink& sink) -> Result<Expectation> {
     CancellableSink guarded(sink, cancelled, cancel_requested);
@@ -189,7 +211,7 @@ Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(st
   };
   client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
-  auto result = cache->get_or_fetch(key, fetcher, {}, observer);
+  auto result = looked_up ? std::move(*looked_up) : cache->get_or_fetch(key, fetcher, {}, observer);
   for (int again = 0; observer != nullptr && again < k_refetches && !result &&
                       result.error().code == ErrorCode::integrity && !cancelled.load() && !cancel_requested.load();
        ++again) {
@@ -247,9 +269,23 @@ Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const
     if (!*seen) return std::move(*seen).error();
     const client::GrowingView& view = **seen;
     const Bytes size{view.mapping->bytes().size()};
-    if (view.complete) return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr};
-    return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job)};
+    if (view.complete) return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr, nullptr};
+    return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job), nullptr};
   }
+
+// ReadMode::streamed: a shard no tier holds, read from its download.
+Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const ShardKey& key) {
+  {
+    std::lock_guard lock(stats_mu);
+    for (auto& tier : stats.tiers) ++tier.misses;
+    ++stats.streamed_shards;
+  }
+  auto source = [this, position](const OriginClient::TicketSink& sink_for) {
+    return client->fetch_shard(manifest, position, keys, sink_for);
+  };
+  auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
+                                                       cancel_requested, stream_counters);
+  return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
@@ -313,7 +349,7 @@ void SampleStream::Impl::open_shard(LoadedShard shard) {
   current = std::move(shard);
   if (current->growing) {
     growing_samples.emplace(current->growing->shard, current->name, &cancel_requested);
-  } else {
+  } else if (current->mapping) {  // a streamed shard yields its samples itself
     samples.emplace(current->mapping->bytes(), current->name);
   }
   sample_in_shard = 0;
@@ -349,7 +385,9 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     }
     const ManifestShard& expected = manifest.shards[current->position];
     const std::string& name = current->name;
-    auto sample = growing_samples ? growing_samples->next() : samples->next();
+    auto sample = current->streamed  ? current->streamed->next()
+                  : growing_samples ? growing_samples->next()
+                                    : samples->next();
     // The tar reader's message already names the shard, the member and the byte offset. After cancel() a failed
     // read (a download cut short, say) is the cancellation's doing.
     if (!sample) return fail(cancel_requested.load() ? cancelled_error() : std::move(sample).error());
@@ -380,7 +418,9 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     SampleView view;
     view.id = std::string(s.id);
     view.shard_index = expected.index;
-    view.mapping = growing_samples ? growing_samples->mapping() : current->mapping;
+    view.mapping = current->streamed  ? current->streamed->block()
+                   : growing_samples ? growing_samples->mapping()
+                                     : current->mapping;
     view.fields.reserve(s.fields.size());
     for (const auto& f : s.fields) view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
     std::sort(view.fields.begin(), view.fields.end(),
@@ -433,6 +473,8 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
   impl->shuffle_capacity = options.shuffle_buffer;
   impl->read_while_fetching = options.read_while_fetching;
+  impl->read_mode = options.read_mode;
+  impl->stream_window = options.stream_window;
   std::size_t my_samples = 0;
   for (std::size_t p : impl->positions) my_samples += impl->manifest.shards[p].samples.size();
   // Never more than this consumer's samples: a buffer larger than the pass simply holds all of it.
@@ -467,8 +509,10 @@ void SampleStream::Impl::place_own_shards() {
 }
 
 void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
-  client::Prefetcher<LoadedShard>::Window window{options.prefetch_shards, std::nullopt};
-  if (auto capacity = cache->landing_capacity()) {
+  // Streamed: one shard at a time, so that the memory is one window (see SampleStreamOptions::read_mode).
+  client::Prefetcher<LoadedShard>::Window window{read_mode == ReadMode::streamed ? 0 : options.prefetch_shards,
+                                                 std::nullopt};
+  if (auto capacity = cache->landing_capacity(); capacity && read_mode == ReadMode::cached) {
     const std::size_t sharing = options.local_world_size.value_or(options.world_size) * options.num_workers;
     const double share = options.prefetch_budget / double(sharing);
     window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
@@ -503,6 +547,8 @@ SampleStreamStats SampleStream::stats() const {
   }
   copy.max_prefetched = impl_->prefetcher->max_ahead();
   copy.max_prefetched_bytes = impl_->prefetcher->max_ahead_bytes();
+  copy.streamed_bytes = Bytes{impl_->stream_counters.bytes.load(std::memory_order_relaxed)};
+  copy.max_stream_buffered = Bytes{impl_->stream_counters.max_buffered.load(std::memory_order_relaxed)};
   return copy;
 }
 

@@ -32,8 +32,12 @@ Result<std::shared_ptr<const ShardMapping>> ShardMapping::map_growing(const Shar
   return std::shared_ptr<const ShardMapping>(new ShardMapping(data, size, std::move(name)));
 }
 
+std::shared_ptr<const ShardMapping> ShardMapping::own(std::vector<std::byte> bytes, std::string name) {
+  return std::shared_ptr<const ShardMapping>(new ShardMapping(std::move(bytes), std::move(name)));
+}
+
 ShardMapping::~ShardMapping() {
-  if (data_ != nullptr) ::munmap(data_, size_);
+  if (data_ != nullptr && owned_.empty()) ::munmap(data_, size_);
 }
 
 std::span<const std::byte> SampleView::field(std::string_view key) const {
