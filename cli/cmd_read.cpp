@@ -7,6 +7,7 @@
 #include "cli/cli.hpp"
 #include "datavo/metrics.hpp"
 #include "datavo/sample_stream.hpp"
+#include "datavo/tier_config.hpp"
 #include "util/cancel.hpp"
 #include "util/human.hpp"
 
@@ -26,6 +27,31 @@ struct ReadArgs {
   std::uint64_t seed = 0, epoch = 0;
   std::size_t shuffle_buffer = 0;
   std::optional<std::string> metrics_textfile;
+  ReadWhileFetching read_while_fetching = SampleStreamOptions{}.read_while_fetching;
+  bool digest = false;
+  bool stream = false;
+  std::string stream_window = format_byte_size(SampleStreamOptions{}.stream_window);
+};
+
+// The SHA-256 of the samples read, in order: each id, then each field's key and bytes, with their lengths.
+class SampleChecksum {
+ public:
+  void add(const SampleView& sample) {
+    put(std::as_bytes(std::span(sample.id)));
+    for (const auto& f : sample.fields) {
+      put(std::as_bytes(std::span(f.key)));
+      put(f.data);
+    }
+  }
+  std::string hex() { return hasher_.finish().hex(); }
+
+ private:
+  void put(std::span<const std::byte> bytes) {
+    const std::uint64_t size = bytes.size();
+    hasher_.update(&size, sizeof size);
+    hasher_.update(bytes.data(), bytes.size());
+  }
+  Sha256Hasher hasher_;
 };
 
 SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& args) {
@@ -47,10 +73,21 @@ SampleStreamOptions stream_options(const GlobalOptions& global, const ReadArgs& 
   options.order_hints = args.order_hints;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
+  options.read_while_fetching = args.read_while_fetching;
+  options.read_mode = args.stream ? ReadMode::streamed : ReadMode::cached;
+  options.stream_window = require(parse_byte_size(args.stream_window));
   return options;
 }
 
-void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+// How long the read took, and its first sample (from the command's start, the manifest included).
+struct ReadTimes {
+  double seconds = 0;
+  std::optional<double> first_sample_seconds;
+};
+
+void print_json_report(const SampleStream& stream, const OriginRequestCounts& requests, const ReadTimes& times,
+                       const std::optional<std::string>& digest) {
+  const double seconds = times.seconds;
   const SampleStreamStats stats = stream.stats();
   nlohmann::json tiers = nlohmann::json::array();
   for (const auto& t : stats.tiers)
@@ -80,6 +117,17 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                                                              : nlohmann::json(nullptr)}}},
               {"hints_placed", stats.hints_placed},
               {"max_shuffle_buffered", stats.max_shuffle_buffered},
+              {"read_while_fetching",
+               {{"samples_before_install", stats.samples_before_install},
+                {"shards", stats.shards_read_while_fetching},
+                {"refetches", stats.refetches}}},
+              {"samples_sha256", digest ? nlohmann::json(*digest) : nlohmann::json(nullptr)},
+              {"first_sample_seconds",
+               times.first_sample_seconds ? nlohmann::json(*times.first_sample_seconds) : nlohmann::json(nullptr)},
+              {"streamed",
+               {{"shards", stats.streamed_shards},
+                {"size_bytes", stats.streamed_bytes.count()},
+                {"max_buffered_bytes", stats.max_stream_buffered.count()}}},
               {"requests",
                {{"manifest", requests.manifest},
                 {"not_modified", requests.not_modified},
@@ -87,7 +135,8 @@ void print_json_report(const SampleStream& stream, const OriginRequestCounts& re
                 {"shard", requests.shard}}}});
 }
 
-void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds) {
+void print_text_report(const SampleStream& stream, const OriginRequestCounts& requests, double seconds,
+                       const std::optional<std::string>& digest) {
   const SampleStreamStats stats = stream.stats();
   const double samples_per_second = seconds > 0 ? double(stats.samples) / seconds : 0;
   const double mb_per_second = seconds > 0 ? megabytes(stats.field_bytes) / seconds : 0;
@@ -103,6 +152,12 @@ void print_text_report(const SampleStream& stream, const OriginRequestCounts& re
   std::cout << "  origin: " << stats.origin_fetches << " shards fetched (" << human_bytes(stats.origin_bytes.count())
             << "); requests: " << requests.manifest << " manifest (" << requests.not_modified << " not modified), "
             << requests.ticket << " ticket, " << requests.shard << " shard\n";
+  if (stats.streamed_shards > 0) {
+    std::cout << "  streamed: " << stats.streamed_shards << " shards (" << human_bytes(stats.streamed_bytes.count())
+              << ", nothing written to disk), at most " << human_bytes(stats.max_stream_buffered.count())
+              << " in the window\n";
+  }
+  if (digest) std::cout << "  samples_sha256: " << *digest << "\n";
 }
 
 void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
@@ -118,21 +173,37 @@ void cmd_read(const GlobalOptions& global, const ReadArgs& args) {
   }
   const std::shared_ptr<ShardCacheHierarchy> cache = options.cache;
   SampleStream stream = require(SampleStream::from_dataset(args.dataset.dataset, std::move(options)));
+  SampleChecksum checksum;
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  ReadTimes times;
   for (std::uint64_t taken = 0; !args.limit || taken < *args.limit; ++taken) {
     if (util::cancel_requested()) throw Fatal{k_exit_failed, util::cancelled_error("read")};
-    auto sample = require(stream.next());
+    auto next = stream.next();
+    if (!next) {
+      // How far the read got: the samples before a failure were whole and verified.
+      Error e = std::move(next).error();
+      e.message += " (after " + std::to_string(taken) + " samples)";
+      throw Fatal{exit_code_for(e), std::move(e)};
+    }
+    auto& sample = *next;
     if (!sample) break;
+    if (!times.first_sample_seconds) times.first_sample_seconds = since_start();
+    if (args.digest) checksum.add(*sample);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::optional<std::string> digest = args.digest ? std::optional(checksum.hex()) : std::nullopt;
+  times.seconds = since_start();
+  const double seconds = times.seconds;
   if (textfile) {
     // Its last write shows the uploads of this read: wait for them first, as the hierarchy would at exit.
     cache->flush_uploads(ShardCacheHierarchy::k_destructor_upload_bound);
     textfile.reset();
   }
   if (global.json)
-    print_json_report(stream, client->requests(), seconds);
+    print_json_report(stream, client->requests(), times, digest);
   else
-    print_text_report(stream, client->requests(), seconds);
+    print_text_report(stream, client->requests(), seconds, digest);
 }
 
 }  // namespace
@@ -170,6 +241,20 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   add_metrics_textfile_option(read, args->metrics_textfile);
   read->add_option("--shuffle-buffer", args->shuffle_buffer,
                    "draw samples at random from a buffer of N, seeded by --seed and --epoch (default 0: in order)");
+  const std::map<std::string, ReadWhileFetching> fetching_modes{{"on", ReadWhileFetching::on},
+                                                                {"off", ReadWhileFetching::off}};
+  read->add_option("--read-while-fetching", args->read_while_fetching,
+                   "on: read a shard fetched from the origin chunk by chunk as its chunks are verified, before it is "
+                   "installed (default on)")
+      ->transform(CLI::CheckedTransformer(fetching_modes, CLI::ignore_case));
+  read->add_flag("--digest", args->digest,
+                 "report samples_sha256: the SHA-256 of every sample's id, keys and bytes, in order");
+  read->add_flag("--stream", args->stream,
+                 "streamed read mode: read the shards no tier holds straight from the origin through verified "
+                 "chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed reads\")");
+  read->add_option("--stream-window", args->stream_window,
+                   "with --stream: the most bytes of a shard held in memory, at least 2 of the origin's chunks "
+                   "(default 16 MiB; e.g. 64MiB)");
   read->callback([&global, args] { cmd_read(global, *args); });
 }
 

@@ -35,6 +35,11 @@ class ByteSink {
   virtual Bytes written() const = 0;
   // Discards every byte written so far, so that a retry can start from scratch.
   virtual Result<void> restart() = 0;
+  // Told by a verifying decorator (net::ChunkVerifyingSink) that the first `prefix` bytes written (of a shard of
+  // `total` bytes) match the ticket's chunk digests, so that readers may use them before the whole shard is in
+  // (docs/hierarchy.md, "Reading while fetching"). Called after the write that completed them; `prefix` only grows
+  // until restart(). A sink that passes bytes on passes this on too; the default ignores it.
+  virtual void verified_prefix(Bytes /*prefix*/, Bytes /*total*/) {}
   // The positional interface of this sink, or nullptr when it only takes appends. Before it is used the sink must
   // be empty (restart() it); afterwards only prefix_complete() makes the bytes count as written.
   virtual PositionalSink* positional() { return nullptr; }

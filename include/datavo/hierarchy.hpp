@@ -70,6 +70,23 @@ struct FetchResult {
   std::string found_in{};
 };
 
+// Watches an origin fetch land, so that a reader can read the shard's verified prefix out of the staging file before
+// it is installed (docs/hierarchy.md, "Reading while fetching"). Called on the thread of get_or_fetch:
+//   - staging(): a staging file was begun and the fetcher is about to fill it. `staged` reads that file (read only,
+//     its own descriptor); it grows as bytes arrive and may be removed (a failed landing), which never invalidates
+//     a mapping of it. Every verified() call that follows is about this file, until the next staging().
+//   - verified(): the first `prefix` bytes of that file, of a shard of `total` bytes, match the ticket's chunk
+//     digests (the fetcher's sink reported them, ByteSink::verified_prefix). They never change again: the hierarchy
+//     refuses to restart (truncate) a staging file once a prefix of it was reported; such a fetch fails instead.
+// A fetcher without chunk digests never reports a prefix: the reader then waits for get_or_fetch as before. Hits,
+// remote tiers and single-flight waiters are not observed. The observer must not call back into the hierarchy.
+class LandingObserver {
+ public:
+  virtual ~LandingObserver() = default;
+  virtual void staging(ShardHandle staged) = 0;
+  virtual void verified(Bytes prefix, Bytes total) = 0;
+};
+
 // Uploads to remote tiers since the hierarchy was made (see ShardCacheHierarchy::flush_uploads).
 struct UploadSummary {
   std::uint64_t uploaded = 0;
@@ -129,7 +146,9 @@ class ShardCacheHierarchy {
 
   // See the contract at the top of this file. `expected` is what the caller knows before fetching (it lets the
   // hierarchy skip tiers too small for the shard before any byte moves); the fetcher's answer is merged in.
-  Result<FetchResult> get_or_fetch(const ShardKey& key, const Fetcher& fetcher, const Expectation& expected = {});
+  // `observer` (may be nullptr; borrowed for the call) watches an origin fetch land (LandingObserver).
+  Result<FetchResult> get_or_fetch(const ShardKey& key, const Fetcher& fetcher, const Expectation& expected = {},
+                                   LandingObserver* observer = nullptr);
   // Looks the key up without fetching: the same walk and promotion, but a miss is std::nullopt.
   Result<std::optional<FetchResult>> get(const ShardKey& key);
 

@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,6 +157,16 @@ class OriginClient {
   // The fetcher described at the top of this file. It keeps what it needs (the client included) alive.
   Fetcher shard_fetcher(const Manifest& manifest, std::size_t position, std::vector<std::string> keys);
 
+  // Where a streamed download goes: called with each ticket before its GET (again with a new ticket when one
+  // expired mid-download), returns the sink for that ticket's bytes, or an Error that ends the fetch with it.
+  using TicketSink = std::function<Result<ByteSink*>(const StreamTicket& ticket)>;
+  // The fetcher's steps (ticket, content-hash check, GET with resume, a new ticket on 410) into the sink `sink_for`
+  // gives, for a reader that consumes the bytes as they arrive (SampleStream's ReadMode::streamed). The bytes pass
+  // through a ChunkVerifyingSink when the ticket carries chunk digests. Returns what the bytes must be; checking
+  // the whole shard against it is the caller's.
+  Result<Expectation> fetch_shard(const Manifest& manifest, std::size_t position, std::vector<std::string> keys,
+                                  const TicketSink& sink_for);
+
   // GET /v1/metrics (no token needed).
   Result<OriginMetrics> metrics();
 
@@ -165,6 +176,7 @@ class OriginClient {
  private:
   OriginClient();
   struct Impl;
+  struct FetchJob;  // one shard's fetch: shard_fetcher() and fetch_shard() (origin_client.cpp)
   std::shared_ptr<Impl> impl_;
 };
 

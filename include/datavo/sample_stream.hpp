@@ -29,6 +29,9 @@
 //     "Order hints"): at the start, its shards of this epoch are placed by their place in the epoch's order; a
 //     shard fetched ahead is placed at its own place, after the shards read before it; a shard read to its end is
 //     placed by its place in the next epoch's order (seed, epoch + 1).
+//   - ReadMode::streamed (SampleStreamOptions::read_mode): a shard no tier holds is read from its download through
+//     verified chunks in a bounded window, one shard at a time, and no local copy is written; its samples own copies
+//     of their fields. A hit is read as below.
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //   - With `shuffle_buffer` N > 0, draws the samples from a buffer of N instead of yielding them in order (see
@@ -64,12 +67,21 @@
 
 namespace datavo {
 
-// A shard file mapped read-only into memory. Unmapped when the last shared_ptr goes. Immutable; thread-safe.
+// The bytes samples point into: a shard file mapped read-only into memory (unmapped when the last shared_ptr
+// goes), or a block of memory it owns (a streamed sample's copy of its fields, ReadMode::streamed). Immutable;
+// thread-safe.
 class ShardMapping {
  public:
   // Maps the whole file open as `handle`. `name` is used in error messages (e.g. "3 (1d8d….tar)"). An empty
   // file maps to an empty span. io error when mmap fails.
   static Result<std::shared_ptr<const ShardMapping>> map(const ShardHandle& handle, std::string name);
+  // Maps `total` bytes of a file that is still being written up to that size (a staging file: reading while
+  // fetching), shared, so that bytes written after the map show through it. REQUIRES of the reader: touch only bytes
+  // the file already holds (a page past its end faults).
+  static Result<std::shared_ptr<const ShardMapping>> map_growing(const ShardHandle& handle, Bytes total,
+                                                                 std::string name);
+  // Owns `bytes` (of shard `name`).
+  static std::shared_ptr<const ShardMapping> own(std::vector<std::byte> bytes, std::string name);
   ~ShardMapping();
   ShardMapping(const ShardMapping&) = delete;
   ShardMapping& operator=(const ShardMapping&) = delete;
@@ -79,9 +91,12 @@ class ShardMapping {
 
  private:
   ShardMapping(void* data, std::size_t size, std::string name) : data_(data), size_(size), name_(std::move(name)) {}
-  void* data_ = nullptr;
+  ShardMapping(std::vector<std::byte> owned, std::string name)
+      : data_(owned.data()), size_(owned.size()), name_(std::move(name)), owned_(std::move(owned)) {}
+  void* data_ = nullptr;  // mapped, unless it is owned_'s
   std::size_t size_ = 0;
   std::string name_;
+  std::vector<std::byte> owned_;
 };
 
 // One field of a sample: the member "<id>.<key>" of the shard.
@@ -90,7 +105,8 @@ struct SampleFieldView {
   std::span<const std::byte> data;  // into SampleView::mapping: valid as long as the SampleView (or a copy) lives
 };
 
-// One sample. Holds its shard's mapping, so `fields[i].data` stays valid while this value (or a copy) exists.
+// One sample. Holds its shard's mapping (streamed: its own block), so `fields[i].data` stays valid while this value
+// (or a copy) exists.
 struct SampleView {
   std::string id;
   std::vector<SampleFieldView> fields;  // the requested keys, sorted bytewise
@@ -105,6 +121,16 @@ struct SampleView {
 enum class ShardOrder { manifest, shuffled };
 // Whether a stream tells the local tiers when it will next need each shard (docs/hierarchy.md, "Order hints").
 enum class OrderHints { off, on };
+// Whether a stream reads the samples of a shard it fetches from the origin while the shard arrives
+// (docs/hierarchy.md, "Reading while fetching").
+enum class ReadWhileFetching { off, on };
+// How a stream reads a shard that no tier holds (docs/hierarchy.md, "Streamed reads"):
+//   cached:   fetch it into the cache hierarchy (verified, installed), then map it: the default.
+//   streamed: read its samples straight from the origin's download through verified chunks, in a window of
+//             memory (SampleStreamOptions::stream_window), and write no local copy (no tier, no staging file). For
+//             shuffle-once passes and shards bigger than any folder tier. The hierarchy is still asked first
+//             (ShardCacheHierarchy::get, which never fetches): a hit is read as in the cached mode.
+enum class ReadMode { cached, streamed };
 
 struct SampleStreamOptions {
   std::vector<std::string> keys;          // required: the key group to read (any order; de-duplicated)
@@ -162,6 +188,38 @@ struct SampleStreamOptions {
   // mappings, plus the shard being read and those prefetched. Mappings are read-only file pages (the page cache,
   // which the kernel may reclaim), not the process's own memory.
   std::size_t shuffle_buffer = 0;
+
+  // Reading while fetching (on by default): a shard that this stream fetches from the origin is handed to next() as
+  // soon as its first chunk is verified against the ticket's chunk digests, and its samples come out of the staging
+  // file as the chunks that hold them (and the header after them) are verified; the install is unchanged. A shard
+  // whose bytes fail a check is fetched once more into a new staging file and the stream goes on where it was; no
+  // sample from unverified bytes is handed out. Without chunk digests (an origin from before them), and for hits,
+  // the shard is read once installed, as with `off`. Each shard is fetched on a thread of its own, at most 4 at
+  // once per stream. The streams of one process reading the same shard at once follow the one that fetches it;
+  // other processes (single-flight waiters) still wait for the install.
+  ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
+
+  // The read mode (see ReadMode). In the streamed mode:
+  //   - a shard no tier holds is read from its download with at most `stream_window` bytes of it in memory: the
+  //     download waits (backpressure) while the window is full, and the bytes of every sample handed out are freed.
+  //     Each sample handed out owns a copy of its fields (SampleView::mapping is a block of its own), so it stays
+  //     valid after the window moves on.
+  //   - only bytes whose chunk matched the ticket's chunk digest (docs/protocol.md, "Chunk digests") reach the tar
+  //     reader: a corrupt chunk k ends the shard with an integrity Error naming chunk k, and no sample with a byte
+  //     in chunk k or later is handed out. The whole shard's size and SHA-256 are still checked: a mismatch is an
+  //     Error after the shard's last sample.
+  //   - REQUIRES: stream_window >= 2 chunks of the ticket (the origin's are 4 MiB; an Error names both sizes),
+  //     and a window that holds each sample, the first member of the next one and the chunk being verified (a
+  //     sample too large for it is an Error naming the shard, the sample's byte offset and the window).
+  //   - a ticket without chunk digests (an origin from before them) is an unsupported Error: such a shard cannot
+  //     be streamed with bounded memory; read it in the cached mode.
+  //   - one shard at a time: no shard is fetched ahead (prefetch_shards and prefetch_budget are unused), so the
+  //     memory is one window plus the samples held (the shuffle buffer's included, as copies).
+  //   - a cut transfer resumes with Range and a stalled one times out as every download does (the transport's
+  //     retries, then an Error).
+  //   - the memory: a ring of min(stream_window, shard size) bytes, all of it resident while a shard streams.
+  ReadMode read_mode = ReadMode::cached;
+  Bytes stream_window = MiB(16);
 };
 
 // How the shards of one tier were served, as seen by this stream.
@@ -190,8 +248,19 @@ struct SampleStreamStats {
   std::chrono::nanoseconds shard_wait{0};
   // The same, less the wait for the first shard (which nothing can prefetch): the stall once the stream is going.
   std::chrono::nanoseconds shard_wait_after_first{0};
+  // Reading while fetching: samples read out of a shard's staging file before it was installed, and the shards
+  // read so (some of whose samples came before their install).
+  std::uint64_t samples_before_install = 0;
+  std::uint64_t shards_read_while_fetching = 0;
+  // Shards fetched again after their bytes failed a check while being read (reading while fetching).
+  std::uint64_t refetches = 0;
   std::size_t shuffle_buffered = 0;      // samples read from shards and held in the shuffle buffer now
   std::size_t max_shuffle_buffered = 0;  // its peak (never above SampleStreamOptions::shuffle_buffer)
+  // ReadMode::streamed: shards read from their download (no tier held them), the bytes downloaded for them, and
+  // the peak bytes their window held (never above SampleStreamOptions::stream_window).
+  std::uint64_t streamed_shards = 0;
+  Bytes streamed_bytes;
+  Bytes max_stream_buffered;
 };
 
 class SampleStream {

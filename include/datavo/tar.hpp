@@ -183,6 +183,13 @@ class SampleIterator {
   Result<const Sample*> next();
 
   TarFault fault() const { return fault_ != TarFault::none ? fault_ : reader_.fault(); }
+  // Where the sample after the one next() last returned begins: the header_offset of its first member (the member
+  // that ended the returned sample). nullopt before the first sample, at the end and after an error. Lets a reader of
+  // an archive that is still arriving start a new iterator there once more bytes are in.
+  std::optional<std::uint64_t> next_sample_offset() const {
+    if (error_ || !lookahead_) return std::nullopt;
+    return lookahead_->header_offset;
+  }
   // The members skipped so far: the reader's, and the regular files without an (id, key) in `unnamed`.
   TarSkips skipped() const;
 

@@ -89,6 +89,8 @@ class StreamArgs:
     order_hints: bool
     hint_step_ms: int
     shuffle_buffer: int
+    stream: bool
+    stream_window: int
     copy: bool
     batch_size: int
     fixed: typing.Optional[typing.List[str]]

@@ -99,6 +99,8 @@ class SampleStream(_StreamBase[Sample]):
         order_hints: bool = True,
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
+        stream: bool = False,
+        stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
@@ -131,6 +133,10 @@ class SampleStream(_StreamBase[Sample]):
         self.shuffle_buffer = int(shuffle_buffer)
         if self.shuffle_buffer < 0:
             raise ValueError("shuffle_buffer must be 0 (samples in shard order) or more, not %d" % self.shuffle_buffer)
+        self.stream = bool(stream)
+        self.stream_window = int(stream_window)
+        if self.stream_window < 0:
+            raise ValueError("stream_window must be a number of bytes, not %d" % self.stream_window)
         self.copy = None if copy is None else bool(copy)
         self.progress = progress
         self.server = server
@@ -165,6 +171,8 @@ class SampleStream(_StreamBase[Sample]):
         order_hints: bool = True,
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
+        stream: bool = False,
+        stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
         progress: typing.Optional[bool] = None,
         server: typing.Optional[str] = None,
@@ -193,6 +201,12 @@ class SampleStream(_StreamBase[Sample]):
           and the epoch, like the shard order; every sample still comes once per epoch), so that a batch mixes
           samples of many shards. It holds N samples and keeps their shards mapped; the first sample waits for N to
           be read. 0 (the default): the samples of a shard come in their order.
+        - ``stream``: True reads the shards that no tier holds straight from the origin through verified chunks,
+          one shard at a time, and writes no local copy (no tier, no staging file): for shuffle-once passes and
+          shards bigger than any folder tier (docs/hierarchy.md, "Streamed reads"). A shard a tier holds is read as
+          usual. ``stream_window``: the most bytes of a shard held in memory (default 16 MiB; at least 2 of the
+          origin's chunks, and enough for each sample with the first member of the next; a ValueError otherwise).
+          Each streamed sample owns a copy of its fields, so memoryviews of it stay valid.
         - ``copy``: True: fields are bytes; False: zero-copy memoryviews into the cached shard. Default: memoryviews,
           except when a torch DataLoader drives the iteration, whose collate and worker pipes would turn a memoryview
           into a list of ints or copy it anyway, so there fields are bytes, as WebDataset's are (a dataset of your
@@ -213,7 +227,8 @@ class SampleStream(_StreamBase[Sample]):
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
         return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
                    prefetch=prefetch, prefetch_budget=prefetch_budget, order_hints=order_hints,
-                   hint_step_ms=hint_step_ms, shuffle_buffer=shuffle_buffer, copy=copy, progress=progress,
+                   hint_step_ms=hint_step_ms, shuffle_buffer=shuffle_buffer, stream=stream,
+                   stream_window=stream_window, copy=copy, progress=progress,
                    server=server, token=token, instance=instance, rank=rank, world_size=world_size)
 
     def _args(
@@ -240,6 +255,8 @@ class SampleStream(_StreamBase[Sample]):
         args.order_hints = self.order_hints
         args.hint_step_ms = self.hint_step_ms
         args.shuffle_buffer = self.shuffle_buffer
+        args.stream = self.stream
+        args.stream_window = self.stream_window
         args.copy = bool(self.copy)
         return args
 

@@ -80,6 +80,8 @@ struct StreamArgs : DatasetArgs {
   bool order_hints = SampleStreamOptions{}.order_hints == OrderHints::on;
   std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t shuffle_buffer = 0;
+  bool stream = false;  // ReadMode::streamed
+  std::uint64_t stream_window = SampleStreamOptions{}.stream_window.count();
   bool copy = false;
   std::size_t batch_size = 0;                     // > 0: iteration yields Batch objects of this many samples
   std::optional<std::vector<std::string>> fixed;  // the keys to stack (each batch's fields of one size); none: auto
@@ -113,6 +115,8 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.order_hints = args.order_hints ? OrderHints::on : OrderHints::off;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
+  options.read_mode = args.stream ? ReadMode::streamed : ReadMode::cached;
+  options.stream_window = Bytes{args.stream_window};
   return options;
 }
 
@@ -252,6 +256,9 @@ class NativeStream {
     out["hints_placed"] = stats.hints_placed;
     out["shuffle_buffered"] = stats.shuffle_buffered;
     out["max_shuffle_buffered"] = stats.max_shuffle_buffered;
+    out["streamed_shards"] = stats.streamed_shards;
+    out["streamed_bytes"] = stats.streamed_bytes.count();
+    out["max_stream_buffered"] = stats.max_stream_buffered.count();
     py::list tiers;
     for (const auto& tier : stats.tiers) {
       py::dict row;
@@ -548,6 +555,8 @@ void bind_stream(py::module_& m) {
       .def_readwrite("order_hints", &StreamArgs::order_hints)
       .def_readwrite("hint_step_ms", &StreamArgs::hint_step_ms)
       .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)
+      .def_readwrite("stream", &StreamArgs::stream)
+      .def_readwrite("stream_window", &StreamArgs::stream_window)
       .def_readwrite("copy", &StreamArgs::copy)
       .def_readwrite("batch_size", &StreamArgs::batch_size)
       .def_readwrite("fixed", &StreamArgs::fixed)

@@ -343,3 +343,36 @@ def test_the_cli_and_the_sdk_resolve_a_dataset_alike(env, datavo_bin):
     it = iter(stream)
     assert [s["shard_index"] for s in plan["shard_list"]] == it.shard_indices
     it.close()
+
+
+def test_stream_true_reads_the_same_samples_from_the_origin_and_writes_no_shard(env, origin):
+    # The cached read first, in a cache of its own, for the reference bytes.
+    cached = {s.id: (bytes(s["audio.wav"]), bytes(s["transcript.txt"]))
+              for s in SampleStream.from_dataset(DATASET, keys=["audio.wav", "transcript.txt"])}
+    shutil.rmtree(str(env / "cache"))
+    before = origin.requests()
+    stream = SampleStream.from_dataset(DATASET, keys=["audio.wav", "transcript.txt"], stream=True,
+                                       stream_window=8 << 20)
+    passed = iter(stream)
+    streamed = {}
+    held = []
+    for sample in passed:
+        wav = sample["audio.wav"]
+        assert isinstance(wav, memoryview) and wav.readonly
+        streamed[sample.id] = (bytes(wav), bytes(sample["transcript.txt"]))
+        held.append(wav)  # a streamed sample owns its bytes: its views stay valid as the window moves on
+    assert streamed == cached and len(streamed) == SAMPLES
+    assert [bytes(v) for v in held] == [cached[i][0] for i in sorted(cached)]
+    stats = passed.stats()
+    assert stats["streamed_shards"] == SHARDS and stats["origin_fetches"] == 0
+    assert 0 < stats["max_stream_buffered"] <= 8 << 20 and stats["streamed_bytes"] > 0
+    assert origin.requests().get("shard", 0) - before.get("shard", 0) == SHARDS
+    cache_dir = env / "cache"
+    written = [p for p in cache_dir.rglob("*") if p.is_file() and (p.suffix == ".tar" or ".staging" in p.parts)] \
+        if cache_dir.exists() else []
+    assert written == []
+
+
+def test_stream_window_below_two_chunks_is_a_value_error(env):
+    with pytest.raises(ValueError, match="stream_window must hold at least 2 chunks"):
+        SampleStream.from_dataset(DATASET, keys=["audio.wav"], stream=True, stream_window=4096)

@@ -446,59 +446,81 @@ Result<StreamTicket> OriginClient::request_ticket(const Manifest& manifest, std:
       TicketRequest{manifest.name, manifest.revision, manifest.shards.at(position).index, keys});
 }
 
+struct OriginClient::FetchJob {
+  std::shared_ptr<Impl> impl;
+  DatasetName name;
+  std::uint64_t revision;
+  std::uint64_t shard_index;
+  std::vector<std::string> keys;
+  ContentHash expected;
+
+  Result<Expectation> run(const TicketSink& sink_for) const;
+};
+
 Fetcher OriginClient::shard_fetcher(const Manifest& manifest, std::size_t position, std::vector<std::string> keys) {
-  struct Job {
-    std::shared_ptr<Impl> impl;
-    DatasetName name;
-    std::uint64_t revision;
-    std::uint64_t shard_index;
-    std::vector<std::string> keys;
-    ContentHash expected;
-  };
-  auto job = std::make_shared<Job>(Job{impl_, manifest.name, manifest.revision, manifest.shards.at(position).index,
-                                       keys, compute_content_hash(manifest.identity(position, keys))});
+  auto job =
+      std::make_shared<FetchJob>(FetchJob{impl_, manifest.name, manifest.revision, manifest.shards.at(position).index,
+                                          keys, compute_content_hash(manifest.identity(position, keys))});
   return [job](ByteSink& sink) -> Result<Expectation> {
-    Impl& impl = *job->impl;
-    const std::string what = "shard " + std::to_string(job->shard_index) + " of " + job->name.full() + " revision " +
-                             std::to_string(job->revision);
-    // A second expiry in a row means the clocks or the TTL are wrong: more tickets would not help.
-    constexpr int k_ticket_rounds = 2;
-    for (int round = 1;; ++round) {
-      auto ticket = impl.request_ticket(TicketRequest{job->name, job->revision, job->shard_index, job->keys});
-      if (!ticket) return std::move(ticket).error();
-      if (ticket->content_hash != job->expected) {
-        return Error{ErrorCode::integrity, what + ": the origin's ticket names content hash " +
-                                               ticket->content_hash.hex() + " but the manifest gives " +
-                                               job->expected.hex() + "; refusing to download it"};
-      }
-      // With the ticket's chunk digests, every chunk is checked as it arrives and the first bad one ends the
-      // download; without them (an origin from before chunk digests) the whole-shard check below is the only one.
-      std::optional<net::ChunkVerifyingSink> verifying;
-      if (ticket->chunks) verifying.emplace(sink, *ticket->chunks, ticket->size, "content hash " + job->expected.hex());
-      net::HttpRequest request;
-      request.url = ticket->url;
-      request.sink = verifying ? static_cast<ByteSink*>(&*verifying) : &sink;
-      // A download left half-done by a killed process goes on from where it stopped: the ticket's SHA-256 is
-      // checked over the whole shard before anything is installed.
-      request.resume = net::Resume::continue_sink;
-      request.accepted_statuses = {410};
-      if (origin_of(ticket->url) == origin_of(impl.server)) request.auth = impl.token.get();
-      impl.shard_requests.fetch_add(1, std::memory_order_relaxed);
-      auto response = impl.perform(request);
-      if (!response) return in_context(std::move(response).error(), what);
-      if (response->status == 410) {
-        if (round < k_ticket_rounds) {
-          LOG_INFO(what << ": the ticket expired during the download; asking for a new one");
-          continue;
-        }
-        return Error{ErrorCode::remote, what + ": the ticket expired again (HTTP 410) right after being issued"};
-      }
-      if (response->status != 200 && response->status != 206)
-        return Error{ErrorCode::remote, what + ": unexpected HTTP " + std::to_string(response->status)};
-      impl.shard_bytes.fetch_add(sink.written().count(), std::memory_order_relaxed);
-      return Expectation{ticket->size, ticket->sha256};
-    }
+    return job->run([&sink](const StreamTicket&) -> Result<ByteSink*> { return &sink; });
   };
+}
+
+Result<Expectation> OriginClient::fetch_shard(const Manifest& manifest, std::size_t position,
+                                              std::vector<std::string> keys, const TicketSink& sink_for) {
+  const FetchJob job{impl_,
+                     manifest.name,
+                     manifest.revision,
+                     manifest.shards.at(position).index,
+                     keys,
+                     compute_content_hash(manifest.identity(position, keys))};
+  return job.run(sink_for);
+}
+
+Result<Expectation> OriginClient::FetchJob::run(const TicketSink& sink_for) const {
+  Impl& owner = *impl;
+  const std::string what =
+      "shard " + std::to_string(shard_index) + " of " + name.full() + " revision " + std::to_string(revision);
+  // A second expiry in a row means the clocks or the TTL are wrong: more tickets would not help.
+  constexpr int k_ticket_rounds = 2;
+  for (int round = 1;; ++round) {
+    auto ticket = owner.request_ticket(TicketRequest{name, revision, shard_index, keys});
+    if (!ticket) return std::move(ticket).error();
+    if (ticket->content_hash != expected) {
+      return Error{ErrorCode::integrity, what + ": the origin's ticket names content hash " +
+                                             ticket->content_hash.hex() + " but the manifest gives " + expected.hex() +
+                                             "; refusing to download it"};
+    }
+    // With the ticket's chunk digests, every chunk is checked as it arrives and the first bad one ends the
+    // download; without them (an origin from before chunk digests) the whole-shard check below is the only one.
+    auto sink_of_ticket = sink_for(*ticket);
+    if (!sink_of_ticket) return std::move(sink_of_ticket).error();
+    ByteSink& sink = **sink_of_ticket;
+    std::optional<net::ChunkVerifyingSink> verifying;
+    if (ticket->chunks) verifying.emplace(sink, *ticket->chunks, ticket->size, "content hash " + expected.hex());
+    net::HttpRequest request;
+    request.url = ticket->url;
+    request.sink = verifying ? static_cast<ByteSink*>(&*verifying) : &sink;
+    // A download left half-done by a killed process goes on from where it stopped: the ticket's SHA-256 is
+    // checked over the whole shard before anything is installed.
+    request.resume = net::Resume::continue_sink;
+    request.accepted_statuses = {410};
+    if (origin_of(ticket->url) == origin_of(owner.server)) request.auth = owner.token.get();
+    owner.shard_requests.fetch_add(1, std::memory_order_relaxed);
+    auto response = owner.perform(request);
+    if (!response) return in_context(std::move(response).error(), what);
+    if (response->status == 410) {
+      if (round < k_ticket_rounds) {
+        LOG_INFO(what << ": the ticket expired during the download; asking for a new one");
+        continue;
+      }
+      return Error{ErrorCode::remote, what + ": the ticket expired again (HTTP 410) right after being issued"};
+    }
+    if (response->status != 200 && response->status != 206)
+      return Error{ErrorCode::remote, what + ": unexpected HTTP " + std::to_string(response->status)};
+    owner.shard_bytes.fetch_add(sink.written().count(), std::memory_order_relaxed);
+    return Expectation{ticket->size, ticket->sha256};
+  }
 }
 
 Result<OriginMetrics> OriginClient::metrics() {

@@ -4,10 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <semaphore>
+#include <thread>
 
+#include "client/growing_shard.hpp"
 #include "client/order_hints.hpp"
 #include "client/prefetcher.hpp"
 #include "client/random.hpp"
+#include "client/streamed_shard.hpp"
 #include "datavo/dataset.hpp"
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
@@ -17,23 +21,44 @@
 namespace datavo {
 namespace {
 
-// Passes bytes through to the hierarchy's sink until the stream is destroyed, so that its destructor does not
-// wait for a whole download nobody will read.
+// Passes bytes through to the hierarchy's sink until the stream is destroyed or cancelled (either flag), so that
+// its destructor does not wait for a whole download nobody will read.
 class CancellableSink final : public ByteSink {
  public:
-  CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled) : inner_(inner), cancelled_(cancelled) {}
+  CancellableSink(ByteSink& inner, const std::atomic<bool>& cancelled, const std::atomic<bool>& stream_cancelled)
+      : inner_(inner), cancelled_(cancelled), stream_cancelled_(stream_cancelled) {}
   Result<void> write(const void* data, std::size_t size) override {
-    if (cancelled_.load(std::memory_order_relaxed))
+    if (cancelled_.load(std::memory_order_relaxed) || stream_cancelled_.load(std::memory_order_relaxed))
       return Error{ErrorCode::io, "download cancelled: the SampleStream was cancelled or destroyed"};
     return inner_.write(data, size);
   }
   Bytes written() const override { return inner_.written(); }
   Result<void> restart() override { return inner_.restart(); }
+  void verified_prefix(Bytes prefix, Bytes total) override { inner_.verified_prefix(prefix, total); }
 
  private:
   ByteSink& inner_;
   const std::atomic<bool>& cancelled_;
+  const std::atomic<bool>& stream_cancelled_;
 };
+
+// Reading while fetching: a get_or_fetch on a thread of its own, watched by `shard`, so that load() can hand the
+// shard over once a verified prefix is published. Destruction stops the download at its next write and joins.
+struct FetchThread {
+  std::shared_ptr<client::GrowingShard> shard;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  ~FetchThread() {
+    stop.store(true);
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// A shard fetched again when its bytes fail a check while a reader is on its verified prefix: once, so that a
+// corrupting hop costs one more download and a lying origin still fails.
+constexpr int k_refetches = 1;
+// How often load() looks at the prefetcher's cancel flag while it waits for a shard's first verified chunk.
+constexpr std::chrono::milliseconds k_cancel_poll{50};
 
 // Shards fetched at once by one stream. Each fetch pays a ticket, a hash and an fsync in series, so a few in
 // parallel keep a cold read busy; more would mostly hold server workers (8 by default) against other readers.
@@ -42,7 +67,11 @@ constexpr std::size_t k_max_parallel_fetches = 4;
 struct LoadedShard {
   std::size_t position = 0;
   ShardKey key;
-  std::shared_ptr<const ShardMapping> mapping;
+  std::string name;                             // as in messages: "3 (1d8d….tar)"
+  Bytes size;                                   // the shard's size, for the prefetch window
+  std::shared_ptr<const ShardMapping> mapping;  // the installed shard; nullptr while it is `growing`
+  std::shared_ptr<FetchThread> growing;         // reading while fetching: the shard's fetch, still running
+  std::shared_ptr<client::StreamedShard> streamed;  // ReadMode::streamed and no tier held it
 };
 
 Result<void> check_window_options(const SampleStreamOptions& options) {
@@ -51,6 +80,11 @@ Result<void> check_window_options(const SampleStreamOptions& options) {
                  "prefetch_budget must be more than 0 and at most 0.5, not " + std::to_string(options.prefetch_budget)};
   }
   if (options.hint_step <= Milliseconds{0}) return Error{ErrorCode::invalid_argument, "hint_step must be positive"};
+  if (options.read_mode == ReadMode::streamed && options.stream_window < k_min_chunk_size + k_min_chunk_size) {
+    return Error{ErrorCode::invalid_argument, "stream_window must hold at least 2 chunks (" +
+                                                  std::to_string((k_min_chunk_size + k_min_chunk_size).count()) +
+                                                  " bytes), not " + std::to_string(options.stream_window.count())};
+  }
   if (options.local_world_size && (*options.local_world_size == 0 || *options.local_world_size > options.world_size)) {
     return Error{ErrorCode::invalid_argument, "local_world_size must be from 1 to world_size (" +
                                                   std::to_string(options.world_size) + "), not " +
@@ -74,11 +108,15 @@ struct SampleStream::Impl {
 
   // Consumer state.
   std::optional<LoadedShard> current;
-  std::optional<SampleIterator> samples;  // over current->mapping
+  std::optional<SampleIterator> samples;                  // over current->mapping
+  std::optional<client::GrowingSamples> growing_samples;  // over current->growing instead
   std::size_t sample_in_shard = 0;
   std::optional<Error> error;
   std::atomic<bool> cancel_requested{false};  // set by cancel(), from any thread
   std::optional<client::OrderHints> hints;    // with OrderHints::on
+  ReadMode read_mode = ReadMode::cached;
+  Bytes stream_window;
+  client::StreamCounters stream_counters;
 
   // Places `key` in the local tiers' LRU order at `when` (order hints); counts the tiers that took it.
   void place(const ShardKey& key, std::chrono::system_clock::time_point when) {
@@ -95,14 +133,46 @@ struct SampleStream::Impl {
   bool shards_done = false;  // read_in_order() returned the end
   client::SplitMix64 shuffle_random{0};
 
+  ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
+  // Reading while fetching: the downloads in flight, at most k_max_parallel_fetches (their threads outlive load()).
+  std::counting_semaphore<> fetch_slots{static_cast<std::ptrdiff_t>(k_max_parallel_fetches)};
+
   // Last: destroyed (cancelled and joined) before anything its loader uses.
   std::unique_ptr<client::Prefetcher<LoadedShard>> prefetcher;
 
+  // The fetch threads of the shards being read or prefetched use every member: they are joined first.
+  ~Impl() {
+    prefetcher.reset();
+    growing_samples.reset();
+    current.reset();
+  }
+
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
+  // get_or_fetch of the shard at `position`, mapped; `observer` watches the landing (reading while fetching), and
+  // with it a shard whose bytes fail a check is fetched again (k_refetches).
+  Result<std::shared_ptr<const ShardMapping>> fetch_and_map(std::size_t position, const ShardKey& key,
+                                                            const std::atomic<bool>& cancelled,
+                                                            LandingObserver* observer,
+                                                            std::optional<Result<FetchResult>> looked_up = std::nullopt);
+  Result<LoadedShard> load_growing(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
+  // The fetch thread of load_growing: one download slot, fetch_and_map, the outcome told to the GrowingShard.
+  void run_fetch(std::size_t position, const ShardKey& key, FetchThread& job);
+  // ReadMode::streamed: a shard no tier holds, read from its download.
+  Result<LoadedShard> stream(std::size_t position, const ShardKey& key);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
   Result<std::optional<SampleView>> draw_from_buffer();
+  // A sample read out of the staging file of the shard being read (reading while fetching).
+  void count_before_install() {
+    std::lock_guard lock(stats_mu);
+    if (!current_counted_before_install) ++stats.shards_read_while_fetching;
+    current_counted_before_install = true;
+    ++stats.samples_before_install;
+  }
+  bool current_counted_before_install = false;
+  // Makes `shard` the current one, its samples read by a SampleIterator or, while it arrives, GrowingSamples.
+  void open_shard(LoadedShard shard);
   Error fail(Error e) {
     error = e;
     return e;
@@ -115,14 +185,44 @@ struct SampleStream::Impl {
 Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
   const std::size_t position = positions[ordinal];
   const ShardKey key = client->shard_key(manifest, position, keys);
+  // Streamed: the hierarchy is asked without fetching; a hit is read as in the cached mode.
+  std::optional<Result<FetchResult>> looked_up;
+  if (read_mode == ReadMode::streamed) {
+    auto lookup = cache->get(key);
+    if (lookup && !*lookup) return stream(position, key);
+    looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
+  } else if (read_while_fetching == ReadWhileFetching::on) {
+    return load_growing(position, key, cancelled);
+  }
+  auto mapping = fetch_and_map(position, key, cancelled, nullptr, std::move(looked_up));
+  if (!mapping) return std::move(mapping).error();
+  const Bytes size{(*mapping)->bytes().size()};
+  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
+}
+
+Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(std::size_t position, const ShardKey& key,
+                                                                              const std::atomic<bool>& cancelled,
+                                                                              LandingObserver* observer,
+                                                                              std::optional<Result<FetchResult>> looked_up) {
   Fetcher origin = client->shard_fetcher(manifest, position, keys);
-  Fetcher fetcher = [&origin, &cancelled](ByteSink& sink) -> Result<Expectation> {
-    CancellableSink guarded(sink, cancelled);
+  Fetcher fetcher = [&origin, &cancelled, this](ByteSink& sink) -> Result<Expectation> {
+    CancellableSink guarded(sink, cancelled, cancel_requested);
     return origin(guarded);
   };
   client->remember_shard(manifest, position, keys);  // which dataset and shard the entry is, for `cache ls`
   // The key is known from the manifest alone: a hit never calls the fetcher, so it costs no request.
-  auto result = cache->get_or_fetch(key, fetcher);
+  auto result = looked_up ? std::move(*looked_up) : cache->get_or_fetch(key, fetcher, {}, observer);
+  for (int again = 0; observer != nullptr && again < k_refetches && !result &&
+                      result.error().code == ErrorCode::integrity && !cancelled.load() && !cancel_requested.load();
+       ++again) {
+    LOG_WARNING("shard " << manifest.shards[position].index << " of " << manifest.name.full() << ": "
+                         << result.error().message << "; fetching it again");
+    {
+      std::lock_guard lock(stats_mu);
+      ++stats.refetches;
+    }
+    result = cache->get_or_fetch(key, fetcher, {}, observer);
+  }
   if (!result) {
     Error e = std::move(result).error();
     e.message =
@@ -132,9 +232,60 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   record(key, *result);
   // A shard just landed looks read now; its place is after the shards read before it (a hit has it already).
   if (hints && result->source != ServedFrom::hit) place(key, hints->before_use(position));
-  auto mapping = ShardMapping::map(result->handle, shard_name(position, key));
-  if (!mapping) return std::move(mapping).error();
-  return LoadedShard{position, key, std::move(*mapping)};
+  return ShardMapping::map(result->handle, shard_name(position, key));
+}
+
+void SampleStream::Impl::run_fetch(std::size_t position, const ShardKey& key, FetchThread& job) {
+  // A slot, unless the stream stops first.
+  while (!fetch_slots.try_acquire_for(k_cancel_poll)) {
+    if (job.stop.load() || cancel_requested.load()) {
+      job.shard->fail(Error{ErrorCode::cancelled, "shard " + shard_name(position, key) + ": fetch stopped"});
+      return;
+    }
+  }
+  // Another stream of this process fetching the same shard leads: this one follows it while it waits for the lock.
+  job.shard->join_flight();
+  auto mapping = fetch_and_map(position, key, job.stop, job.shard.get());
+  fetch_slots.release();
+  if (mapping) {
+    job.shard->complete(std::move(*mapping));
+  } else {
+    job.shard->fail(std::move(mapping).error());
+  }
+  job.shard->leave_flight();
+}
+
+Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const ShardKey& key,
+                                                     const std::atomic<bool>& cancelled) {
+  auto job = std::make_shared<FetchThread>();
+  job->shard =
+      std::make_shared<client::GrowingShard>(shard_name(position, key), key.instance.name() + "/" + key.hash.hex());
+  job->thread = std::thread([this, position, key, raw = job.get()] { run_fetch(position, key, *raw); });
+  // Until the first verified prefix, or the end of the fetch (a hit, a shard without chunk digests, a failure).
+  for (;;) {
+    auto seen = job->shard->wait_beyond_for(0, k_cancel_poll);
+    if (cancelled.load()) return Error{ErrorCode::cancelled, "cancelled"};  // job's destructor stops the download
+    if (!seen) continue;
+    if (!*seen) return std::move(*seen).error();
+    const client::GrowingView& view = **seen;
+    const Bytes size{view.mapping->bytes().size()};
+    if (view.complete) return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr, nullptr};
+    return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job), nullptr};
+  }
+
+// ReadMode::streamed: a shard no tier holds, read from its download.
+Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const ShardKey& key) {
+  {
+    std::lock_guard lock(stats_mu);
+    for (auto& tier : stats.tiers) ++tier.misses;
+    ++stats.streamed_shards;
+  }
+  auto source = [this, position](const OriginClient::TicketSink& sink_for) {
+    return client->fetch_shard(manifest, position, keys, sink_for);
+  };
+  auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
+                                                       cancel_requested, stream_counters);
+  return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {
@@ -194,6 +345,19 @@ Result<std::optional<SampleView>> SampleStream::Impl::draw_from_buffer() {
   return std::optional<SampleView>{std::move(view)};
 }
 
+void SampleStream::Impl::open_shard(LoadedShard shard) {
+  current = std::move(shard);
+  if (current->growing) {
+    growing_samples.emplace(current->growing->shard, current->name, &cancel_requested);
+  } else if (current->mapping) {  // a streamed shard yields its samples itself
+    samples.emplace(current->mapping->bytes(), current->name);
+  }
+  sample_in_shard = 0;
+  current_counted_before_install = false;
+  std::lock_guard lock(stats_mu);
+  ++stats.shards;
+}
+
 Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
   if (error) return *error;
   const auto cancelled_error = [&] {
@@ -217,26 +381,30 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
         return fail(cancel_requested.load() ? cancelled_error() : std::move(e));
       }
       if (!*shard) return std::optional<SampleView>{};
-      current = std::move(**shard);
-      samples.emplace(current->mapping->bytes(), current->mapping->name());
-      sample_in_shard = 0;
-      std::lock_guard lock(stats_mu);
-      ++stats.shards;
+      open_shard(std::move(**shard));
     }
     const ManifestShard& expected = manifest.shards[current->position];
-    const std::string& name = current->mapping->name();
-    auto sample = samples->next();
-    // The tar reader's message already names the shard, the member and the byte offset.
-    if (!sample) return fail(std::move(sample).error());
+    const std::string& name = current->name;
+    auto sample = current->streamed  ? current->streamed->next()
+                  : growing_samples ? growing_samples->next()
+                                    : samples->next();
+    // The tar reader's message already names the shard, the member and the byte offset. After cancel() a failed
+    // read (a download cut short, say) is the cancellation's doing.
+    if (!sample) return fail(cancel_requested.load() ? cancelled_error() : std::move(sample).error());
     if (*sample == nullptr) {
       if (sample_in_shard != expected.samples.size()) {
         return fail(Error{ErrorCode::integrity, "shard " + name + ": the tar holds " + std::to_string(sample_in_shard) +
                                                     " samples, the manifest lists " +
                                                     std::to_string(expected.samples.size())});
       }
-      if (hints) place(current->key, hints->after_use(current->position));
+      const ShardKey key = current->key;
+      const std::size_t position = current->position;
+      // Read while fetching, the shard may still be installing: reset() joins its fetch, so that the install and
+      // its order hint come before this one.
       samples.reset();
+      growing_samples.reset();
       current.reset();
+      if (hints) place(key, hints->after_use(position));
       continue;
     }
     const Sample& s = **sample;
@@ -250,7 +418,9 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     SampleView view;
     view.id = std::string(s.id);
     view.shard_index = expected.index;
-    view.mapping = current->mapping;
+    view.mapping = current->streamed  ? current->streamed->block()
+                   : growing_samples ? growing_samples->mapping()
+                                     : current->mapping;
     view.fields.reserve(s.fields.size());
     for (const auto& f : s.fields) view.fields.push_back(SampleFieldView{std::string(f.key), f.data});
     std::sort(view.fields.begin(), view.fields.end(),
@@ -266,6 +436,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
                                                   "], expected [" + want + "]"});
     }
     ++sample_in_shard;
+    if (growing_samples && growing_samples->before_install()) count_before_install();
     return std::optional<SampleView>{std::move(view)};
   }
 }
@@ -301,6 +472,9 @@ Result<SampleStream> SampleStream::from_dataset(std::string_view dataset, Sample
   impl->positions = std::move(*positions);
   for (std::size_t p : impl->positions) impl->shard_indices.push_back(impl->manifest.shards[p].index);
   impl->shuffle_capacity = options.shuffle_buffer;
+  impl->read_while_fetching = options.read_while_fetching;
+  impl->read_mode = options.read_mode;
+  impl->stream_window = options.stream_window;
   std::size_t my_samples = 0;
   for (std::size_t p : impl->positions) my_samples += impl->manifest.shards[p].samples.size();
   // Never more than this consumer's samples: a buffer larger than the pass simply holds all of it.
@@ -335,8 +509,10 @@ void SampleStream::Impl::place_own_shards() {
 }
 
 void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
-  client::Prefetcher<LoadedShard>::Window window{options.prefetch_shards, std::nullopt};
-  if (auto capacity = cache->landing_capacity()) {
+  // Streamed: one shard at a time, so that the memory is one window (see SampleStreamOptions::read_mode).
+  client::Prefetcher<LoadedShard>::Window window{read_mode == ReadMode::streamed ? 0 : options.prefetch_shards,
+                                                 std::nullopt};
+  if (auto capacity = cache->landing_capacity(); capacity && read_mode == ReadMode::cached) {
     const std::size_t sharing = options.local_world_size.value_or(options.world_size) * options.num_workers;
     const double share = options.prefetch_budget / double(sharing);
     window.bytes = Bytes{static_cast<std::uint64_t>(double(capacity->count()) * share)};
@@ -345,7 +521,7 @@ void SampleStream::Impl::start_prefetcher(const SampleStreamOptions& options) {
   prefetcher = std::make_unique<client::Prefetcher<LoadedShard>>(
       positions.size(), window,
       [this](std::size_t ordinal, const std::atomic<bool>& cancelled) { return load(ordinal, cancelled); },
-      k_max_parallel_fetches, [](const LoadedShard& shard) { return Bytes{shard.mapping->bytes().size()}; });
+      k_max_parallel_fetches, [](const LoadedShard& shard) { return shard.size; });
 }
 
 SampleStream::SampleStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -371,6 +547,8 @@ SampleStreamStats SampleStream::stats() const {
   }
   copy.max_prefetched = impl_->prefetcher->max_ahead();
   copy.max_prefetched_bytes = impl_->prefetcher->max_ahead_bytes();
+  copy.streamed_bytes = Bytes{impl_->stream_counters.bytes.load(std::memory_order_relaxed)};
+  copy.max_stream_buffered = Bytes{impl_->stream_counters.max_buffered.load(std::memory_order_relaxed)};
   return copy;
 }
 

@@ -162,7 +162,7 @@ Result<LeaseWait> lease_or_wait(Walk& walk) {
 }
 
 // get_or_fetch's steps: the walk, then on a miss the single-flight lock, the re-check, the cross-VM lease, the fetch.
-Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher) {
+Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher, LandingObserver* observer) {
   auto found = walk.find(CountMisses::yes);
   if (!found) return std::move(found).error();
   if (*found) return std::move(**found);
@@ -175,7 +175,7 @@ Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher) {
   auto leased = lease_or_wait(walk);
   if (!leased) return std::move(leased).error();
   if (leased->found) return std::move(*leased->found);
-  return walk.fetch(fetcher, std::move(leased->lease), leased->tier);
+  return walk.fetch(fetcher, std::move(leased->lease), leased->tier, observer);
 }
 
 // The fastest readable local copy of the key and its digest: what backfill() uploads from.
@@ -400,9 +400,9 @@ Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key)
 }
 
 Result<FetchResult> ShardCacheHierarchy::get_or_fetch(const ShardKey& key, const Fetcher& fetcher,
-                                                      const Expectation& expected) {
+                                                      const Expectation& expected, LandingObserver* observer) {
   Walk walk(tiers_, key, *impl_, expected);
-  auto result = walk.finish(read_or_fetch(walk, fetcher));
+  auto result = walk.finish(read_or_fetch(walk, fetcher, observer));
   maybe_flush_stats();
   return result;
 }

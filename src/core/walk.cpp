@@ -22,6 +22,8 @@ class Source {
   virtual ServedFrom how() const = 0;
   // Whether a partial download that a writer that died left behind is worth continuing.
   virtual Resume resume() const = 0;
+  // Who watches the landing (LandingObserver); nullptr: nobody.
+  virtual LandingObserver* observer() const { return nullptr; }
   // Writes the bytes into `sink` and returns what they must be; nullopt when the source does not have them.
   virtual Result<std::optional<Expectation>> fill(ByteSink& sink) = 0;
   // The bytes arrived and verified: `size` of them.
@@ -40,12 +42,28 @@ namespace {
 // The staging transaction as the source sees it: every call goes through, and a failed write, restart or
 // positional write is remembered as the landing tier's failure (its disk is full or broken), so that it can be told
 // apart from a failure of the source itself (the origin or the remote tier).
+//
+// It also passes the verified prefix that the source reports on to the observer of the landing, and from then on
+// refuses to restart (truncate) the staging file: a reader may have mapped those bytes, and a page cut from under
+// its mapping would fault. Such a source fails instead (a source error, not the landing tier's).
 class LandingSink final : public ByteSink, public PositionalSink {
  public:
-  explicit LandingSink(ShardTransaction& staged) : staged_(staged) {}
+  LandingSink(ShardTransaction& staged, LandingObserver* observer) : staged_(staged), observer_(observer) {}
   Result<void> write(const void* data, std::size_t size) override { return record(staged_.write(data, size)); }
   Bytes written() const override { return staged_.written(); }
-  Result<void> restart() override { return record(staged_.restart()); }
+  Result<void> restart() override {
+    if (reported_) {
+      return Error{ErrorCode::integrity,
+                   "cannot restart a download whose verified bytes may be read already; "
+                   "the shard is fetched again into a new staging file"};
+    }
+    return record(staged_.restart());
+  }
+  void verified_prefix(Bytes prefix, Bytes total) override {
+    if (observer_ == nullptr || prefix.count() == 0) return;
+    reported_ = true;
+    observer_->verified(prefix, total);
+  }
   PositionalSink* positional() override {
     positional_ = staged_.positional();
     return positional_ ? this : nullptr;
@@ -70,6 +88,8 @@ class LandingSink final : public ByteSink, public PositionalSink {
     return result;
   }
   ShardTransaction& staged_;
+  LandingObserver* const observer_;
+  bool reported_ = false;  // a verified prefix went to the observer
   PositionalSink* positional_ = nullptr;
   mutable std::mutex mu_;  // positional writes come from several threads
   std::optional<Error> failure_;
@@ -123,7 +143,12 @@ using Attempt = std::variant<std::optional<Sha256>, Failure>;
 // Fills `staged` from `source` and verifies it. A continued download that does not verify is fetched once more from
 // its first byte: the bytes of a writer that died need not be a prefix of what the source serves now.
 Attempt fill_and_verify(Source& source, ShardTransaction& staged, const ShardKey& key, const Expectation& expected) {
-  LandingSink sink(staged);
+  LandingSink sink(staged, source.observer());
+  if (LandingObserver* observer = source.observer()) {
+    auto reading = staged.open_staged();
+    if (!reading) return Failure{Side::landing, reading.error()};
+    observer->staging(std::move(*reading));
+  }
   auto reported = source.fill(sink);
   Result<Sha256> verified = Error{ErrorCode::internal, "not filled"};
   if (reported && *reported) verified = verify_staged(key, staged, expected, **reported, source.name());
@@ -150,10 +175,12 @@ Attempt fill_and_verify(Source& source, ShardTransaction& staged, const ShardKey
 // The origin: the caller's fetcher, called on a miss everywhere.
 class OriginSource final : public Source {
  public:
-  OriginSource(Walk& walk, const Fetcher& fetcher) : walk_(walk), fetcher_(fetcher) {}
+  OriginSource(Walk& walk, const Fetcher& fetcher, LandingObserver* observer)
+      : walk_(walk), fetcher_(fetcher), observer_(observer) {}
   const char* name() const override { return "fetcher"; }
   ServedFrom how() const override { return ServedFrom::fetched; }
   Resume resume() const override { return Resume::partial; }
+  LandingObserver* observer() const override { return observer_; }
   Result<std::optional<Expectation>> fill(ByteSink& sink) override {
     auto reported = fetcher_(sink);
     if (!reported) return std::move(reported).error();
@@ -165,6 +192,7 @@ class OriginSource final : public Source {
  private:
   Walk& walk_;
   const Fetcher& fetcher_;
+  LandingObserver* const observer_;
 };
 
 // A remote tier, whose read_into() is the lookup and the download at once (a miss is its 404).
@@ -367,8 +395,9 @@ Result<std::optional<FetchResult>> Walk::materialize(std::size_t remote_index, C
   return landed;
 }
 
-Result<FetchResult> Walk::fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier) {
-  OriginSource source(*this, fetcher);
+Result<FetchResult> Walk::fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier,
+                                LandingObserver* observer) {
+  OriginSource source(*this, fetcher, observer);
   auto landed = land(source, tiers_.size(), std::move(lease), lease_tier);
   if (!landed) return std::move(landed).error();
   if (!*landed) return Error{ErrorCode::internal, "the fetcher's bytes for " + key_.hash.hex() + " went nowhere"};

@@ -112,8 +112,10 @@ class Walk {
   // continue a download that a writer that died left behind.
   void set_lock_held() { lock_held_ = true; }
   // Calls `fetcher` through land() and installs the bytes into every tier. `lease` (the cross-VM lease of
-  // `lease_tier`) is released after the upload to that tier, or at the end when there is none.
-  Result<FetchResult> fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier);
+  // `lease_tier`) is released after the upload to that tier, or at the end when there is none. `observer` (may be
+  // nullptr) is told of each staging file and of its verified prefix (LandingObserver).
+  Result<FetchResult> fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier,
+                            LandingObserver* observer = nullptr);
 
  private:
   struct Held {

@@ -52,6 +52,7 @@ Result<void> ChunkVerifyingSink::write(const void* data, std::size_t size) {
     return Error{ErrorCode::integrity, what_ + ": the server sent more than the ticket's " +
                                            std::to_string(size_.count()) + " bytes; download stopped"};
   }
+  const std::uint64_t verified_before = verified_;
   const std::size_t pass = static_cast<std::size_t>(std::min<std::uint64_t>(size, unhashed_));
   unhashed_ -= pass;
   if (size > pass) {
@@ -59,7 +60,13 @@ Result<void> ChunkVerifyingSink::write(const void* data, std::size_t size) {
     hashed_ += size - pass;
     DATAVO_TRY(check_completed());
   }
-  return inner_.write(data, size);
+  DATAVO_TRY(inner_.write(data, size));
+  // Only a prefix checked from byte 0 is reported: after a resume the chunks before it were never hashed here.
+  if (skipped_ == 0 && verified_ > verified_before) {
+    const std::uint64_t end = std::min(verified_ * chunks_.chunk_size.count(), size_.count());
+    inner_.verified_prefix(Bytes{end}, size_);
+  }
+  return ok();
 }
 
 }  // namespace datavo::net

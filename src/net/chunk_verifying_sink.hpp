@@ -13,6 +13,10 @@
 // checked chunk by chunk (only by the whole-shard SHA-256, which a continued download must then pass), and checking
 // starts at the first chunk boundary at or after P. chunks_skipped() says how many.
 //
+// Progress: after each write that completes chunks, the inner sink is told the verified prefix
+// (ByteSink::verified_prefix): the bytes of every chunk from the first up to the last one verified. A sink that
+// resumed past byte 0 (chunks_skipped() > 0) never reports one: its first bytes were not checked here.
+//
 // Thread safety: as ByteSink (one thread at a time). Sequential writes only: positional() is nullptr.
 #pragma once
 

@@ -7,6 +7,8 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "datavo/origin.hpp"
 #include "datavo/sample_stream.hpp"
@@ -67,9 +69,11 @@ class SampleStreamOriginTest : public ::testing::Test {
     return packed ? packed->revision : 0;
   }
 
-  void start_server(std::optional<std::string> token, Milliseconds ticket_wait = Milliseconds{5'000}) {
+  void start_server(std::optional<std::string> token, Milliseconds ticket_wait = Milliseconds{5'000},
+                    Bytes chunk_size = k_default_chunk_size) {
     server.reset();
     OriginServerOptions options;
+    options.chunk_size = chunk_size;
     options.ticket_wait = ticket_wait;
     options.store = dir.sub("store");
     options.log_requests = false;
@@ -124,6 +128,30 @@ class SampleStreamOriginTest : public ::testing::Test {
 };
 
 using Counts = std::array<std::uint64_t, 3>;
+
+// Reading while fetching with chunks of 4 KiB (a shard spans a few): streams of one process reading the same shards at
+// once, each on its thread, the first to fetch a shard leading the others (GrowingShard's flights); every byte is the
+// packed one and each shard is fetched once. With it off, the same.
+TEST_F(SampleStreamOriginTest, StreamsReadingTheSameShardsAtOnceReadEveryByteRightAndFetchEachOnce) {
+  for (ReadWhileFetching mode : {ReadWhileFetching::on, ReadWhileFetching::off}) {
+    start_server(std::nullopt, Milliseconds{5'000}, KiB(4));
+    cache = clienttest::fresh_cache(dir.sub(mode == ReadWhileFetching::on ? "cache-on" : "cache-off"));
+    const Counts before = requests();
+    std::vector<std::size_t> counts(4, 0);
+    std::vector<std::thread> readers;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      readers.emplace_back([&, r] {
+        auto o = options();
+        o.read_while_fetching = mode;
+        o.prefetch_shards = r % 2;  // with and without a prefetcher thread
+        counts[r] = read_all(std::move(o));
+      });
+    }
+    for (auto& reader : readers) reader.join();
+    for (std::size_t count : counts) EXPECT_EQ(count, k_samples);
+    EXPECT_EQ(minus(requests(), before)[2], k_shards) << "shard downloads";
+  }
+}
 
 TEST_F(SampleStreamOriginTest, ColdPassFetchesEveryShardOnce) {
   const Counts before = requests();

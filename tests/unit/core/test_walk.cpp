@@ -4,6 +4,7 @@
 // WARNING or the call's Error), and the integrity checks. Folder tiers live in a fresh temp dir per test; the memory
 // tier and the scripted remote (remote_double.hpp) stand in for remote tiers; FullDiskTier for a full disk.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -864,6 +865,77 @@ TEST(HierarchyBreaker, ATrialSpentOnAnUploadDoesNotKeepTheTierSkippedForGood) {
     }
   });
   EXPECT_GT(remote->lookups.load(), lookups) << "the working tier is skipped forever after a trial without a verdict";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading while fetching: the observer of an origin fetch
+
+// Records what the walk tells it, and what the staging file holds when a prefix is reported.
+class RecordingObserver final : public LandingObserver {
+ public:
+  void staging(ShardHandle staged) override { files.push_back(std::move(staged)); }
+  void verified(Bytes prefix, Bytes total) override {
+    prefixes.push_back(prefix.count());
+    totals.push_back(total.count());
+    std::string held(prefix.count(), '\0');
+    const ssize_t got = ::pread(files.back().fd(), held.data(), held.size(), 0);
+    readable.push_back(got == ssize_t(held.size()) ? held : std::string("short read"));
+  }
+  std::vector<ShardHandle> files;
+  std::vector<std::uint64_t> prefixes;
+  std::vector<std::uint64_t> totals;
+  std::vector<std::string> readable;
+};
+
+TEST(Walk, AnObservedFetchReportsItsStagingFileAndEachVerifiedPrefixReadableThere) {
+  TempDir dir;
+  auto top = folder(dir, "top");
+  const ShardKey key = make_key(90);
+  const std::string bytes = random_bytes(10000, 90);
+  // A fetcher whose sink reports its prefix as a verifying decorator would: 4000, 8000, then all of it.
+  Fetcher fetcher = [&](ByteSink& sink) -> Result<Expectation> {
+    for (std::size_t at = 0; at < bytes.size(); at += 4000) {
+      const std::size_t end = std::min<std::size_t>(at + 4000, bytes.size());
+      DATAVO_TRY(sink.write(bytes.data() + at, end - at));
+      sink.verified_prefix(Bytes{end}, Bytes{bytes.size()});
+    }
+    return Expectation{Bytes{bytes.size()}, sha256_of(bytes)};
+  };
+  RecordingObserver observer;
+  auto fetched = hierarchy({top})->get_or_fetch(key, fetcher, {}, &observer);
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  ASSERT_EQ(observer.files.size(), 1u);
+  EXPECT_EQ(observer.prefixes, (std::vector<std::uint64_t>{4000, 8000, 10000}));
+  EXPECT_EQ(observer.totals, (std::vector<std::uint64_t>{10000, 10000, 10000}));
+  for (std::size_t i = 0; i < observer.readable.size(); ++i)
+    EXPECT_EQ(observer.readable[i], bytes.substr(0, observer.prefixes[i])) << "report " << i;
+  EXPECT_TRUE(holds(*top, key));
+}
+
+TEST(Walk, AStagingFileWhosePrefixWasReportedIsNeverTruncatedTheFetchFailsInstead) {
+  TempDir dir;
+  auto top = folder(dir, "top");
+  const ShardKey key = make_key(91);
+  const std::string bytes = random_bytes(8000, 91);
+  Fetcher fetcher = [&](ByteSink& sink) -> Result<Expectation> {
+    DATAVO_TRY(sink.write(bytes.data(), 4000));
+    sink.verified_prefix(Bytes{4000}, Bytes{bytes.size()});
+    DATAVO_TRY(sink.restart());  // a transport starting over: would cut the reported bytes
+    DATAVO_TRY(sink.write(bytes.data(), bytes.size()));
+    return Expectation{Bytes{bytes.size()}, sha256_of(bytes)};
+  };
+  RecordingObserver observer;
+  auto fetched = hierarchy({top})->get_or_fetch(key, fetcher, {}, &observer);
+  ASSERT_FALSE(fetched);
+  EXPECT_EQ(fetched.error().code, ErrorCode::integrity) << fetched.error().message;
+  ASSERT_EQ(observer.files.size(), 1u);
+  struct stat st {};
+  ASSERT_EQ(::fstat(observer.files[0].fd(), &st), 0);
+  EXPECT_EQ(st.st_size, 4000) << "the reported bytes were cut";
+  EXPECT_FALSE(holds(*top, key));
+  // Without an observer the same fetcher restarts as before and the shard is installed.
+  auto unobserved = hierarchy({top})->get_or_fetch(key, fetcher);
+  ASSERT_TRUE(unobserved) << unobserved.error().message;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "net/chunk_verifying_sink.hpp"
 #include "support/shard_fixtures.hpp"
@@ -142,6 +143,56 @@ TEST(ChunkVerifyingSink, AnInheritedPrefixIsCheckedFromTheNextChunkBoundary) {
   auto result = feed(sink2, bad, 8192, bad.size(), 700);
   ASSERT_FALSE(result);
   EXPECT_NE(result.error().message.find("chunk 3 (byte offset 12288,"), std::string::npos) << result.error().message;
+}
+
+// Records the verified prefixes the sink reports, and what it held at each report.
+class ProgressSink final : public ByteSink {
+ public:
+  Result<void> write(const void* data, std::size_t size) override { return inner.write(data, size); }
+  Bytes written() const override { return inner.written(); }
+  Result<void> restart() override { return inner.restart(); }
+  void verified_prefix(Bytes prefix, Bytes total) override {
+    reports.push_back(prefix.count());
+    held_at_report.push_back(inner.written().count());
+    totals.push_back(total.count());
+  }
+  ChunkTestSink inner;
+  std::vector<std::uint64_t> reports;
+  std::vector<std::uint64_t> held_at_report;
+  std::vector<std::uint64_t> totals;
+};
+
+TEST(ChunkVerifyingSink, ReportsTheVerifiedPrefixChunkByChunkAfterItsBytesArePassedOn) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ProgressSink inner;
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  ASSERT_TRUE(feed(sink, k_data, 0, k_data.size(), 3000));
+  // Writes end at 3000, 6000, ..., 15000 and 17384: the last one completes chunks 3 and 4 at once.
+  EXPECT_EQ(inner.reports, (std::vector<std::uint64_t>{4096, 8192, 12288, k_data.size()}));
+  for (std::size_t i = 0; i < inner.reports.size(); ++i) {
+    EXPECT_GE(inner.held_at_report[i], inner.reports[i]) << "report " << i << " came before its bytes";
+    EXPECT_EQ(inner.totals[i], k_data.size());
+  }
+}
+
+TEST(ChunkVerifyingSink, NeverReportsAChunkThatFailsNorAnythingAfterIt) {
+  const ChunkDigests chunks = digests_of(k_data);
+  std::string bad = k_data;
+  bad[2 * 4096 + 5] ^= 0x01;  // chunk 2
+  ProgressSink inner;
+  ChunkVerifyingSink sink(inner, chunks, Bytes{bad.size()}, "shard x");
+  ASSERT_FALSE(feed(sink, bad, 0, bad.size(), 1000));
+  EXPECT_EQ(inner.reports, (std::vector<std::uint64_t>{4096, 8192}));
+}
+
+TEST(ChunkVerifyingSink, AnInheritedPrefixIsNeverReportedAsVerified) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ProgressSink inner;
+  ASSERT_TRUE(inner.write(k_data.data(), 4096));
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  ASSERT_TRUE(feed(sink, k_data, 4096, k_data.size(), 700));
+  EXPECT_EQ(sink.chunks_verified(), 4u);
+  EXPECT_TRUE(inner.reports.empty());
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Streamed against cached reads (issue 19; docs/BENCHMARKS.md, "Streamed reads"): a shuffle-once pass (`datavo read
+# --shuffle`, every shard read once, cold) over a dataset from `datavo serve` on loopback, in the cached mode (each
+# shard fetched into a folder tier, then mapped) and in the streamed mode (`--stream`: verified chunks in a window,
+# no local copy). Per pass: samples/s, the bytes the pass left in the cache (installed shards and staging files),
+# the bytes the process wrote to storage (/usr/bin/time's "File system outputs", 512-byte blocks: ru_oublock), and
+# the peak RSS (ru_maxrss). The two modes alternate in each repetition (the first one alternates too); medians.
+#
+# Usage: bench/stream_read.sh [REPETITIONS]   (default 3)
+# Environment:
+#   DATAVO_BENCH_BUILD  build directory with cli/datavo (default <repo>/build)
+#   DATAVO_BENCH_DIR    parent of the temporary directory (default /var/tmp)
+#   SHARDS (default 8), SAMPLE_KIB (default 128), PER_SHARD (samples per shard, default 256: 32 MiB shards),
+#   WINDOW (the --stream-window, default 64MiB)
+# Prints one JSON line per pass and a Markdown table of the medians.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${DATAVO_BENCH_BUILD:-$root/build}"
+datavo="$build/cli/datavo"
+reps="${1:-3}"
+[ -x "$datavo" ] || { echo "stream_read.sh: no $datavo (cmake --build $build --target datavo)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "stream_read.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+shards="${SHARDS:-8}" sample_kib="${SAMPLE_KIB:-128}" per_shard="${PER_SHARD:-256}" window="${WINDOW:-64MiB}"
+work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-stream.XXXXXX")"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+python3 - "$work/src" $((shards * per_shard)) $((sample_kib * 1024)) <<'PY'
+import os, sys
+root, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(root)
+for i in range(n):
+    with open(os.path.join(root, "s_%05d.bin" % i), "wb") as f:
+        f.write(os.urandom(size))
+PY
+"$datavo" pack "$work/src" --root "$work/store" --dataset bench_stream/train --samples-per-shard "$per_shard" >/dev/null
+"$datavo" serve "$work/store" --port 0 --port-file "$work/port" --quiet >"$work/serve.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+export DATAVO_SERVER="http://127.0.0.1:$(cat "$work/port")"
+export DATAVO_SHARD_CACHE_DIR="$work/cache" DATAVO_MANIFEST_CACHE_DIR="$work/manifests"
+# The origin builds each key group's tar on its first ticket: one warm-up pass, so that no measured pass pays it.
+"$datavo" read bench_stream/train --key bin --stream --stream-window "$window" >/dev/null
+
+one_pass() {  # one_pass MODE: a cold pass, one JSON line
+  local mode=$1 extra=()
+  [ "$mode" = streamed ] && extra=(--stream --stream-window "$window")
+  rm -rf "$work/cache" "$work/manifests"
+  sync
+  /usr/bin/time -v -o "$work/time.out" "$datavo" --json read bench_stream/train --key bin --shuffle --seed 7 \
+    "${extra[@]}" >"$work/read.json"
+  local left
+  left=$(find "$work/cache" -type f \( -name '*.tar' -o -path '*/.staging/*' \) -printf '%s\n' 2>/dev/null |
+    awk '{s += $1} END {print s + 0}')
+  python3 - "$mode" "$work/read.json" "$work/time.out" "$left" <<'PY'
+import json, re, sys
+mode, read_path, time_path, left = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+r = json.load(open(read_path))
+t = open(time_path).read()
+field = lambda name: int(re.search(re.escape(name) + r"[^:\n]*: (\d+)", t).group(1))
+print(json.dumps({"mode": mode, "samples": r["samples"], "samples_per_second": round(r["samples_per_second"], 1),
+                  "mb_per_second": round(r["mb_per_second"], 1), "left_in_cache_bytes": left,
+                  "fs_output_bytes": field("File system outputs") * 512,
+                  "max_rss_kib": field("Maximum resident set size"),
+                  "streamed_shards": r["streamed"]["shards"], "max_window_bytes": r["streamed"]["max_buffered_bytes"]}))
+PY
+}
+
+for rep in $(seq "$reps"); do
+  if [ $((rep % 2)) -eq 1 ]; then order=(cached streamed); else order=(streamed cached); fi
+  for mode in "${order[@]}"; do one_pass "$mode" | tee -a "$work/passes.jsonl"; done
+done
+
+python3 - "$work/passes.jsonl" "$shards" "$per_shard" "$sample_kib" "$window" <<'PY'
+import json, statistics, sys
+path, shards, per_shard, kib, window = sys.argv[1:6]
+rows = [json.loads(l) for l in open(path)]
+print("\n%s shards of %s samples of %s KiB, --stream-window %s, medians of %d passes per mode\n"
+      % (shards, per_shard, kib, window, len(rows) // 2))
+print("| mode | samples/s | MB/s | left in the cache | written to storage | peak RSS | window peak |")
+print("|---|---|---|---|---|---|---|")
+for mode in ("cached", "streamed"):
+    r = [x for x in rows if x["mode"] == mode]
+    med = lambda k: statistics.median(x[k] for x in r)
+    print("| %s | %.0f (%s) | %.0f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB |" % (
+        mode, med("samples_per_second"), ", ".join("%.0f" % x["samples_per_second"] for x in r),
+        med("mb_per_second"), med("left_in_cache_bytes") / 2**20, med("fs_output_bytes") / 2**20,
+        med("max_rss_kib") / 1024, med("max_window_bytes") / 2**20))
+PY

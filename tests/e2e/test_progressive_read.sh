@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Reading while fetching (docs/hierarchy.md, "Reading while fetching"), against a real `datavo serve` on loopback with
+# chunk digests and the fault proxy (tests/support/fault_proxy.py) between it and the real client (`datavo read`):
+#
+#   - origin throttled: the first sample is handed out before its shard is installed. Shown by an order of events,
+#     not by a time: `read --limit 1` stops after one sample, and the stream's counter says it came out of the
+#     staging file while the shard was never installed at all (the download was cancelled when the reader stopped);
+#     with --read-while-fetching off the same read installs the shard first;
+#   - a whole read through the throttled origin yields the same samples (samples_sha256) as a read of the installed
+#     shards, and installs every shard (the install is unchanged, `cache verify` re-hashes them);
+#   - a flipped byte in chunk 2 of one download: the shard is fetched once more and the reader goes on; every sample it
+#     handed out is the right one (the same samples_sha256 as a clean read); with the flip on every download the read
+#     fails naming chunk 2, and nothing is installed;
+#   - two processes reading the same dataset at once (the second one a single-flight waiter) through a flipped byte:
+#     both succeed with the same samples;
+#   - the origin killed mid-shard while two processes stream it: both fail, naming the shard; no staging file is
+#     left and whatever was installed before the kill re-hashes ok.
+#
+# The origin runs with --chunk-size 16384; samples of 24 KiB span two chunks each.
+. "$(dirname "$0")/lib.sh"
+
+PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
+DATASET=progressive_v1/train
+KEYS=(--key bin --key txt)
+SHARDS=3
+CHUNK=16384
+
+make_samples "$E2E_TMP/src" 24 $((24 * 1024))
+run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DATASET" --samples-per-shard 8
+[ "$RC" -eq 0 ] || die "datavo pack" "rc $RC: $(e2e_abbrev "$ERR")"
+start_origin "$E2E_TMP/store" --chunk-size "$CHUNK"
+
+up() { [ -s "$1" ] || { kill -0 "$2" 2>/dev/null || return 2; return 1; }; }
+mode_file="$E2E_TMP/proxy.mode"
+start_proxy() {
+  printf 'ok\n' >"$mode_file"
+  rm -f "$E2E_TMP/proxy.port"
+  python3 "$PROXY_SCRIPT" --upstream "$ORIGIN_URL" --mode-file "$mode_file" --port-file "$E2E_TMP/proxy.port" \
+    >"$E2E_TMP/proxy.log" 2>&1 &
+  PROXY_PID=$!
+  track_pid "$PROXY_PID"
+  wait_until 15 up "$E2E_TMP/proxy.port" "$PROXY_PID" || die "start the fault proxy" "$(cat "$E2E_TMP/proxy.log")"
+  PROXY_URL="http://127.0.0.1:$(cat "$E2E_TMP/proxy.port")"
+}
+start_proxy
+CACHE="$E2E_TMP/cache"
+export DATAVO_SHARD_CACHE_DIR="$CACHE" DATAVO_MANIFEST_CACHE_DIR="$E2E_TMP/manifests"
+
+set_mode() {
+  printf '%s\n' "$1" >"$mode_file.tmp"
+  mv -f "$mode_file.tmp" "$mode_file"
+  python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], b"", method="POST"), timeout=10)' \
+    "$PROXY_URL/_proxy_reset" || die "reset the proxy" "POST /_proxy_reset failed"
+}
+installed_tars() { [ -d "$CACHE" ] && find "$CACHE" -name '*.tar' -not -path '*/.staging/*' | sort; return 0; }
+cold() { rm -rf "$CACHE" "$DATAVO_MANIFEST_CACHE_DIR"; }
+# read_via URL OUTFILE [ARGS...]: `datavo --json read` of the dataset from URL, with samples_sha256; RC, OUT, ERR.
+read_via() {
+  local url=$1 out=$2
+  shift 2
+  RC=0
+  DATAVO_SERVER=$url timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest "$@" \
+    >"$out" 2>"$out.err" || RC=$?
+  OUT=$(cat "$out")
+  ERR=$(cat "$out.err")
+}
+field() { json "$1" <<<"$OUT" 2>/dev/null; }
+
+# --- 0. the clean samples: a read of the installed shards ----------------------------------------------------------
+
+cold
+read_via "$ORIGIN_URL" "$E2E_TMP/warmup.json" --read-while-fetching off
+[ "$RC" -eq 0 ] || die "a clean read" "rc $RC: $(e2e_abbrev "$ERR")"
+read_via "$ORIGIN_URL" "$E2E_TMP/clean.json"
+expect_eq "a read of the installed shards: every shard a hit, none read while fetching" "0 0 0" \
+  "$RC $(field '"%d %d" % (j["origin"]["shards"], j["read_while_fetching"]["samples_before_install"])')"
+CLEAN=$(field 'j["samples_sha256"]')
+expect_match "the clean read reports samples_sha256" '^[0-9a-f]{64}$' "$CLEAN"
+
+# --- 1. throttled origin: the first sample before the install -------------------------------------------------------
+
+set_mode "slow rate=65536"
+cold
+read_via "$PROXY_URL" "$E2E_TMP/first.json" --limit 1 --prefetch 0
+expect_eq "throttled, --limit 1: one sample, and it came out of the staging file" "0 1 1" \
+  "$RC $(field '"%d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"])')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+expect_eq "throttled, --limit 1: the shard of that sample was never installed (its download stopped with the reader)" \
+  "" "$(installed_tars)"
+
+cold
+read_via "$PROXY_URL" "$E2E_TMP/first_off.json" --limit 1 --prefetch 0 --read-while-fetching off
+expect_eq "throttled, --limit 1, --read-while-fetching off: the sample came after the install" "0 1 0 1" \
+  "$RC $(field '"%d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"])') $(installed_tars | wc -l)"
+
+cold
+read_via "$PROXY_URL" "$E2E_TMP/whole.json" --prefetch 0
+expect_eq "throttled, the whole dataset: exit 0, every shard fetched and read while fetching, no refetch" \
+  "0 $SHARDS $SHARDS 0" \
+  "$RC $(field '"%d %d %d" % (j["origin"]["shards"], j["read_while_fetching"]["shards"], j["read_while_fetching"]["refetches"])')"
+expect_cmp "throttled, the whole dataset: samples handed out before their shard's install" \
+  "$(field 'j["read_while_fetching"]["samples_before_install"]')" -gt 0
+expect_eq "throttled, the whole dataset: the same samples as the clean read" "$CLEAN" "$(field 'j["samples_sha256"]')"
+vrc=0
+vout=$(DATAVO_SERVER=$ORIGIN_URL dv --json cache verify 2>&1) || vrc=$?
+expect_eq "throttled, the whole dataset: $SHARDS shards installed, and cache verify re-hashes them all ok" \
+  "$SHARDS 0 $SHARDS 0" \
+  "$(installed_tars | wc -l) $vrc $(printf '%s' "$vout" | json '"%d %d" % (sum(r["ok"] for r in j["tiers"]), sum(r["bad"] for r in j["tiers"]))' 2>/dev/null)"
+
+# --- 2. a flipped byte in chunk 2 ------------------------------------------------------------------------------------
+
+FLIP=$((2 * CHUNK + 100))
+set_mode "flipbyte offset=$FLIP count=1"
+cold
+read_via "$PROXY_URL" "$E2E_TMP/flip1.json" --prefetch 0
+expect_eq "flipped byte in chunk 2 of one download: exit 0, the shard fetched once more" "0 1" \
+  "$RC $(field 'j["read_while_fetching"]["refetches"]')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+expect_eq "flipped byte in chunk 2 of one download: every sample handed out is the right one" "$CLEAN" \
+  "$(field 'j["samples_sha256"]')"
+expect_match "flipped byte in chunk 2 of one download: the refetch is logged with the chunk" \
+  "chunk 2 \\(byte offset $((2 * CHUNK)),.*fetching it again" "$ERR"
+expect_eq "flipped byte in chunk 2 of one download: every shard installed" "$SHARDS" "$(installed_tars | wc -l)"
+
+set_mode "flipbyte offset=$FLIP"
+cold
+read_via "$PROXY_URL" "$E2E_TMP/flipall.json" --prefetch 0
+expect_eq "flipped byte in chunk 2 of every download: the read fails" 1 "$RC"
+expect_match "flipped byte in chunk 2 of every download: the error names the shard and chunk 2" \
+  "shard [0-9]+ of $DATASET: .*chunk 2 \\(byte offset $((2 * CHUNK))," "$ERR"
+expect_eq "flipped byte in chunk 2 of every download: nothing installed" "" "$(installed_tars)"
+
+# --- 3. two processes, one of them a single-flight waiter, through a flipped byte ----------------------------------
+
+set_mode "flipbyte offset=$FLIP count=1"
+cold
+rc_a=0 rc_b=0
+DATAVO_SERVER=$PROXY_URL timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest \
+  >"$E2E_TMP/a.json" 2>"$E2E_TMP/a.err" &
+pid_a=$!
+DATAVO_SERVER=$PROXY_URL timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest \
+  >"$E2E_TMP/b.json" 2>"$E2E_TMP/b.err" &
+pid_b=$!
+wait "$pid_a" || rc_a=$?
+wait "$pid_b" || rc_b=$?
+expect_eq "two processes through a flipped byte: both exit 0 with the clean samples" "0 0 $CLEAN $CLEAN" \
+  "$rc_a $rc_b $(json 'j["samples_sha256"]' <"$E2E_TMP/a.json" 2>/dev/null) $(json 'j["samples_sha256"]' <"$E2E_TMP/b.json" 2>/dev/null)"
+expect_eq "two processes through a flipped byte: every shard installed once" "$SHARDS" "$(installed_tars | wc -l)"
+
+# --- 4. the origin killed mid-shard while two processes stream it ---------------------------------------------------
+
+set_mode "slow rate=16384"
+cold
+DATAVO_SERVER=$PROXY_URL timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest \
+  >"$E2E_TMP/ka.json" 2>"$E2E_TMP/ka.err" &
+pid_a=$!
+DATAVO_SERVER=$PROXY_URL timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest \
+  >"$E2E_TMP/kb.json" 2>"$E2E_TMP/kb.err" &
+pid_b=$!
+# Mid-shard: a staging file holds more than 3 chunks (none of the ~200 KiB shards is complete at 16 KiB/s).
+mid_shard() {
+  [ -d "$CACHE/.staging" ] && [ -n "$(find "$CACHE/.staging" -type f -size +$((3 * CHUNK / 1024))k 2>/dev/null | head -1)" ]
+}
+wait_until 60 mid_shard || fail "origin killed: the downloads began" "no staging file past 3 chunks"
+# The origin and the proxy in front of it (what the readers talk to) go away mid-shard.
+kill -KILL "$PROXY_PID" "$ORIGIN_PID" 2>/dev/null
+rc_a=0 rc_b=0
+wait "$pid_a" || rc_a=$?
+wait "$pid_b" || rc_b=$?
+expect_eq "origin killed mid-shard: both readers fail" "1 1" "$rc_a $rc_b"
+expect_match "origin killed mid-shard: the first reader's error names a shard" "shard [0-9]+ of $DATASET" \
+  "$(cat "$E2E_TMP/ka.err")"
+expect_match "origin killed mid-shard: the second reader's error names a shard" "shard [0-9]+ of $DATASET" \
+  "$(cat "$E2E_TMP/kb.err")"
+# A shard whose last byte came through before the kill may be installed; nothing else, and nothing wrong.
+vrc=0
+vout=$(dv --json cache verify 2>&1) || vrc=$?
+expect_eq "origin killed mid-shard: whatever was installed re-hashes ok (cache verify: no bad entry)" "0 0" \
+  "$vrc $(printf '%s' "$vout" | json 'sum(r["bad"] for r in j["tiers"])' 2>/dev/null)"
+expect_cmp "origin killed mid-shard: not every shard was installed" "$(installed_tars | wc -l)" -lt "$SHARDS"
+expect_eq "origin killed mid-shard: no staging file left" "" "$(staging_files "$CACHE")"
+
+finish
