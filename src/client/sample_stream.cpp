@@ -67,10 +67,10 @@ constexpr std::size_t k_max_parallel_fetches = 4;
 struct LoadedShard {
   std::size_t position = 0;
   ShardKey key;
-  std::string name;                             // as in messages: "3 (1d8d….tar)"
-  Bytes size;                                   // the shard's size, for the prefetch window
-  std::shared_ptr<const ShardMapping> mapping;  // the installed shard; nullptr while it is `growing`
-  std::shared_ptr<FetchThread> growing;         // reading while fetching: the shard's fetch, still running
+  std::string name;                                 // as in messages: "3 (1d8d….tar)"
+  Bytes size;                                       // the shard's size, for the prefetch window
+  std::shared_ptr<const ShardMapping> mapping;      // the installed shard; nullptr while it is `growing`
+  std::shared_ptr<FetchThread> growing;             // reading while fetching: the shard's fetch, still running
   std::shared_ptr<client::StreamedShard> streamed;  // ReadMode::streamed and no tier held it
 };
 
@@ -150,10 +150,9 @@ struct SampleStream::Impl {
   Result<LoadedShard> load(std::size_t ordinal, const std::atomic<bool>& cancelled);
   // get_or_fetch of the shard at `position`, mapped; `observer` watches the landing (reading while fetching), and
   // with it a shard whose bytes fail a check is fetched again (k_refetches).
-  Result<std::shared_ptr<const ShardMapping>> fetch_and_map(std::size_t position, const ShardKey& key,
-                                                            const std::atomic<bool>& cancelled,
-                                                            LandingObserver* observer,
-                                                            std::optional<Result<FetchResult>> looked_up = std::nullopt);
+  Result<std::shared_ptr<const ShardMapping>> fetch_and_map(
+      std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled, LandingObserver* observer,
+      std::optional<Result<FetchResult>> looked_up = std::nullopt);
   Result<LoadedShard> load_growing(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
   // The fetch thread of load_growing: one download slot, fetch_and_map, the outcome told to the GrowingShard.
   void run_fetch(std::size_t position, const ShardKey& key, FetchThread& job);
@@ -200,10 +199,9 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
 }
 
-Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(std::size_t position, const ShardKey& key,
-                                                                              const std::atomic<bool>& cancelled,
-                                                                              LandingObserver* observer,
-                                                                              std::optional<Result<FetchResult>> looked_up) {
+Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(
+    std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled, LandingObserver* observer,
+    std::optional<Result<FetchResult>> looked_up) {
   Fetcher origin = client->shard_fetcher(manifest, position, keys);
   Fetcher fetcher = [&origin, &cancelled, this](ByteSink& sink) -> Result<Expectation> {
     CancellableSink guarded(sink, cancelled, cancel_requested);
@@ -269,9 +267,11 @@ Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const
     if (!*seen) return std::move(*seen).error();
     const client::GrowingView& view = **seen;
     const Bytes size{view.mapping->bytes().size()};
-    if (view.complete) return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr, nullptr};
+    if (view.complete)
+      return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr, nullptr};
     return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job), nullptr};
   }
+}
 
 // ReadMode::streamed: a shard no tier holds, read from its download.
 Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const ShardKey& key) {
@@ -385,7 +385,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     }
     const ManifestShard& expected = manifest.shards[current->position];
     const std::string& name = current->name;
-    auto sample = current->streamed  ? current->streamed->next()
+    auto sample = current->streamed ? current->streamed->next()
                   : growing_samples ? growing_samples->next()
                                     : samples->next();
     // The tar reader's message already names the shard, the member and the byte offset. After cancel() a failed
@@ -418,7 +418,7 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
     SampleView view;
     view.id = std::string(s.id);
     view.shard_index = expected.index;
-    view.mapping = current->streamed  ? current->streamed->block()
+    view.mapping = current->streamed ? current->streamed->block()
                    : growing_samples ? growing_samples->mapping()
                                      : current->mapping;
     view.fields.reserve(s.fields.size());
