@@ -172,6 +172,8 @@ struct SampleStream::Impl {
   bool current_counted_before_install = false;
   // Makes `shard` the current one, its samples read by a SampleIterator or, while it arrives, GrowingSamples.
   void open_shard(LoadedShard shard);
+  // Waits for the prefetcher's next shard (counted in shard_wait) and opens it; false after the last one.
+  Result<bool> open_next_shard();
   Error fail(Error e) {
     error = e;
     return e;
@@ -358,6 +360,21 @@ void SampleStream::Impl::open_shard(LoadedShard shard) {
   ++stats.shards;
 }
 
+Result<bool> SampleStream::Impl::open_next_shard() {
+  const auto wait_started = std::chrono::steady_clock::now();
+  auto shard = prefetcher->next();
+  const auto waited = std::chrono::steady_clock::now() - wait_started;
+  {
+    std::lock_guard lock(stats_mu);
+    stats.shard_wait += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
+    if (stats.shards > 0) stats.shard_wait_after_first += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
+  }
+  if (!shard) return std::move(shard).error();
+  if (!*shard) return false;
+  open_shard(std::move(**shard));
+  return true;
+}
+
 Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
   if (error) return *error;
   const auto cancelled_error = [&] {
@@ -366,22 +383,10 @@ Result<std::optional<SampleView>> SampleStream::Impl::read_in_order() {
   if (cancel_requested.load(std::memory_order_relaxed)) return fail(cancelled_error());
   for (;;) {
     if (!current) {
-      const auto wait_started = std::chrono::steady_clock::now();
-      auto shard = prefetcher->next();
-      const auto waited = std::chrono::steady_clock::now() - wait_started;
-      {
-        std::lock_guard lock(stats_mu);
-        stats.shard_wait += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
-        if (stats.shards > 0)
-          stats.shard_wait_after_first += std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
-      }
-      if (!shard) {
-        Error e = std::move(shard).error();
-        // After cancel() a failed load (a download cut short, say) is the cancellation's doing.
-        return fail(cancel_requested.load() ? cancelled_error() : std::move(e));
-      }
-      if (!*shard) return std::optional<SampleView>{};
-      open_shard(std::move(**shard));
+      auto opened = open_next_shard();
+      // After cancel() a failed load (a download cut short, say) is the cancellation's doing.
+      if (!opened) return fail(cancel_requested.load() ? cancelled_error() : std::move(opened).error());
+      if (!*opened) return std::optional<SampleView>{};
     }
     const ManifestShard& expected = manifest.shards[current->position];
     const std::string& name = current->name;
