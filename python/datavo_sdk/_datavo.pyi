@@ -89,6 +89,7 @@ class StreamArgs:
     order_hints: bool
     hint_step_ms: int
     shuffle_buffer: int
+    read_while_fetching: bool
     stream: bool
     stream_window: int
     copy: bool

@@ -99,6 +99,7 @@ class SampleStream(_StreamBase[Sample]):
         order_hints: bool = True,
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
+        read_while_fetching: bool = True,
         stream: bool = False,
         stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
@@ -133,6 +134,7 @@ class SampleStream(_StreamBase[Sample]):
         self.shuffle_buffer = int(shuffle_buffer)
         if self.shuffle_buffer < 0:
             raise ValueError("shuffle_buffer must be 0 (samples in shard order) or more, not %d" % self.shuffle_buffer)
+        self.read_while_fetching = bool(read_while_fetching)
         self.stream = bool(stream)
         self.stream_window = int(stream_window)
         if self.stream_window < 0:
@@ -171,6 +173,7 @@ class SampleStream(_StreamBase[Sample]):
         order_hints: bool = True,
         hint_step_ms: int = 100,
         shuffle_buffer: int = 0,
+        read_while_fetching: bool = True,
         stream: bool = False,
         stream_window: int = 16 << 20,
         copy: typing.Optional[bool] = None,
@@ -201,6 +204,9 @@ class SampleStream(_StreamBase[Sample]):
           and the epoch, like the shard order; every sample still comes once per epoch), so that a batch mixes
           samples of many shards. It holds N samples and keeps their shards mapped; the first sample waits for N to
           be read. 0 (the default): the samples of a shard come in their order.
+        - ``read_while_fetching``: a shard fetched from the origin yields its samples as soon as the chunks that
+          hold them are verified, before the whole shard is in and installed (default True; docs/hierarchy.md,
+          "Reading while fetching"). The fetch runs on a thread of its own while its shard is read.
         - ``stream``: True reads the shards that no tier holds straight from the origin through verified chunks,
           one shard at a time, and writes no local copy (no tier, no staging file): for shuffle-once passes and
           shards bigger than any folder tier (docs/hierarchy.md, "Streamed reads"). A shard a tier holds is read as
@@ -227,7 +233,8 @@ class SampleStream(_StreamBase[Sample]):
             raise TypeError("from_dataset() needs keys=[...], the key group to read (e.g. keys=['audio.wav'])")
         return cls(name, keys, cache, cache_config_path, revision=revision, shuffle=shuffle, seed=seed, epoch=epoch,
                    prefetch=prefetch, prefetch_budget=prefetch_budget, order_hints=order_hints,
-                   hint_step_ms=hint_step_ms, shuffle_buffer=shuffle_buffer, stream=stream,
+                   hint_step_ms=hint_step_ms, shuffle_buffer=shuffle_buffer,
+                   read_while_fetching=read_while_fetching, stream=stream,
                    stream_window=stream_window, copy=copy, progress=progress,
                    server=server, token=token, instance=instance, rank=rank, world_size=world_size)
 
@@ -255,6 +262,7 @@ class SampleStream(_StreamBase[Sample]):
         args.order_hints = self.order_hints
         args.hint_step_ms = self.hint_step_ms
         args.shuffle_buffer = self.shuffle_buffer
+        args.read_while_fetching = self.read_while_fetching
         args.stream = self.stream
         args.stream_window = self.stream_window
         args.copy = bool(self.copy)

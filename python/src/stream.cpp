@@ -80,6 +80,7 @@ struct StreamArgs : DatasetArgs {
   bool order_hints = SampleStreamOptions{}.order_hints == OrderHints::on;
   std::uint64_t hint_step_ms = std::uint64_t(SampleStreamOptions{}.hint_step.count());
   std::size_t shuffle_buffer = 0;
+  bool read_while_fetching = SampleStreamOptions{}.read_while_fetching == ReadWhileFetching::on;
   bool stream = false;  // ReadMode::streamed
   std::uint64_t stream_window = SampleStreamOptions{}.stream_window.count();
   bool copy = false;
@@ -115,6 +116,7 @@ SampleStreamOptions stream_options(const StreamArgs& args) {
   options.order_hints = args.order_hints ? OrderHints::on : OrderHints::off;
   options.hint_step = Milliseconds{args.hint_step_ms};
   options.shuffle_buffer = args.shuffle_buffer;
+  options.read_while_fetching = args.read_while_fetching ? ReadWhileFetching::on : ReadWhileFetching::off;
   options.read_mode = args.stream ? ReadMode::streamed : ReadMode::cached;
   options.stream_window = Bytes{args.stream_window};
   return options;
@@ -555,6 +557,7 @@ void bind_stream(py::module_& m) {
       .def_readwrite("order_hints", &StreamArgs::order_hints)
       .def_readwrite("hint_step_ms", &StreamArgs::hint_step_ms)
       .def_readwrite("shuffle_buffer", &StreamArgs::shuffle_buffer)
+      .def_readwrite("read_while_fetching", &StreamArgs::read_while_fetching)
       .def_readwrite("stream", &StreamArgs::stream)
       .def_readwrite("stream_window", &StreamArgs::stream_window)
       .def_readwrite("copy", &StreamArgs::copy)

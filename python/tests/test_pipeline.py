@@ -121,7 +121,9 @@ def test_batches_before_an_error_come_whole_and_in_order_then_the_error_stays(pr
 
 
 def test_the_producer_starts_at_the_first_next_and_close_joins_it(env):
-    ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], prefetch=0)  # prefetch=0: the stream has no thread
+    # prefetch=0 and no reading while fetching (which fetches each shard on a thread of its own): the stream has no
+    # thread, so that the count below is the producer's alone.
+    ds = SampleStream.from_dataset(DATASET, keys=["audio.wav"], prefetch=0, read_while_fetching=False)
     base = task_count()
     it = iter(ds)
     assert task_count() == base, "a thread started when the iterator was made (before a DataLoader's fork)"
