@@ -18,8 +18,8 @@
 #
 # The origin runs with --chunk-size 16384, so that the ~100 KiB shards of this suite have 7 chunks each.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/fault_proxy_lib.sh"
 
-PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
 DATASET=chunks_v1/train
 KEYS=(--key bin --key txt)
 SHARDS=2
@@ -30,29 +30,10 @@ run --json pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset "$DATASET" --sa
 [ "$RC" -eq 0 ] || die "datavo pack" "rc $RC: $(e2e_abbrev "$ERR")"
 start_origin "$E2E_TMP/store" --chunk-size "$CHUNK"
 
-up() { [ -s "$1" ] || { kill -0 "$2" 2>/dev/null || return 2; return 1; }; }
-mode_file="$E2E_TMP/proxy.mode"
-printf 'ok\n' >"$mode_file"
-python3 "$PROXY_SCRIPT" --upstream "$ORIGIN_URL" --mode-file "$mode_file" --port-file "$E2E_TMP/proxy.port" \
-  >"$E2E_TMP/proxy.log" 2>&1 &
-PROXY_PID=$!
-track_pid "$PROXY_PID"
-wait_until 15 up "$E2E_TMP/proxy.port" "$PROXY_PID" || die "start the fault proxy" "$(cat "$E2E_TMP/proxy.log")"
-PROXY_URL="http://127.0.0.1:$(cat "$E2E_TMP/proxy.port")"
+start_fault_proxy
 CACHE="$E2E_TMP/cache"
 export DATAVO_SHARD_CACHE_DIR="$CACHE" DATAVO_MANIFEST_CACHE_DIR="$E2E_TMP/manifests"
 
-set_mode() {
-  printf '%s\n' "$1" >"$mode_file.tmp"
-  mv -f "$mode_file.tmp" "$mode_file"
-  python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], b"", method="POST"), timeout=10)' \
-    "$PROXY_URL/_proxy_reset" || die "reset the proxy" "POST /_proxy_reset failed"
-}
-# proxy_shard_requests: shard GETs the proxy saw since the last set_mode.
-proxy_shard_requests() {
-  python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_proxy_stats", timeout=10))["shard"]["requests"])' \
-    "$PROXY_URL"
-}
 installed_tars() { [ -d "$CACHE" ] && find "$CACHE" -name '*.tar' | sort; return 0; }
 expect_nothing_installed() {
   expect_eq "$1: no .tar anywhere under the cache" "" "$(installed_tars)"
