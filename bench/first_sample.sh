@@ -4,11 +4,14 @@
 # `datavo --json read` (its first_sample_seconds: from the command's start, manifest and ticket included), with
 # today's path (--read-while-fetching off: the shard is read once installed) and with reading while fetching (on).
 # Readers: 1 process, and 8 processes started together on the same shard (one fetches, 7 wait on its single-flight
-# lock). Every repetition starts from an empty cache. Prints the rounds and the medians as JSON.
+# lock), and 8 threads of one process (bench_first_sample_threads: a SampleStream each, released together once the
+# streams are open, so their figure leaves out the process start and the manifest). Every repetition starts from an
+# empty cache. Prints the rounds and the medians as JSON.
 #
 # Usage: bench/first_sample.sh [REPETITIONS]   (default 3)
 # Environment:
-#   DATAVO_BENCH_BUILD  build directory with cli/datavo (default <repo>/build-bench)
+#   DATAVO_BENCH_BUILD  build directory with cli/datavo and bench/bench_first_sample_threads (default
+#                       <repo>/build-bench; cmake --build DIR --target datavo bench_first_sample_threads)
 #   DATAVO_BENCH_DIR    parent of the temporary directory (default /var/tmp)
 #   SHARD_MIB (default 256), SAMPLE_KIB (default 1024), RATE (default 50000000), PROCESSES (default 8)
 set -euo pipefail
@@ -17,7 +20,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DATAVO_BENCH_BUILD:-$root/build-bench}"
 datavo="$build/cli/datavo"
 reps="${1:-3}"
-[ -x "$datavo" ] || { echo "first_sample.sh: no $datavo (cmake --build $build --target datavo)" >&2; exit 1; }
+threads_bench="$build/bench/bench_first_sample_threads"
+for exe in "$datavo" "$threads_bench"; do
+  [ -x "$exe" ] || { echo "first_sample.sh: no $exe (cmake --build $build --target datavo bench_first_sample_threads)" >&2; exit 1; }
+done
 shard_mib="${SHARD_MIB:-256}" sample_kib="${SAMPLE_KIB:-1024}" rate="${RATE:-50000000}" processes="${PROCESSES:-8}"
 per_shard=$((shard_mib * 1024 / sample_kib))
 work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-first-sample.XXXXXX")"
@@ -70,10 +76,19 @@ run() {
   for i in "${started[@]}"; do wait "$i"; done
 }
 
+# run_threads MODE REP: $processes threads of one process read the shard cold together; one JSON report.
+run_threads() {
+  local mode=$1 rep=$2 cache="$work/cache"
+  rm -rf "$cache" && mkdir -p "$work/threads"
+  DATAVO_SHARD_CACHE_DIR="$cache" "$threads_bench" --dataset first/train --key bin --server "$proxy" \
+    --threads "$processes" --read-while-fetching "$mode" >"$work/threads/$mode-$rep.json"
+}
+
 for rep in $(seq "$reps"); do
   for mode in off on; do
     run "$mode" 1 "$rep"
     run "$mode" "$processes" "$rep"
+    run_threads "$mode" "$rep"
   done
 done
 
@@ -102,5 +117,18 @@ for mode in ("off", "on"):
             "samples_before_install": statistics.median(before),
             "rounds_first_sample_s_slowest": slowest,
         }
+for mode in ("off", "on"):
+    threads = [json.load(open(os.path.join(out, "..", "threads", "%s-%d.json" % (mode, rep)))) for rep in range(1, reps + 1)]
+    for t in threads:
+        assert len(t["samples"]) == processes and all(n == t["samples"][0] for n in t["samples"]), t
+    rows["%s_%d_threads" % (mode, processes)] = {
+        "first_sample_s_fastest_reader": statistics.median(min(t["first_sample_seconds"]) for t in threads),
+        "first_sample_s_median_reader": statistics.median(statistics.median(t["first_sample_seconds"]) for t in threads),
+        "first_sample_s_slowest_reader": statistics.median(max(t["first_sample_seconds"]) for t in threads),
+        "read_s_slowest_reader": statistics.median(max(t["seconds"]) for t in threads),
+        "samples_before_install": statistics.median(t["samples_before_install"] for t in threads),
+        "origin_fetches": [t["origin_fetches"] for t in threads],
+        "rounds_first_sample_s_slowest": [max(t["first_sample_seconds"]) for t in threads],
+    }
 print(json.dumps({"chunk_seconds": chunk_seconds, "rate": rate, "reps": reps, "rows": rows}, indent=1))
 PY
