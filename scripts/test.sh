@@ -84,6 +84,20 @@ python_stage() (
   exit "$status"
 )
 
+# The `datavo` from before chunk digests, built from this clone's history, so that tests/e2e/test_chunk_digests.sh also
+# runs an old client against the new server (DATAVO_OLD_BIN). A clone without that history (shallow) says so here,
+# and the suite prints that its old-client checks did not run.
+old_client() {
+  stage "build the client from before chunk digests (old-client checks of test_chunk_digests)"
+  local binary rc=0
+  binary=$("$root/scripts/build-old-client.sh" "$root/build-old-client") || rc=$?
+  case $rc in
+    0) export DATAVO_OLD_BIN=$binary ;;
+    3) echo "   not built: the old-client checks of test_chunk_digests will not run" ;;
+    *) exit "$rc" ;;
+  esac
+}
+
 case "$filter" in
   python)
     python_stage
@@ -91,11 +105,13 @@ case "$filter" in
     exit 0
     ;;
   "")
+    old_client
     stage "ctest: unit, end-to-end and install"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 -j "$jobs")
     python_stage
     ;;
   unit | e2e | install)
+    [ "$filter" = e2e ] && old_client
     echo "== ctest: $filter tests"
     (cd "$root/build" && ctest --output-on-failure --timeout 900 --no-tests=error -L "^$filter\$" -j "$jobs")
     echo "== the $filter tests passed"
