@@ -3,8 +3,8 @@
 # or s3rver) is read back (`datavo cache fetch`, a remote hit: parallel ranged GETs of PART_MIB, 8 at once) by a
 # fresh VM through tests/support/cloud_proxy.py, which delays a random 5% of the GetObject requests (hedges
 # included) by 2 s ("delay seconds=2 op=GetObject fraction=0.05 seed=<round>": the same draws for both modes of a
-# round), with hedging off (hedge: false) and on (hedge: true: p95, 5%; and the ON_FIELD given), in REPS interleaved
-# rounds. Per run: the total time of the download (the command's wall time), the p50 and p99 of the ranges' latency
+# round), with hedging off (hedge: false) and on (no hedge field: the default, a deadline on silence at the p95 of
+# the time to first byte, 5%; and the ON_FIELD given), in REPS interleaved rounds. Per run: the total time of the download (the command's wall time), the p50 and p99 of the ranges' latency
 # as the client saw it (per range: from its first request's arrival at the proxy to the end of the first request
 # that brought its whole body), and the extra GETs (GETs at the proxy minus ranges). Prints one line per run and the
 # medians per mode, then the percentiles of every range of every round of a mode together.
@@ -73,7 +73,7 @@ results="$work/results.txt"
 for round in $(seq "$reps"); do
   for mode in off on; do
     dir="$work/vm-$round-$mode"
-    if [ "$mode" = off ]; then config "$dir" 'hedge: false'; else config "$dir" 'hedge: true' ${on_field:+"$on_field"}; fi
+    if [ "$mode" = off ]; then config "$dir" 'hedge: false'; else config "$dir" ${on_field:+"$on_field"}; fi
     curl -s -X POST "$proxy/_proxy/reset" >/dev/null
     curl -s -X POST --data-binary "delay seconds=2 op=GetObject fraction=0.05 seed=$round" "$proxy/_proxy/mode" >/dev/null
     start=$(date +%s%N)

@@ -25,15 +25,16 @@
 namespace datavo {
 
 // Hedged reads (docs/config.md, "Hedged reads"): a ranged GET of an entry (a part of a large object, or the
-// whole of a small one) that has not answered after `after` is sent a second time; the first complete answer is
-// used and the other request is abandoned. At most `max_fraction` of the ranged GETs are hedged. Off unless asked
-// for (hedge: true): on, it adds requests that exact request counts of the existing fault suites do not expect.
+// whole of a small one) that has gone `after` without receiving a byte (before its first byte, or stalled
+// mid-body) is sent a second time, for the whole range; the first complete answer is used and the other request is
+// abandoned. A transfer that is flowing, however slowly, is never hedged. At most `max_fraction` of the ranged
+// GETs are hedged. On by default for every cloud tier; `hedge: false` turns it off per tier.
 enum class Hedging { off, on };
 struct HedgePolicy {
-  Hedging mode = Hedging::off;
-  // A fixed delay; nullopt: the `percentile`-th percentile of the tier's recent ranged GETs (their whole time,
-  // from the request to the last byte), at least k_hedge_floor, and k_hedge_default_after until there are
-  // k_hedge_min_samples of them.
+  Hedging mode = Hedging::on;
+  // A fixed delay; nullopt: the `percentile`-th percentile of the time to first byte (from the request to its
+  // first body byte) of the tier's recent ranged GETs, at least k_hedge_floor, and k_hedge_default_after until
+  // there are k_hedge_min_samples of them.
   std::optional<Milliseconds> after;
   int percentile = 95;  // 50..99
   // Hedges per ranged GET, over the life of the process: at most one plus this fraction of the GETs made.

@@ -35,7 +35,7 @@ constexpr CounterMetric k_counters[] = {
     {TierStat::upload_skips, "datavo_tier_uploads_total", "", "skipped"},
     {TierStat::lease_waits, "datavo_tier_lease_waits_total", "Fetches that waited for another VM's lease.", nullptr},
     {TierStat::hedges_sent, "datavo_tier_hedges_sent_total",
-     "Second requests sent for a ranged GET that had not answered within the hedge deadline.", nullptr},
+     "Second requests sent for a ranged GET that had received no byte for the hedge deadline.", nullptr},
     {TierStat::hedges_won, "datavo_tier_hedges_won_total", "Hedged requests that answered before the first one.",
      nullptr},
     {TierStat::bytes_served, "datavo_tier_served_bytes_total", "Bytes handed to readers from this tier (out).",

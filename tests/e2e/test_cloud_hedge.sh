@@ -10,7 +10,10 @@
 #      budget starts with, so exactly one hedge (9 GETs at the proxy);
 #   3. hedge: false: one GET per range (8), however slow, and no hedge counted;
 #   4. hedge: true and nothing else (p95, 5%: 1 s until 16 GETs were seen): the delayed range is hedged;
-#   5. no hedge field: off (the default), one GET per range.
+#   5. no hedge field: on (the default, as in 4): the delayed range is hedged;
+#   6. slow but flowing: every GET throttled to 2 MB/s (a 5 MiB range takes about 2.6 s), hedge_after: 1s,
+#      hedge_max_fraction: 100%: the deadline is on silence (no byte for that long), not on the whole GET, so no
+#      range is hedged (8 GETs). test_s3_credentials.sh shows the same with the defaults (1.5 MB/s downloads).
 # The bytes are checked by the shard's SHA-256 in every case; that the sink never mixes two answers is shown by the
 # unit tests (tests/unit/tier/cloud/test_hedge.cpp), which script the order.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
@@ -109,14 +112,25 @@ proxy_mode "$P_URL" ok
 expect_stat bucket hedges_sent ">=1"
 expect_stat bucket hedges_won ">=1"
 
-section "5. no hedge field: off"
+section "5. no hedge field: on"
 vm unset
 proxy_reset "$P_URL"
-proxy_mode "$P_URL" "delay seconds=2 op=GetObject ifmatch=1 count=1"
+proxy_mode "$P_URL" "delay seconds=4 op=GetObject ifmatch=1 count=1"
 read_back "unset"
 proxy_mode "$P_URL" ok
+expect_stat bucket hedges_sent ">=1"
+expect_stat bucket hedges_won ">=1"
+expect_eq "unset: GETs at the proxy = 8 ranges + the ranges asked twice" $((8 + $(asked_twice))) "$(gets)"
+
+section "6. slow but flowing: 2 MB/s per GET, hedge_after: 1s"
+vm flowing 'hedge_after: 1s' 'hedge_max_fraction: 100%'
+proxy_reset "$P_URL"
+proxy_mode "$P_URL" "throttle rate=2000000 op=GetObject"
+read_back "flowing"
+proxy_mode "$P_URL" ok
 expect_stat bucket hedges_sent 0
-expect_eq "unset: one GET per range" 8 "$(gets)"
+expect_eq "flowing: one GET per range" 8 "$(gets)"
+expect_eq "flowing: no range asked twice" 0 "$(asked_twice)"
 
 echo "# suite took $(($(date +%s) - STARTED)) s"
 finish

@@ -6,10 +6,10 @@
 //   - Lookups are one request: a GET of the first part, whose 404 is the miss. Objects above part_size are read
 //     with parallel ranged GETs (concurrency), each written at its offset into a positional sink, every range
 //     pinned to the first response's version; a conflict (the object changed) restarts the object once.
-//   - Hedged reads (hedge.hpp, CloudTierOptions::hedge): the first GET and every range of a parallel read that has
-//     not answered within the hedge deadline is sent once more; the first complete answer is the range's bytes,
-//     never a mix of two. (The one GET of the rest of an object read into a sink that only appends, with
-//     concurrency 1, is not hedged: it may be any size.)
+//   - Hedged reads (hedge.hpp, CloudTierOptions::hedge, on by default): the first GET and every range of a
+//     parallel read that has received no byte for the hedge deadline is sent once more; the first complete answer
+//     is the range's bytes, never a mix of two. (The one GET of the rest of an object read into a sink that only
+//     appends, with concurrency 1, is not hedged: it may be any size.)
 //   - read_into() returns the object's metadata (datavo-sha256, datavo-size) as the Expectation that the
 //     hierarchy checks before installing anything: bytes that do not match are never installed.
 //   - install_copy() is a conditional create: one PUT up to part_size (or the backend's smaller

@@ -10,13 +10,13 @@
 
 namespace datavo::cloud {
 
-void HedgeDeadline::record(Milliseconds took) {
+void HedgeDeadline::record(Milliseconds first_byte) {
   if (fixed_) return;
   std::lock_guard lock(mu_);
   if (window_.size() < k_hedge_window) {
-    window_.push_back(took);
+    window_.push_back(first_byte);
   } else {
-    window_[next_] = took;
+    window_[next_] = first_byte;
     next_ = (next_ + 1) % k_hedge_window;
   }
 }
@@ -59,11 +59,14 @@ struct HedgedReader::Race {
     std::atomic<bool> ended{false};                           // the thread's last act
   };
 
+  using Clock = std::chrono::steady_clock;
+
   Race(std::shared_ptr<BlobBackend> b, const std::string& n, ByteRange r, const std::string* p, ByteSink& sink)
       : backend(std::move(b)),
         name(n),
         range(r),
         pin(p ? std::optional<std::string>(*p) : std::nullopt),
+        started(Clock::now()),
         target(&sink) {}
 
   // Runs one request to its end and, when it answered first, makes it the winner and stops the other.
@@ -97,11 +100,15 @@ struct HedgedReader::Race {
   const std::string name;
   const ByteRange range;
   const std::optional<std::string> pin;
+  const Clock::time_point started;  // the first request's
   std::mutex mu;
   std::condition_variable cv;
   Winner winner = Winner::none;  // guarded by mu
   ByteSink* target;              // the caller's sink; nullptr once the hedge won. Guarded by mu
-  std::string buffer;            // the hedge's bytes: its thread's until it is done, then the caller's
+  // When the first request's first and latest body bytes reached the sink. Guarded by mu
+  std::optional<Clock::time_point> first_byte;
+  std::optional<Clock::time_point> last_byte;
+  std::string buffer;  // the hedge's bytes: its thread's until it is done, then the caller's
   Attempt first;
   Attempt hedge;
 };
@@ -124,6 +131,8 @@ class HedgedReader::Race::FencedSink final : public ByteSink {
     if (race_.target == nullptr) return fenced_off(race_.name);
     DATAVO_TRY(race_.target->write(data, size));
     written_ += Bytes{size};
+    race_.last_byte = Clock::now();
+    if (!race_.first_byte) race_.first_byte = race_.last_byte;
     return {};
   }
   Bytes written() const override { return written_; }
@@ -208,7 +217,6 @@ Result<std::optional<ObjectInfo>> HedgedReader::get(const std::string& name, Byt
   if (policy_.mode == Hedging::off) return backend_->get(name, range, pin, sink);
   budget_.earn();
   auto race = std::make_shared<Race>(backend_, name, range, pin, sink);
-  const auto started = std::chrono::steady_clock::now();
   std::thread first;
   try {
     first = std::thread([race] { race->run_first(); });
@@ -219,10 +227,10 @@ Result<std::optional<ObjectInfo>> HedgedReader::get(const std::string& name, Byt
   std::thread hedge;
   {
     std::unique_lock lock(race->mu);
-    const bool answered = race->cv.wait_until(lock, started + deadline_.current(), [&] { return race->first.done; });
+    const bool silent = wait_for_silence(*race, lock);
     // A first request that is retrying was answered (a 503 with Retry-After, a reset): its server is failing or
     // overloaded, not slow, and the transport's backoff is the cure; a second request would only add load.
-    if (!answered && !race->first.stop.retried() && !util::must_stop() && budget_.try_spend()) {
+    if (silent && !race->first.stop.retried() && !util::must_stop() && budget_.try_spend()) {
       try {
         hedge = std::thread([race] { race->run_hedge(); });
         counters_.hedges_sent.fetch_add(1, std::memory_order_relaxed);
@@ -231,26 +239,38 @@ Result<std::optional<ObjectInfo>> HedgedReader::get(const std::string& name, Byt
       }
     }
   }
-  auto result = settle(*race, sink, started, hedge.joinable());
+  auto result = settle(*race, sink, hedge.joinable());
   keep_or_join(std::move(first), race, race->first.ended);
   keep_or_join(std::move(hedge), race, race->hedge.ended);
   return result;
 }
 
-Result<std::optional<ObjectInfo>> HedgedReader::settle(Race& race, ByteSink& sink,
-                                                       std::chrono::steady_clock::time_point started, bool hedged) {
+bool HedgedReader::wait_for_silence(Race& race, std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    const auto quiet_since = race.last_byte.value_or(race.started);
+    const auto due = quiet_since + deadline_.current();
+    if (race.cv.wait_until(lock, due, [&] { return race.first.done; })) return false;
+    // Bytes arrived while we waited (the sink does not wake us: a flowing transfer would, thousands of times).
+    if (race.last_byte.value_or(race.started) == quiet_since) return true;
+  }
+}
+
+Result<std::optional<ObjectInfo>> HedgedReader::settle(Race& race, ByteSink& sink, bool hedged) {
   std::unique_lock lock(race.mu);
   race.cv.wait(lock,
                [&] { return race.winner != Race::Winner::none || (race.first.done && (!hedged || race.hedge.done)); });
-  const auto took = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - started);
+  // A first request that received no byte (it lost before its first byte, or its range was empty) waited at least
+  // this long for one.
+  const auto first_byte =
+      std::chrono::duration_cast<Milliseconds>(race.first_byte.value_or(Race::Clock::now()) - race.started);
   switch (race.winner) {
-    case Race::Winner::first: deadline_.record(took); return std::move(*race.first.result);
+    case Race::Winner::first: deadline_.record(first_byte); return std::move(*race.first.result);
     case Race::Winner::none: return std::move(*race.first.result);
     case Race::Winner::hedge: break;
   }
-  // The first request is fenced off and the hedge is done: the buffer is ours alone. It took at least `took`.
+  // The first request is fenced off and the hedge is done: the buffer is ours alone.
   lock.unlock();
-  deadline_.record(took);
+  deadline_.record(first_byte);
   counters_.hedges_won.fetch_add(1, std::memory_order_relaxed);
   DATAVO_TRY(sink.restart());
   DATAVO_TRY(sink.write(race.buffer.data(), race.buffer.size()));

@@ -1,26 +1,30 @@
-// Hedged ranged reads of a cloud tier (docs/config.md, "Hedged reads"; issue 19): a ranged GET that has not
-// answered within a deadline is sent a second time, the first complete answer is used, and the other request is
-// abandoned. Three parts, each usable on its own:
-//   - HedgeDeadline: when to hedge. A fixed delay, or a percentile (p95 by default) of the whole time (request to
-//     last byte) of the tier's last k_hedge_window ranged GETs, never under k_hedge_floor, and
-//     k_hedge_default_after until k_hedge_min_samples were seen. A GET that lost to its hedge counts with the time
-//     it had taken when it lost (it took at least that).
+// Hedged ranged reads of a cloud tier (docs/config.md, "Hedged reads"; issue 19): a ranged GET that has gone a
+// deadline without receiving a byte is sent a second time, the first complete answer is used, and the other request
+// is abandoned. Three parts, each usable on its own:
+//   - HedgeDeadline: how long a GET may be silent. A fixed delay, or a percentile (p95 by default) of the time to
+//     first byte (request to first body byte) of the tier's last k_hedge_window ranged GETs, never under
+//     k_hedge_floor, and k_hedge_default_after until k_hedge_min_samples were seen. A GET that lost to its hedge
+//     before its first byte counts with the time it had waited when it lost (its first byte took at least that).
 //   - HedgeBudget: how many hedges. A token bucket: every ranged GET earns max_fraction of a hedge, a hedge spends
 //     one, the bucket starts with one (a process may hedge its first stall) and holds at most k_hedge_burst. Over
 //     any run, hedges <= 1 + max_fraction * GETs.
 //   - HedgedReader: the race. The first request runs on a thread of its own and writes in place, into the sink
-//     of the caller (the region of the range it owns); the hedge writes into a buffer of its own. The first
-//     success wins, under one lock: when the hedge wins, the first request is fenced off (it can write nothing
-//     more: its next write fails) and stopped, and the sink is restarted and given the hedge's bytes whole; when
-//     the first wins, the hedge's buffer is dropped. So the sink never holds bytes of two answers. The loser is
-//     stopped through a util::StopToken (the transport ends its transfer: a curl abort from the progress
-//     callback, within a second while it waits, at its next write while bytes arrive) and its thread is joined
-//     later, by the next read or by the reader's destructor, so that the winner is not held up by it. A first
-//     request that is retrying after a failed attempt when its deadline comes (the transport's backoff after a 503,
-//     a 429 or a reset) is not hedged: its server answered, it is not slow but failing or throttling, and a second
-//     request would add load where Retry-After asked for less. A failed
-//     attempt does not end the race while the other may still succeed; when both fail, the first's Error is
-//     returned.
+//     of the caller (the region of the range it owns); the hedge writes into a buffer of its own. The deadline is
+//     on silence, not on the whole transfer: it runs from the request until its first byte, then from each byte
+//     to the next, so that a transfer that is flowing, however slowly, is never hedged (a slow link is not cured
+//     by a second request on the same link), and both a late first byte and a stall mid-body are. The hedge asks
+//     for the whole range again, whatever the first request had received. A GET is hedged at most once: the
+//     decision is taken the first time its silence reaches the deadline. The first success wins, under one lock:
+//     when the hedge wins, the first request is fenced off (it can write nothing more: its next write fails) and
+//     stopped, and the sink is restarted and given the hedge's bytes whole; when the first wins, the hedge's
+//     buffer is dropped. So the sink never holds bytes of two answers. The loser is stopped through a
+//     util::StopToken (the transport ends its transfer: a curl abort from the progress callback, within a second
+//     while it waits, at its next write while bytes arrive) and its thread is joined later, by the next read or by
+//     the reader's destructor, so that the winner is not held up by it. A first request that is retrying after a
+//     failed attempt when its deadline comes (the transport's backoff after a 503, a 429 or a reset) is not
+//     hedged: its server answered, it is not slow but failing or throttling, and a second request would add load
+//     where Retry-After asked for less. A failed attempt does not end the race while the other may still
+//     succeed; when both fail, the first's Error is returned.
 //
 // Thread safety: every method may be called from several threads at once.
 #pragma once
@@ -49,9 +53,9 @@ inline constexpr double k_hedge_burst = 10.0;
 class HedgeDeadline {
  public:
   explicit HedgeDeadline(const HedgePolicy& policy) : fixed_(policy.after), percentile_(policy.percentile) {}
-  // One ranged GET took `took`, from its request to its last byte.
-  void record(Milliseconds took);
-  // How long a ranged GET may take before it is hedged.
+  // One ranged GET received its first body byte `first_byte` after its request.
+  void record(Milliseconds first_byte);
+  // How long a ranged GET may go without receiving a byte (before its first, or between two) before it is hedged.
   Milliseconds current() const;
 
  private:
@@ -102,8 +106,9 @@ class HedgedReader {
   };
   // Joins `thread` when it has ended, else keeps it (a request that lost) until a later call or the destructor.
   void keep_or_join(std::thread thread, const std::shared_ptr<Race>& race, const std::atomic<bool>& ended);
-  Result<std::optional<ObjectInfo>> settle(Race& race, ByteSink& sink, std::chrono::steady_clock::time_point started,
-                                           bool hedged);
+  // Waits until the first request of `race` is done (false) or has been silent for the deadline (true).
+  bool wait_for_silence(Race& race, std::unique_lock<std::mutex>& lock);
+  Result<std::optional<ObjectInfo>> settle(Race& race, ByteSink& sink, bool hedged);
 
   const HedgePolicy policy_;
   const std::shared_ptr<BlobBackend> backend_;

@@ -324,7 +324,7 @@ TEST_F(ConfigParse, CloudTiersTakeTheRemoteFields) {
               HasSubstr(":5: tiers[1].lease_duration: must be at least 3s"));
 }
 
-TEST_F(ConfigParse, HedgedReadsAreOffByDefaultAndTakeP95AndFivePercentWhenOn) {
+TEST_F(ConfigParse, HedgedReadsAreOnByDefaultWithP95AndFivePercentAndOffPerTier) {
   auto config = parse(
       "tiers:\n  - path: /a\n  - {type: s3, bucket: bkt-1, hedge: true}\n"
       "  - {type: gcs, bucket: bkt-2, hedge: false}\n"
@@ -343,7 +343,13 @@ TEST_F(ConfigParse, HedgedReadsAreOffByDefaultAndTakeP95AndFivePercentWhenOn) {
   EXPECT_EQ(fixed.after, Milliseconds{250});
   EXPECT_DOUBLE_EQ(fixed.max_fraction, 0.025);
   EXPECT_EQ(s3_of(config->tiers[5]).remote.hedge.after, Milliseconds{2000});
-  EXPECT_EQ(s3_of(config->tiers[6]).remote.hedge.mode, Hedging::off) << "off unless asked for";
+  const HedgePolicy& unset = s3_of(config->tiers[6]).remote.hedge;
+  EXPECT_EQ(unset.mode, Hedging::on) << "on unless hedge: false";
+  EXPECT_FALSE(unset.after);
+  EXPECT_EQ(unset.percentile, 95);
+  EXPECT_DOUBLE_EQ(unset.max_fraction, 0.05);
+  EXPECT_EQ(s3_of(config->tiers[3]).remote.hedge.mode, Hedging::on);
+  EXPECT_EQ(azure_of(config->tiers[4]).remote.hedge.mode, Hedging::on);
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_after: p10\n"),
               HasSubstr(":5: tiers[1].hedge_after: expected p50 to p99"));
   EXPECT_THAT(error_of("tiers:\n  - path: /a\n  - type: s3\n    bucket: abc\n    hedge_after: 0ms\n"),

@@ -6,7 +6,10 @@
 //   (c) Hedging::off sends one request per GET, however slow; a request retrying after a failed attempt (a 503's
 //       backoff) is not hedged;
 //   (d) a first request that goes on writing after the hedge won is fenced off: the sink holds the hedge's bytes
-//       only; and a hedge that loses leaves nothing of its bytes in the sink.
+//       only; and a hedge that loses leaves nothing of its bytes in the sink;
+//   (e) the deadline is on silence: a first request whose bytes keep flowing, however long it takes, is not
+//       hedged; one that stalls mid-body is, and its hedge asks for the whole range; the deadline is estimated
+//       from the time to first byte, not the whole time of a GET.
 // The counts are the test's; no assertion is on time (the delays only order the requests).
 #include <gtest/gtest.h>
 
@@ -304,6 +307,77 @@ TEST_F(HedgedReaderTest, AHedgeThatLosesLeavesNothingInTheSink) {
   EXPECT_EQ(sink.bytes(), first_bytes);
   EXPECT_EQ(counters_.hedges_sent.load(), 1u);
   EXPECT_EQ(counters_.hedges_won.load(), 0u);
+}
+
+// Writes `bytes` in `pieces` writes, `gap` apart: a slow link that keeps flowing.
+Result<std::optional<ObjectInfo>> trickle(ByteSink& sink, const std::string& bytes, int pieces, Milliseconds gap) {
+  const std::size_t piece = bytes.size() / std::size_t(pieces);
+  for (int i = 0; i < pieces; ++i) {
+    if (i > 0) std::this_thread::sleep_for(gap);
+    const std::size_t at = std::size_t(i) * piece;
+    DATAVO_TRY(sink.write(bytes.data() + at, i + 1 == pieces ? bytes.size() - at : piece));
+  }
+  return std::optional<ObjectInfo>{info_of(bytes.size())};
+}
+
+TEST_F(HedgedReaderTest, AFlowingTransferIsNotHedgedHoweverLongItTakes) {
+  // 160 writes 5 ms apart: about 800 ms in all, four times the deadline, but never silent for 200 ms. A deadline
+  // on the whole time of the GET would hedge it.
+  const std::string bytes = shardtest::random_bytes(160 * 1024, 7);
+  auto fake = backend([&](int, ByteRange, ByteSink& sink) { return trickle(sink, bytes, 160, Milliseconds{5}); });
+  HedgedReader reader(after(Milliseconds{200}), fake, counters_);
+  StringSink sink;
+  auto got = reader.get("object", ByteRange{0, bytes.size()}, nullptr, sink);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(sink.bytes(), bytes);
+  EXPECT_EQ(fake->calls(), 1) << "a slow but flowing transfer is not hedged";
+  EXPECT_EQ(counters_.hedges_sent.load(), 0u);
+}
+
+TEST_F(HedgedReaderTest, AStallMidBodyIsHedgedForTheWholeRange) {
+  const std::size_t size = 64 * 1024;
+  const std::string bytes = shardtest::random_bytes(size, 8);
+  const ByteRange range{1000, size};
+  std::optional<ByteRange> hedge_range;
+  auto fake = backend([&](int call, ByteRange asked, ByteSink& sink) -> Result<std::optional<ObjectInfo>> {
+    if (call == 1) {
+      // A quarter of the range flowing, then silence until it is stopped.
+      DATAVO_TRY(trickle(sink, bytes.substr(0, size / 4), 16, Milliseconds{5}));
+      (void)stall(Milliseconds{30'000});
+      return Error{ErrorCode::cancelled, "stopped"};
+    }
+    hedge_range = asked;
+    return answer(sink, bytes);
+  });
+  auto reader = std::make_unique<HedgedReader>(after(Milliseconds{100}), fake, counters_);
+  StringSink sink;
+  auto got = reader->get("object", range, nullptr, sink);
+  ASSERT_TRUE(got) << got.error().message;
+  reader.reset();
+  EXPECT_EQ(sink.bytes(), bytes) << "the hedge's bytes, whole";
+  EXPECT_EQ(fake->calls(), 2);
+  ASSERT_TRUE(hedge_range);
+  EXPECT_EQ(hedge_range->first, range.first);
+  EXPECT_EQ(hedge_range->length, range.length) << "the hedge asks for the whole range again";
+  EXPECT_EQ(counters_.hedges_sent.load(), 1u);
+  EXPECT_EQ(counters_.hedges_won.load(), 1u);
+}
+
+TEST_F(HedgedReaderTest, TheDeadlineIsEstimatedFromTheTimeToFirstByte) {
+  // Every GET answers its first byte at once, then trickles for at least 200 ms (21 writes 10 ms apart). Once
+  // enough GETs were seen, the p95 deadline is near their first byte, not their whole time (200 ms and more).
+  const std::string bytes = shardtest::random_bytes(21 * 1024, 9);
+  auto fake = backend([&](int, ByteRange, ByteSink& sink) { return trickle(sink, bytes, 21, Milliseconds{10}); });
+  HedgePolicy policy;
+  policy.mode = Hedging::on;
+  HedgedReader reader(policy, fake, counters_);
+  for (std::size_t i = 0; i < k_hedge_min_samples; ++i) {
+    StringSink sink;
+    auto got = reader.get("object", ByteRange{0, bytes.size()}, nullptr, sink);
+    ASSERT_TRUE(got) << got.error().message;
+    EXPECT_EQ(sink.bytes(), bytes);
+  }
+  EXPECT_LT(reader.deadline().current(), Milliseconds{200}) << "the time to first byte, not the whole GET";
 }
 
 TEST_F(HedgedReaderTest, WhenBothFailTheFirstErrorIsReturnedAndOneFailureWaitsForTheOther) {
