@@ -158,9 +158,9 @@ read_bg holder --prefetch 0
 pid_a=$BG_PID
 wait_until 60 past_chunks 1 || fail "a waiting process: the holder's download began" "no staging file past 1 chunk"
 read_via "$PROXY_URL" "$E2E_TMP/wait1.json" --limit 1 --prefetch 0
-expect_eq "a second process, --limit 1, while the first fetches the shard: one sample, out of the holder's staging file, no fetch of its own" \
-  "0 1 1 0" \
-  "$RC $(field '"%d %d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"], j["origin"]["shards"])')"
+expect_eq "a second process, --limit 1, while the first fetches the shard: one sample, out of the holder's staging file (1 shard read while fetching), no fetch of its own" \
+  "0 1 1 1 0" \
+  "$RC $(field '"%d %d %d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"], j["read_while_fetching"]["shards"], j["origin"]["shards"])')"
 [ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
 read_via "$PROXY_URL" "$E2E_TMP/wait_all.json" --prefetch 0
 rc_a=0
