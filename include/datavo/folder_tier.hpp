@@ -149,6 +149,10 @@ class FolderTier final : public LocalTier {
   // flock on .locks/<instance>.<hash>.lock, or an O_EXCL lock file where flock does not exclude (see the top of
   // this file). When no lock directory can be used the lock is held in-process only and a warning is logged once.
   Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) override;
+  // The record beside the lock file (.locks/<instance>.<hash>.lock.progress), written by a holder of this host in
+  // another process; this process's own holders are followed in memory (SampleStream's flights).
+  std::optional<LandingProgress> landing_progress(const ShardKey& key) override;
+  std::optional<ShardHandle> open_landing(const LandingProgress& progress) override;
   // A staging file in .staging/ (named as above). The room check is statvfs(2) on the tier's path (unknown counts as
   // room). A partial file that cannot be continued (its directory unreadable) is counted in `errors` and warned
   // about, and a fresh file is begun instead.

@@ -71,15 +71,20 @@ struct FetchResult {
 };
 
 // Watches an origin fetch land, so that a reader can read the shard's verified prefix out of the staging file before
-// it is installed (docs/hierarchy.md, "Reading while fetching"). Called on the thread of get_or_fetch:
+// it is installed (docs/hierarchy.md, "Reading while fetching"). Its calls come one at a time:
 //   - staging(): a staging file was begun and the fetcher is about to fill it. `staged` reads that file (read only,
 //     its own descriptor); it grows as bytes arrive and may be removed (a failed landing), which never invalidates
 //     a mapping of it. Every verified() call that follows is about this file, until the next staging().
 //   - verified(): the first `prefix` bytes of that file, of a shard of `total` bytes, match the ticket's chunk
-//     digests (the fetcher's sink reported them, ByteSink::verified_prefix). They never change again: the hierarchy
-//     refuses to restart (truncate) a staging file once a prefix of it was reported; such a fetch fails instead.
-// A fetcher without chunk digests never reports a prefix: the reader then waits for get_or_fetch as before. Hits,
-// remote tiers and single-flight waiters are not observed. The observer must not call back into the hierarchy.
+//     digests (the fetcher's sink reported them, ByteSink::verified_prefix). They never change again: a staging
+//     file is never truncated or rewritten in place (ShardTransaction::restart() begins a new one), and the
+//     hierarchy refuses to restart a download once a prefix of it was reported to the observer; such a fetch fails
+//     instead.
+// While the call waits for the single-flight lock, and the holder is another process of this host, the observer is
+// told of that process's landing the same way (what its lock publishes, ShardLock), from a thread of the hierarchy;
+// then of this call's own landing, if the holder did not install the shard. A fetcher without chunk digests never
+// reports a prefix: the reader then waits for get_or_fetch as before. Hits and remote tiers are not observed. The
+// observer must not call back into the hierarchy.
 class LandingObserver {
  public:
   virtual ~LandingObserver() = default;

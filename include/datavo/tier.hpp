@@ -321,17 +321,41 @@ enum class LockWait { block, skip_if_busy };
 // An exclusive lock on one shard of one local tier, across the threads of this process and, where the tier's
 // filesystem allows, across processes (single flight). Released on destruction. It may outlive the tier object
 // that issued it. Not thread-safe (one owner).
+//
+// The holder of a lock that excludes other processes publishes its progress for them (docs/hierarchy.md, "Reading
+// while fetching"): the staging file it fills and how many leading bytes of it are verified against the ticket's
+// chunk digests. Waiters read it with LocalTier::landing_progress(). A published staging file is never truncated
+// or rewritten in place (ShardTransaction::restart() begins a new one), so verified bytes stay what they were.
+// The record is removed when the lock is released.
 class ShardLock {
  public:
   virtual ~ShardLock() = default;
   // Whether other processes are excluded too (false: the threads of this process only).
   virtual bool across_processes() const = 0;
+  // The holder begins filling the staging file that `staged` reads (0 bytes verified of it so far). Best effort:
+  // a record that cannot be written only costs the waiters their early start. No-op without across_processes().
+  virtual void publish_staging(const ShardHandle& /*staged*/) {}
+  // The first `prefix` bytes of the published staging file, of a shard of `total` bytes, are verified.
+  virtual void publish_verified(Bytes /*prefix*/, Bytes /*total*/) {}
+};
+
+// What the holder of a shard's lock in another process of this host published (ShardLock::publish_staging and
+// publish_verified), as LocalTier::landing_progress() reads it.
+struct LandingProgress {
+  std::string path;          // the staging file, as the holder named it (it may have been renamed since)
+  std::uint64_t device = 0;  // its identity: a file found at `path` that is another one is not it
+  std::uint64_t inode = 0;
+  std::uint64_t holder = 0;  // the holder's pid
+  Bytes verified;            // the first `verified` bytes of that file match the chunk digests
+  Bytes total;               // the shard's size; 0 until a first prefix is verified
 };
 
 // One install in flight into a local tier: a staging file that takes the shard's bytes (appended, or written
 // positionally by parallel ranged reads), then commit() makes it the entry for its key by a rename, the only commit
 // point. Destroyed without a successful commit, it aborts: the staging file is removed and nothing was installed.
 // REQUIRES: the tier that began it outlives it.
+// restart() never truncates the staging file: readers may have mapped its bytes; it abandons the file (they keep
+// reading it) and goes on in a new one, which open_staged() then reads.
 // Thread safety: as ByteSink says (one thread for write / restart / digest / commit; write_at from several).
 class ShardTransaction : public ByteSink, public PositionalSink {
  public:
@@ -373,6 +397,12 @@ class LocalTier : public Tier {
   // tier cannot lock across processes, the lock returned excludes this process's threads only (and the tier logs
   // why, once).
   virtual Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) = 0;
+  // What the holder of lock_shard(key) in another process of this host published of its landing (ShardLock); nullopt
+  // when nothing is published (the default), or the record is not whole. Cheap (one small read): waiters poll it.
+  virtual std::optional<LandingProgress> landing_progress(const ShardKey& /*key*/) { return std::nullopt; }
+  // Opens the staging file `progress` names, read only; nullopt when it is gone from that path or is another file
+  // (another inode) now.
+  virtual std::optional<ShardHandle> open_landing(const LandingProgress& /*progress*/) { return std::nullopt; }
   // Begins a staging transaction for `key`. With `size` known, fails at once (no_space) when the tier's filesystem
   // has no room for that many bytes, before any byte moves. With Resume::partial, continues the partial download of
   // `key` that a writer that died left behind, when there is one (resumed_from() > 0); call it so only while holding

@@ -22,7 +22,8 @@
 // staging file leads, and every other member follows its verified prefix (the same mapping) while its own
 // get_or_fetch waits on the single-flight lock; that call then ends as a hit on the installed shard, or, when the
 // leader's fetch failed, fetches the shard itself into its own staging file, which replaces what it followed. A
-// follower is never failed by its leader: only its own fetch ends it. Other processes are not followed (yet).
+// follower is never failed by its leader: only its own fetch ends it. Other processes are followed by the hierarchy
+// itself (core::ProgressFollower): their staging file and prefixes reach this observer as a landing of its own.
 //
 // Thread safety: GrowingShard is thread-safe (the fetching thread reports, one reader waits). A GrowingSamples is
 // used by one thread at a time.

@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "core/lease_wait.hpp"
+#include "core/progress_follower.hpp"
 #include "core/walk.hpp"
 #include "datavo/cloud_tier.hpp"
 #include "util/cancel.hpp"
@@ -54,10 +55,15 @@ Result<void> check_can_land(const Walk& walk) {
 
 // Single flight: one fetch per key across the threads and processes of this machine, through the lock of the
 // topmost writable local tier. nullptr when it cannot be taken (degraded: at worst two fetches of one shard).
-std::unique_ptr<ShardLock> lock_single_flight(Walk& walk) {
+// While it waits, `observer` (may be nullptr) follows the landing of the holder when that is another process
+// (ProgressFollower).
+std::unique_ptr<ShardLock> lock_single_flight(Walk& walk, LandingObserver* observer) {
   LocalTier* local = topmost_writable_local(walk.tiers());
   if (local == nullptr) return nullptr;
+  std::optional<core::ProgressFollower> follower;
+  if (observer != nullptr) follower.emplace(*local, walk.key(), *observer);
   auto locked = local->lock_shard(walk.key());
+  follower.reset();
   if (locked) return std::move(*locked);
   walk.degrade(*local, "locking", locked.error());
   return nullptr;
@@ -167,7 +173,7 @@ Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher, LandingObs
   if (!found) return std::move(found).error();
   if (*found) return std::move(**found);
   DATAVO_TRY(check_can_land(walk));
-  const std::unique_ptr<ShardLock> lock = lock_single_flight(walk);
+  const std::unique_ptr<ShardLock> lock = lock_single_flight(walk, observer);
   walk.set_lock_held();
   auto rechecked = walk.find(CountMisses::no, Scope::local_tiers);
   if (!rechecked) return std::move(rechecked).error();
@@ -175,7 +181,7 @@ Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher, LandingObs
   auto leased = lease_or_wait(walk);
   if (!leased) return std::move(leased).error();
   if (leased->found) return std::move(*leased->found);
-  return walk.fetch(fetcher, std::move(leased->lease), leased->tier, observer);
+  return walk.fetch(fetcher, std::move(leased->lease), leased->tier, observer, lock.get());
 }
 
 // The fastest readable local copy of the key and its digest: what backfill() uploads from.

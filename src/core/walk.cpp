@@ -24,6 +24,8 @@ class Source {
   virtual Resume resume() const = 0;
   // Who watches the landing (LandingObserver); nullptr: nobody.
   virtual LandingObserver* observer() const { return nullptr; }
+  // The single-flight lock held for the landing, which publishes its progress to other processes; nullptr: none.
+  virtual ShardLock* progress_lock() const { return nullptr; }
   // Writes the bytes into `sink` and returns what they must be; nullopt when the source does not have them.
   virtual Result<std::optional<Expectation>> fill(ByteSink& sink) = 0;
   // The bytes arrived and verified: `size` of them.
@@ -43,12 +45,25 @@ namespace {
 // positional write is remembered as the landing tier's failure (its disk is full or broken), so that it can be told
 // apart from a failure of the source itself (the origin or the remote tier).
 //
-// It also passes the verified prefix that the source reports on to the observer of the landing, and from then on
-// refuses to restart (truncate) the staging file: a reader may have mapped those bytes, and a page cut from under
-// its mapping would fault. Such a source fails instead (a source error, not the landing tier's).
+// It also passes the verified prefix that the source reports on to the observer of the landing and, through the
+// single-flight lock (ShardLock::publish_verified), to the waiters of other processes; from the first prefix the
+// observer got on, it refuses to restart the download (such a source fails instead, a source error, not the landing
+// tier's): the reader of this process follows one file from its first byte. A restart otherwise begins a new
+// staging file (ShardTransaction::restart() never truncates one that a reader may have mapped), which announce()
+// names to both again.
 class LandingSink final : public ByteSink, public PositionalSink {
  public:
-  LandingSink(ShardTransaction& staged, LandingObserver* observer) : staged_(staged), observer_(observer) {}
+  LandingSink(ShardTransaction& staged, LandingObserver* observer, ShardLock* lock)
+      : staged_(staged), observer_(observer), lock_(lock) {}
+  // Tells the observer and the lock's waiters which staging file the bytes go to (none of it verified yet).
+  Result<void> announce() {
+    if (observer_ == nullptr && lock_ == nullptr) return {};
+    auto reading = staged_.open_staged();
+    if (!reading) return record(std::move(reading).error());
+    if (lock_ != nullptr) lock_->publish_staging(*reading);
+    if (observer_ != nullptr) observer_->staging(std::move(*reading));
+    return {};
+  }
   Result<void> write(const void* data, std::size_t size) override { return record(staged_.write(data, size)); }
   Bytes written() const override { return staged_.written(); }
   Result<void> restart() override {
@@ -57,10 +72,13 @@ class LandingSink final : public ByteSink, public PositionalSink {
                    "cannot restart a download whose verified bytes may be read already; "
                    "the shard is fetched again into a new staging file"};
     }
-    return record(staged_.restart());
+    DATAVO_TRY(record(staged_.restart()));
+    return announce();
   }
   void verified_prefix(Bytes prefix, Bytes total) override {
-    if (observer_ == nullptr || prefix.count() == 0) return;
+    if (prefix.count() == 0) return;
+    if (lock_ != nullptr) lock_->publish_verified(prefix, total);
+    if (observer_ == nullptr) return;
     reported_ = true;
     observer_->verified(prefix, total);
   }
@@ -89,6 +107,7 @@ class LandingSink final : public ByteSink, public PositionalSink {
   }
   ShardTransaction& staged_;
   LandingObserver* const observer_;
+  ShardLock* const lock_;  // the single-flight lock, which publishes the progress; may be nullptr
   bool reported_ = false;  // a verified prefix went to the observer
   PositionalSink* positional_ = nullptr;
   mutable std::mutex mu_;  // positional writes come from several threads
@@ -143,12 +162,8 @@ using Attempt = std::variant<std::optional<Sha256>, Failure>;
 // Fills `staged` from `source` and verifies it. A continued download that does not verify is fetched once more from
 // its first byte: the bytes of a writer that died need not be a prefix of what the source serves now.
 Attempt fill_and_verify(Source& source, ShardTransaction& staged, const ShardKey& key, const Expectation& expected) {
-  LandingSink sink(staged, source.observer());
-  if (LandingObserver* observer = source.observer()) {
-    auto reading = staged.open_staged();
-    if (!reading) return Failure{Side::landing, reading.error()};
-    observer->staging(std::move(*reading));
-  }
+  LandingSink sink(staged, source.observer(), source.progress_lock());
+  if (auto announced = sink.announce(); !announced) return Failure{Side::landing, announced.error()};
   auto reported = source.fill(sink);
   Result<Sha256> verified = Error{ErrorCode::internal, "not filled"};
   if (reported && *reported) verified = verify_staged(key, staged, expected, **reported, source.name());
@@ -175,12 +190,13 @@ Attempt fill_and_verify(Source& source, ShardTransaction& staged, const ShardKey
 // The origin: the caller's fetcher, called on a miss everywhere.
 class OriginSource final : public Source {
  public:
-  OriginSource(Walk& walk, const Fetcher& fetcher, LandingObserver* observer)
-      : walk_(walk), fetcher_(fetcher), observer_(observer) {}
+  OriginSource(Walk& walk, const Fetcher& fetcher, LandingObserver* observer, ShardLock* lock)
+      : walk_(walk), fetcher_(fetcher), observer_(observer), lock_(lock) {}
   const char* name() const override { return "fetcher"; }
   ServedFrom how() const override { return ServedFrom::fetched; }
   Resume resume() const override { return Resume::partial; }
   LandingObserver* observer() const override { return observer_; }
+  ShardLock* progress_lock() const override { return lock_; }
   Result<std::optional<Expectation>> fill(ByteSink& sink) override {
     auto reported = fetcher_(sink);
     if (!reported) return std::move(reported).error();
@@ -193,6 +209,7 @@ class OriginSource final : public Source {
   Walk& walk_;
   const Fetcher& fetcher_;
   LandingObserver* const observer_;
+  ShardLock* const lock_;
 };
 
 // A remote tier, whose read_into() is the lookup and the download at once (a miss is its 404).
@@ -396,8 +413,8 @@ Result<std::optional<FetchResult>> Walk::materialize(std::size_t remote_index, C
 }
 
 Result<FetchResult> Walk::fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier,
-                                LandingObserver* observer) {
-  OriginSource source(*this, fetcher, observer);
+                                LandingObserver* observer, ShardLock* lock) {
+  OriginSource source(*this, fetcher, observer, lock);
   auto landed = land(source, tiers_.size(), std::move(lease), lease_tier);
   if (!landed) return std::move(landed).error();
   if (!*landed) return Error{ErrorCode::internal, "the fetcher's bytes for " + key_.hash.hex() + " went nowhere"};

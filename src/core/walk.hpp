@@ -113,9 +113,10 @@ class Walk {
   void set_lock_held() { lock_held_ = true; }
   // Calls `fetcher` through land() and installs the bytes into every tier. `lease` (the cross-VM lease of
   // `lease_tier`) is released after the upload to that tier, or at the end when there is none. `observer` (may be
-  // nullptr) is told of each staging file and of its verified prefix (LandingObserver).
+  // nullptr) is told of each staging file and of its verified prefix (LandingObserver), and so is `lock` (the
+  // single-flight lock held for the call, may be nullptr), which publishes them to the waiters of other processes.
   Result<FetchResult> fetch(const Fetcher& fetcher, std::unique_ptr<Lease> lease, const Tier* lease_tier,
-                            LandingObserver* observer = nullptr);
+                            LandingObserver* observer = nullptr, ShardLock* lock = nullptr);
 
  private:
   struct Held {

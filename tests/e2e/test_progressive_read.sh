@@ -13,6 +13,10 @@
 #     fails naming chunk 2, and nothing is installed;
 #   - two processes reading the same dataset at once (the second one a single-flight waiter) through a flipped byte:
 #     both succeed with the same samples;
+#   - a second process while the first fetches the shard (a single-flight waiter): its first sample comes out of the
+#     holder's staging file (its counter, and it fetched nothing itself), and it reads the clean samples; a flipped
+#     byte in chunk 2 of the holder's download while it follows: both end with the clean samples; the holder killed
+#     -9 mid-shard: the follower takes over and ends right, no staging file or progress record left;
 #   - the origin killed mid-shard while two processes stream it: both fail, naming the shard; no staging file is
 #     left and whatever was installed before the kill re-hashes ok.
 #
@@ -128,6 +132,84 @@ wait "$pid_b" || rc_b=$?
 expect_eq "two processes through a flipped byte: both exit 0 with the clean samples" "0 0 $CLEAN $CLEAN" \
   "$rc_a $rc_b $(json 'j["samples_sha256"]' <"$E2E_TMP/a.json" 2>/dev/null) $(json 'j["samples_sha256"]' <"$E2E_TMP/b.json" 2>/dev/null)"
 expect_eq "two processes through a flipped byte: every shard installed once" "$SHARDS" "$(installed_tars | wc -l)"
+
+# --- 5. other processes follow the holder's verified chunks (its lock's progress record) ----------------------------
+
+# read_bg NAME [ARGS...]: a whole `datavo --json read` through the proxy in the background, into $E2E_TMP/NAME.json;
+# sets BG_PID.
+read_bg() {
+  local name=$1
+  shift
+  DATAVO_SERVER=$PROXY_URL timeout -k 5 120 "$DATAVO_BIN" --json read "$DATASET" "${KEYS[@]}" --digest "$@" \
+    >"$E2E_TMP/$name.json" 2>"$E2E_TMP/$name.err" &
+  BG_PID=$!
+}
+# past_chunks N: a staging file holds more than N chunks.
+past_chunks() {
+  [ -d "$CACHE/.staging" ] &&
+    [ -n "$(find "$CACHE/.staging" -type f -size +$(($1 * CHUNK / 1024))k 2>/dev/null | head -1)" ]
+}
+progress_records() { [ -d "$CACHE/.locks" ] && find "$CACHE/.locks" -name '*.progress' | sort; return 0; }
+bg_field() { json "$2" <"$E2E_TMP/$1.json" 2>/dev/null; }
+
+set_mode "slow rate=32768"
+cold
+read_bg holder --prefetch 0
+pid_a=$BG_PID
+wait_until 60 past_chunks 1 || fail "a waiting process: the holder's download began" "no staging file past 1 chunk"
+read_via "$PROXY_URL" "$E2E_TMP/wait1.json" --limit 1 --prefetch 0
+expect_eq "a second process, --limit 1, while the first fetches the shard: one sample, out of the holder's staging file (1 shard read while fetching), no fetch of its own" \
+  "0 1 1 1 0" \
+  "$RC $(field '"%d %d %d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"], j["read_while_fetching"]["shards"], j["origin"]["shards"])')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+read_via "$PROXY_URL" "$E2E_TMP/wait_all.json" --prefetch 0
+rc_a=0
+wait "$pid_a" || rc_a=$?
+expect_eq "a second process reading the whole dataset while the first fetches it: both exit 0 with the clean samples" \
+  "0 0 $CLEAN $CLEAN" "$rc_a $RC $(bg_field holder 'j["samples_sha256"]') $(field 'j["samples_sha256"]')"
+expect_cmp "a second process reading the whole dataset: samples handed out before an install" \
+  "$(field 'j["read_while_fetching"]["samples_before_install"]')" -gt 0
+expect_eq "a second process: every shard installed once, no staging file, no progress record left" "$SHARDS  " \
+  "$(installed_tars | wc -l) $(staging_files "$CACHE") $(progress_records)"
+
+# A flipped byte in chunk 2 of the holder's first download, at a pace that lets a second process follow it: the
+# follower gets nothing of chunk 2 on from that download, and ends with the clean samples.
+set_mode "flipbyte offset=$FLIP count=1 rate=32768"
+cold
+read_bg holder_flip --prefetch 0
+pid_a=$BG_PID
+wait_until 60 past_chunks 1 || fail "a waiter through a flipped byte: the holder's download began" "no staging file"
+read_via "$PROXY_URL" "$E2E_TMP/wait_flip.json" --prefetch 0
+rc_a=0
+wait "$pid_a" || rc_a=$?
+expect_eq "a waiter through a flipped byte in the holder's chunk 2: both exit 0 with the clean samples" \
+  "0 0 $CLEAN $CLEAN" "$rc_a $RC $(bg_field holder_flip 'j["samples_sha256"]') $(field 'j["samples_sha256"]')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+expect_eq "a waiter through a flipped byte: every shard installed once, no staging file, no progress record left" \
+  "$SHARDS  " "$(installed_tars | wc -l) $(staging_files "$CACHE") $(progress_records)"
+
+# The holder killed (-9) mid-shard while a second process follows it: the follower takes over and ends right.
+set_mode "slow rate=32768"
+cold
+read_bg holder_kill --prefetch 0
+pid_a=$BG_PID
+wait_until 60 past_chunks 1 || fail "the holder killed: its download began" "no staging file past 1 chunk"
+read_bg follower_kill --prefetch 0
+pid_b=$BG_PID
+wait_until 60 past_chunks 4 || fail "the holder killed: its download went on" "no staging file past 4 chunks"
+kill -KILL "$pid_a" 2>/dev/null
+wait "$pid_a" 2>/dev/null
+rc_b=0
+wait "$pid_b" || rc_b=$?
+expect_eq "the holder killed mid-shard: the follower exits 0 with the clean samples" "0 $CLEAN" \
+  "$rc_b $(bg_field follower_kill 'j["samples_sha256"]')"
+[ "$rc_b" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$(cat "$E2E_TMP/follower_kill.err")")"
+expect_eq "the holder killed mid-shard: every shard installed, no staging file, no progress record left" \
+  "$SHARDS  " "$(installed_tars | wc -l) $(staging_files "$CACHE") $(progress_records)"
+vrc=0
+vout=$(DATAVO_SERVER=$ORIGIN_URL dv --json cache verify 2>&1) || vrc=$?
+expect_eq "the holder killed mid-shard: cache verify re-hashes every shard ok" "$SHARDS 0 0" \
+  "$(printf '%s' "$vout" | json '"%d %d" % (sum(r["ok"] for r in j["tiers"]), sum(r["bad"] for r in j["tiers"]))' 2>/dev/null) $vrc"
 
 # --- 4. the origin killed mid-shard while two processes stream it ---------------------------------------------------
 

@@ -40,7 +40,7 @@ Options:
     count=K       the fault hits the first K shard requests after the mode (re)armed, then requests pass through.
                   Without count, every shard request is hit.
     seconds=S     how long a stall lasts (default 5).
-    rate=B        slow only: body bytes per second (default 65536).
+    rate=B        slow: body bytes per second (default 65536); flipbyte: given, the body goes at that pace too.
     linger_ms=N   reset only: pause N ms (default 200) between the half body and the RST, so that the client has
                   read the half before the RST arrives (a RST lets the receiving kernel drop unread data).
     ticket=R      with any mode: rewrite every 200 answer to POST /v1/stream-tickets (docs/protocol.md, "Chunk
@@ -467,6 +467,9 @@ class Handler(BaseHTTPRequestHandler):
                         time.sleep(ahead)
             return sent
         first = entity_start(response)
+        # flipbyte with rate=B: the flipped body at a slow pace too (a reader that follows a download as it arrives).
+        paced = fault is not None and fault.name == "flipbyte" and "rate" in fault.options
+        started = time.monotonic()
         for chunk in chunks:
             if cut_at is not None and sent + len(chunk) > cut_at:
                 chunk = chunk[:cut_at - sent]
@@ -475,7 +478,15 @@ class Handler(BaseHTTPRequestHandler):
             if fault is not None and fault.name == "flipbyte" and 0 <= fault.offset - first - sent < len(chunk):
                 at = fault.offset - first - sent
                 chunk = chunk[:at] + bytes([chunk[at] ^ 0x01]) + chunk[at + 1:]
-            if chunk:
+            if chunk and paced:
+                step = max(1, fault.rate // 10)
+                for i in range(0, len(chunk), step):
+                    self.write(chunk[i:i + step])
+                    sent += len(chunk[i:i + step])
+                    ahead = sent / fault.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            elif chunk:
                 self.write(chunk)
                 sent += len(chunk)
             if cut_at is not None and sent >= cut_at:

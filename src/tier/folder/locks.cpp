@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "tier/folder/internal.hpp"
 #include "util/decimal.hpp"
@@ -191,6 +192,9 @@ HeldLock::HeldLock(std::shared_ptr<LockTable> table, std::string name, std::stri
 
 HeldLock::~HeldLock() {
   if (fd_.valid()) {
+    // Ours, or a holder's that died: a record outlives nobody who may trust it.
+    ::unlink(progress_record_path(path_).c_str());
+    progress_fd_.reset();
     if (mechanism_ == LockMechanism::exclusive_create) {
       if (heartbeat_) heartbeat_->remove(fd_.get());
       release_exclusive_lock_file(path_, fd_.get());
@@ -204,6 +208,90 @@ HeldLock::~HeldLock() {
   std::lock_guard lock(table_->mu);
   table_->held.erase(name_);
   table_->cv.notify_all();
+}
+
+void HeldLock::publish_staging(const ShardHandle& staged) {
+  struct stat st {};
+  if (!fd_.valid() || ::fstat(staged.fd(), &st) != 0) return;
+  progress_ = LandingProgress{
+      staged.path(), std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(::getpid()), Bytes{0}, Bytes{0}};
+  write_progress();
+}
+
+void HeldLock::publish_verified(Bytes prefix, Bytes total) {
+  if (!fd_.valid() || progress_.inode == 0) return;
+  progress_.verified = prefix;
+  progress_.total = total;
+  write_progress();
+}
+
+void HeldLock::write_progress() {
+  const std::string record = encode_progress(progress_);
+  if (!progress_fd_.valid()) {
+    progress_fd_ = util::UniqueFd(::open(progress_record_path(path_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0664));
+    if (!progress_fd_.valid()) {
+      LOG_DEBUG("cannot write the progress record of " << path_ << ": " << std::strerror(errno));
+      return;
+    }
+    ::fchmod(progress_fd_.get(), 0664);
+  }
+  if (record.size() <= k_progress_record_size)
+    (void)util::pwrite_all(progress_fd_.get(), record.data(), record.size(), 0, path_);
+}
+
+namespace {
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+constexpr std::string_view k_progress_magic = "datavo-progress 1 ";
+
+}  // namespace
+
+std::string progress_record_path(const std::string& lock_path) { return lock_path + ".progress"; }
+
+std::string encode_progress(const LandingProgress& p) {
+  const std::string fields = util::host_name() + " " + std::to_string(p.holder) + " " + std::to_string(p.device) + " " +
+                             std::to_string(p.inode) + " " + std::to_string(p.verified.count()) + " " +
+                             std::to_string(p.total.count());
+  std::string record = std::string(k_progress_magic) + fields + " " + std::to_string(fnv1a(fields + "\n" + p.path)) +
+                       "\n" + p.path + "\n";
+  if (record.size() < k_progress_record_size) record.resize(k_progress_record_size, '\0');
+  return record;
+}
+
+std::optional<LandingProgress> decode_progress(std::string_view record) {
+  if (record.substr(0, k_progress_magic.size()) != k_progress_magic) return std::nullopt;
+  record.remove_prefix(k_progress_magic.size());
+  const std::size_t line_end = record.find('\n');
+  if (line_end == std::string_view::npos) return std::nullopt;
+  const std::size_t path_end = record.find('\n', line_end + 1);
+  if (path_end == std::string_view::npos) return std::nullopt;
+  const std::string_view line = record.substr(0, line_end);
+  const std::string_view path = record.substr(line_end + 1, path_end - line_end - 1);
+  const std::size_t sum_at = line.rfind(' ');
+  if (sum_at == std::string_view::npos) return std::nullopt;
+  const std::string_view fields = line.substr(0, sum_at);
+  const auto sum = util::parse_decimal(line.substr(sum_at + 1));
+  if (!sum || *sum != fnv1a(std::string(fields) + "\n" + std::string(path))) return std::nullopt;
+  std::vector<std::string_view> parts;
+  for (std::string_view rest = fields;;) {
+    const std::size_t space = rest.find(' ');
+    parts.push_back(rest.substr(0, space));
+    if (space == std::string_view::npos) break;
+    rest.remove_prefix(space + 1);
+  }
+  if (parts.size() != 6 || parts[0] != util::host_name()) return std::nullopt;
+  std::uint64_t values[5] = {};
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto value = util::parse_decimal(parts[i + 1]);
+    if (!value) return std::nullopt;
+    values[i] = *value;
+  }
+  return LandingProgress{std::string(path), values[1], values[2], values[0], Bytes{values[3]}, Bytes{values[4]}};
 }
 
 void HeldLock::hold(util::UniqueFd fd, LockMechanism mechanism, std::shared_ptr<Heartbeat> heartbeat) {
@@ -326,6 +414,27 @@ Result<std::unique_ptr<ShardLock>> FolderTier::lock_shard(const ShardKey& key) {
     case LockMechanism::flock: DATAVO_TRY(impl_->hold_flock(*lock)); break;
   }
   return std::unique_ptr<ShardLock>(std::move(lock));
+}
+
+std::optional<LandingProgress> FolderTier::landing_progress(const ShardKey& key) {
+  const std::string path = folder::progress_record_path(impl_->lock_path(key.instance.name() + "." + key.hash.hex()));
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  std::string record(folder::k_progress_record_size, '\0');
+  const ssize_t n = ::pread(fd.get(), record.data(), record.size(), 0);
+  if (n <= 0) return std::nullopt;
+  record.resize(std::size_t(n));
+  auto progress = folder::decode_progress(record);
+  if (!progress || progress->holder == std::uint64_t(::getpid())) return std::nullopt;
+  return progress;
+}
+
+std::optional<ShardHandle> FolderTier::open_landing(const LandingProgress& progress) {
+  util::UniqueFd fd(::open(progress.path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  if (std::uint64_t(st.st_dev) != progress.device || std::uint64_t(st.st_ino) != progress.inode) return std::nullopt;
+  return ShardHandle(fd.release(), progress.path, Bytes{std::uint64_t(st.st_size)});
 }
 
 }  // namespace datavo

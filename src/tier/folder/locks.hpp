@@ -10,6 +10,8 @@
 //     holder is on this host, of this boot and dead, and otherwise when the heartbeat is older than stale_age.
 //     The stale file is claimed by renaming it aside (only one waiter wins the rename), then removed.
 // Correctness never depends on either: the rename that commits an entry is the commit point.
+// Beside the lock, its holder publishes its landing's progress for the processes waiting on it (ShardLock in
+// datavo/tier.hpp; progress_record_path()), written only while it holds an OS-level lock.
 //
 // Thread safety: all functions are thread-safe. A HeldLock has one owner and releases on destruction.
 #pragma once
@@ -20,7 +22,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -68,6 +72,9 @@ class HeldLock final : public ShardLock {
   HeldLock& operator=(const HeldLock&) = delete;
 
   bool across_processes() const override { return fd_.valid(); }
+  // The progress record (progress_record_path(path())): written whole at each call, removed on release.
+  void publish_staging(const ShardHandle& staged) override;
+  void publish_verified(Bytes prefix, Bytes total) override;
   const std::string& path() const { return path_; }
   // Holds `fd`, the OS-level lock on path() taken by `mechanism`; an exclusive_create lock is renewed by
   // `heartbeat` while held.
@@ -80,7 +87,23 @@ class HeldLock final : public ShardLock {
   util::UniqueFd fd_;  // invalid when the lock is in-process only
   LockMechanism mechanism_ = LockMechanism::process_only;
   std::shared_ptr<Heartbeat> heartbeat_;  // set for exclusive_create
+  // The holder's progress (ShardLock), and the record file it is written to (opened at the first publish).
+  void write_progress();
+  LandingProgress progress_;
+  util::UniqueFd progress_fd_;
 };
+
+// The progress record of the lock file at `lock_path`: "<lock_path>.progress" (sweeps of .locks, which take
+// "*.lock", leave it alone; its holder removes it). A fixed-size record, rewritten whole with pwrite(2) at offset 0:
+// "datavo-progress 1 <host> <pid> <device> <inode> <verified> <total> <checksum>\n<path>\n", zero-padded; the
+// checksum (FNV-1a 64 of what precedes it and the path) lets a reader that raced a rewrite see a torn record as
+// none.
+std::string progress_record_path(const std::string& lock_path);
+std::string encode_progress(const LandingProgress& progress);
+// nullopt when `record` is not a whole record of this host.
+std::optional<LandingProgress> decode_progress(std::string_view record);
+// The record's size: room for a path of PATH_MAX bytes.
+constexpr std::size_t k_progress_record_size = 4608;
 
 // Whether a flock(2) error means the filesystem does not support it (as opposed to a real failure).
 bool is_flock_unsupported(int err);

@@ -158,6 +158,27 @@ Result<Bytes> directory_bytes(const std::string& path) {
   return total;
 }
 
+namespace {
+
+// A progress record (".lock.progress", locks.hpp) older than `orphan_lock_age` whose lock no process holds: left by a
+// holder that was killed, and no other process took the lock since (the next holder removes it on release). Removed
+// while its lock is held here, so that no holder publishes in between; true when it was (or, dry, would be) removed.
+bool sweep_progress_record(const std::string& locks_dir, const std::string& name, Seconds orphan_lock_age,
+                           std::chrono::system_clock::time_point now, bool dry_run) {
+  constexpr std::string_view suffix = ".lock.progress";
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  const std::string path = locks_dir + "/" + name;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || now - to_time_point(st.st_mtim) <= orphan_lock_age) return false;
+  const std::string lock_path = path.substr(0, path.size() - std::string_view(".progress").size());
+  util::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return false;  // held: its holder's
+  return dry_run || ::unlink(path.c_str()) == 0;
+}
+
+}  // namespace
+
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
                                     Seconds stale_staging_age, Seconds orphan_lock_age,
                                     std::chrono::system_clock::time_point now, bool dry_run) {
@@ -185,6 +206,10 @@ Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::s
   if (DirPtr dir{::opendir(locks_dir.c_str())}) {
     while (struct dirent* d = next_dir_entry(dir.get(), &listing_error)) {
       std::string name = d->d_name;
+      if (sweep_progress_record(locks_dir, name, orphan_lock_age, now, dry_run)) {
+        ++result.lock_files;
+        continue;
+      }
       if (name.size() < 6 || name.compare(name.size() - 5, 5, ".lock") != 0) continue;
       if (name == "evict.lock" || name == ".stats.lock") continue;
       std::string path = locks_dir + "/" + name;

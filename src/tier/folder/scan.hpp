@@ -65,7 +65,8 @@ struct SweepResult {
 
 // Removes staging files whose writer (host.pid in the name) is this host and dead, or that have not been
 // written for `stale_staging_age` (a hung writer, or a pid reused since); and lock files
-// that no process holds and that are older than `orphan_lock_age`. Ages are measured against `now`, the time by
+// that no process holds and that are older than `orphan_lock_age`, and so are the progress records of such locks
+// (counted with them). Ages are measured against `now`, the time by
 // the clock that stamped the files (FolderTier::Impl::now()). With dry_run nothing is removed, only counted.
 Result<SweepResult> sweep_leftovers(const std::string& staging_dir, const std::string& locks_dir,
                                     Seconds stale_staging_age, Seconds orphan_lock_age,

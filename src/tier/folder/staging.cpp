@@ -100,12 +100,13 @@ Result<void> StagingFile::prefix_complete(Bytes size) {
 }
 
 Result<void> StagingFile::restart() {
-  hasher_->reset();
-  if (::ftruncate(file_.fd(), 0) != 0) return Error::from_errno(errno, "cannot truncate staging file " + path());
-  if (::lseek(file_.fd(), 0, SEEK_SET) < 0) return Error::from_errno(errno, "cannot rewind staging file " + path());
-  written_ = Bytes{0};
-  resumed_from_ = Bytes{0};
-  digest_.reset();
+  // Never truncated or rewritten in place: a reader in this or another process may have mapped the verified bytes
+  // of this file (the holder published them, or a writer that died did before this one adopted its file), and a
+  // page cut from under a mapping faults (SIGBUS). The file is abandoned instead (unlinked: a mapping keeps reading
+  // it) and the bytes start over in a new one.
+  auto fresh = tier_->new_staging(key_);
+  if (!fresh) return std::move(fresh).error();
+  *this = std::move(*fresh);
   return {};
 }
 

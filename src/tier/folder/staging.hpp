@@ -7,6 +7,9 @@
 //   - a download killed half-way can be continued: FolderTier::begin(key, size, Resume::partial) finds the dead
 //     writer's file of the same key (its name ends with staging_suffix(key)), renames it to a name of its own (the
 //     claim: only one renamer wins) and hands it back holding the bytes it had.
+// A staging file is never truncated or rewritten in place, since readers may have mapped its verified bytes
+// (docs/hierarchy.md, "Reading while fetching"): restart() abandons it (unlinks it; a mapping keeps reading the old
+// bytes) and goes on in a new staging file of a new name.
 // The bytes are hashed by a background thread that reads them back as they are written (trailing_digest.hpp), so
 // write() costs a write(2) and no hashing. The file is unlinked on destruction unless committed.
 //

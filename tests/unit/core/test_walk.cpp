@@ -938,5 +938,33 @@ TEST(Walk, AStagingFileWhosePrefixWasReportedIsNeverTruncatedTheFetchFailsInstea
   ASSERT_TRUE(unobserved) << unobserved.error().message;
 }
 
+// A transfer that starts over before any prefix was reported: the staging file is abandoned, not truncated (another
+// process may have mapped what the lock published of it), and the observer is told of the new one.
+TEST(Walk, ARestartBeforeAnyReportedPrefixAnnouncesANewStagingFileAndLeavesTheOldBytes) {
+  TempDir dir;
+  auto top = folder(dir, "top");
+  const ShardKey key = make_key(92);
+  const std::string bytes = random_bytes(8000, 92);
+  Fetcher fetcher = [&](ByteSink& sink) -> Result<Expectation> {
+    DATAVO_TRY(sink.write(bytes.data(), 4000));
+    DATAVO_TRY(sink.restart());
+    DATAVO_TRY(sink.write(bytes.data(), bytes.size()));
+    sink.verified_prefix(Bytes{bytes.size()}, Bytes{bytes.size()});
+    return Expectation{Bytes{bytes.size()}, sha256_of(bytes)};
+  };
+  RecordingObserver observer;
+  auto fetched = hierarchy({top})->get_or_fetch(key, fetcher, {}, &observer);
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  ASSERT_EQ(observer.files.size(), 2u);
+  struct stat first {
+  }, second{};
+  ASSERT_EQ(::fstat(observer.files[0].fd(), &first), 0);
+  ASSERT_EQ(::fstat(observer.files[1].fd(), &second), 0);
+  EXPECT_NE(first.st_ino, second.st_ino);
+  EXPECT_EQ(first.st_size, 4000) << "the first file's bytes were cut";
+  EXPECT_EQ(observer.readable, (std::vector<std::string>{bytes}));
+  EXPECT_TRUE(holds(*top, key));
+}
+
 }  // namespace
 }  // namespace datavo

@@ -12,6 +12,7 @@
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "tier/folder/locks.hpp"
 
 namespace datavo {
 namespace {
@@ -106,6 +107,99 @@ TEST(FolderTier, LockShardExcludesAnotherProcess) {
   waiter.join();
   EXPECT_TRUE(acquired.load());
   EXPECT_EQ(guard.wait(), 0);
+}
+
+// The holder's progress (ShardLock::publish_*) as another process reads it (landing_progress, open_landing), and
+// gone once the lock is released.
+TEST(FolderTierLock, AnotherProcessReadsTheHoldersPublishedProgressUntilTheLockIsReleased) {
+  TempDir dir;
+  const std::string root = tier_root(dir);
+  const ShardKey key = make_key(195);
+  Pipe published;  // child -> parent: "the progress is published"
+  Pipe release;    // parent -> child: "let the lock go"
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    published.close_read();
+    release.close_write();
+    int code = 0;
+    {
+      auto tier = FolderTier::create(folder_options(root));
+      if (!tier) ::_exit(2);
+      auto lock = (*tier)->lock_shard(key);
+      if (!lock || !(*lock)->across_processes()) ::_exit(3);
+      auto staged = (*tier)->begin(key);
+      if (!staged || !(*staged)->write("0123456789", 10)) ::_exit(4);
+      auto reading = (*staged)->open_staged();
+      if (!reading) ::_exit(5);
+      (*lock)->publish_staging(*reading);
+      (*lock)->publish_verified(Bytes{6}, Bytes{20});
+      if (!published.write_byte()) ::_exit(6);
+      if (!release.read_byte()) code = 7;
+    }
+    ::_exit(code);
+  }
+  ChildGuard guard(child);
+  published.close_write();
+  release.close_read();
+  ASSERT_TRUE(published.read_byte()) << "the child could not publish";
+
+  auto tier = make_folder(root);
+  auto progress = tier->landing_progress(key);
+  ASSERT_TRUE(progress);
+  EXPECT_EQ(progress->holder, std::uint64_t(child));
+  EXPECT_EQ(progress->verified, Bytes{6});
+  EXPECT_EQ(progress->total, Bytes{20});
+  auto opened = tier->open_landing(*progress);
+  ASSERT_TRUE(opened);
+  EXPECT_EQ(read_handle(*opened), "0123456789");
+  // Another file at that path is not the one published.
+  LandingProgress other = *progress;
+  ++other.inode;
+  EXPECT_FALSE(tier->open_landing(other));
+  EXPECT_FALSE(tier->landing_progress(make_key(196)));
+
+  release.write_byte();
+  EXPECT_EQ(guard.wait(), 0);
+  EXPECT_FALSE(tier->landing_progress(key));
+  EXPECT_FALSE(path_exists(root + "/.locks/local." + key.hash.hex() + ".lock.progress"));
+}
+
+// This process's own holder is not followed through the record (its streams share in memory).
+TEST(FolderTierLock, ThisProcessesOwnProgressIsNotOffered) {
+  TempDir dir;
+  auto tier = make_folder(tier_root(dir));
+  const ShardKey key = make_key(197);
+  auto lock = tier->lock_shard(key);
+  ASSERT_TRUE(lock);
+  auto staged = tier->begin(key);
+  ASSERT_TRUE(staged);
+  auto reading = (*staged)->open_staged();
+  ASSERT_TRUE(reading);
+  (*lock)->publish_staging(*reading);
+  (*lock)->publish_verified(Bytes{1}, Bytes{2});
+  EXPECT_TRUE(path_exists(tier_root(dir) + "/.locks/local." + key.hash.hex() + ".lock.progress"));
+  EXPECT_FALSE(tier->landing_progress(key));
+}
+
+TEST(FolderTierLock, AProgressRecordRoundTripsAndATornOneIsNone) {
+  const LandingProgress progress{"/x/.staging/a b.tmp", 7, 42, 1234, Bytes{4096}, Bytes{1 << 20}};
+  const std::string record = folder::encode_progress(progress);
+  EXPECT_EQ(record.size(), folder::k_progress_record_size);
+  auto decoded = folder::decode_progress(record);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->path, progress.path);
+  EXPECT_EQ(decoded->device, 7u);
+  EXPECT_EQ(decoded->inode, 42u);
+  EXPECT_EQ(decoded->holder, 1234u);
+  EXPECT_EQ(decoded->verified, Bytes{4096});
+  EXPECT_EQ(decoded->total, Bytes{1 << 20});
+  // Half of a rewrite: another prefix with the old checksum.
+  std::string torn = record;
+  torn.replace(torn.find(" 4096 "), 6, " 8192 ");
+  EXPECT_FALSE(folder::decode_progress(torn));
+  EXPECT_FALSE(folder::decode_progress(record.substr(0, 30)));
+  EXPECT_FALSE(folder::decode_progress(std::string(64, '\0')));
 }
 
 TEST(FolderTierLock, ALockHoldsItsFileAcrossProcessesAndRemovesItOnRelease) {

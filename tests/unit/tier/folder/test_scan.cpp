@@ -236,6 +236,30 @@ TEST(Scan, GcSweepsAnOldUnlockedLockFileAndKeepsAHeldOne) {
   EXPECT_TRUE(acquired.load());
 }
 
+// A holder killed with -9 leaves its progress record (locks.hpp) when no process takes the lock after it.
+TEST(Scan, GcSweepsAnOldProgressRecordWhoseLockNobodyHoldsAndKeepsAHoldersOne) {
+  TempDir dir;
+  const std::string root = tier_root(dir);
+  auto tier = make_folder(root);
+  const ShardKey held_key = make_key(43);
+  auto held = tier->lock_shard(held_key);
+  ASSERT_TRUE(held);
+  const std::string held_record = root + "/.locks/local." + held_key.hash.hex() + ".lock.progress";
+  write_file(held_record, "a live holder's record");
+  const std::string orphan_record = root + "/.locks/local." + make_key(44).hash.hex() + ".lock.progress";
+  write_file(orphan_record, "a dead holder's record");
+  const std::string fresh_record = root + "/.locks/local." + make_key(45).hash.hex() + ".lock.progress";
+  write_file(fresh_record, "a record written just now");
+  set_mtime_ago(held_record, 2min);
+  set_mtime_ago(orphan_record, 2min);
+  auto report = tier->gc(DryRun::no);
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->locks_swept, 1u);
+  EXPECT_FALSE(path_exists(orphan_record));
+  EXPECT_TRUE(path_exists(held_record));
+  EXPECT_TRUE(path_exists(fresh_record));
+}
+
 TEST(Scan, GcKeepsAFreshUnlockedLockFile) {
   TempDir dir;
   const std::string root = tier_root(dir);

@@ -2,6 +2,7 @@
 // install.cpp) against ShardTransaction's contract in include/datavo/tier.hpp: a commit renames the staged bytes into
 // the entry, destruction without a commit aborts and leaves nothing, a commit that fails keeps the staged bytes for
 // the caller, and a download that a writer that died left behind is continued.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -217,6 +218,57 @@ TEST(FolderTransaction, RestartForgetsTheResumedBytes) {
   auto committed = (*staged)->commit();
   ASSERT_TRUE(committed);
   EXPECT_EQ(read_handle(*committed), "fresh");
+}
+
+// A reader (in this or another process) may have mapped the verified bytes of a staging file: restart() must leave
+// them as they were. Truncating the file in place would cut pages from under such a mapping (SIGBUS).
+TEST(FolderTransaction, RestartAbandonsTheStagingFileInsteadOfTruncatingIt) {
+  TempDir dir;
+  auto tier = make_folder(tier_root(dir));
+  const ShardKey key = make_key(10);
+  auto staged = tier->begin(key);
+  ASSERT_TRUE(staged);
+  ASSERT_TRUE((*staged)->write("verified bytes", 14));
+  auto reader = (*staged)->open_staged();
+  ASSERT_TRUE(reader) << reader.error().message;
+  const std::string old_path = reader->path();
+  ASSERT_TRUE((*staged)->restart());
+  EXPECT_EQ((*staged)->written(), Bytes{0});
+  EXPECT_EQ(read_handle(*reader), "verified bytes");  // the old inode keeps its bytes
+  EXPECT_FALSE(std::filesystem::exists(old_path));    // abandoned: unlinked, not reused
+  ASSERT_EQ(staging_paths(*tier).size(), 1u);
+  EXPECT_NE(staging_paths(*tier).front(), old_path);
+  ASSERT_TRUE((*staged)->write("fresh", 5));
+  auto committed = (*staged)->commit();
+  ASSERT_TRUE(committed);
+  EXPECT_EQ(read_handle(*committed), "fresh");
+  EXPECT_EQ(read_handle(*reader), "verified bytes");
+  EXPECT_TRUE(staging_paths(*tier).empty());
+}
+
+// The same for a file adopted from a writer that died: a third process may have mapped it while it was the dead
+// writer's (what that writer had published as verified).
+TEST(FolderTransaction, RestartOfAnAdoptedFileLeavesItsBytesToTheirReaders) {
+  TempDir dir;
+  const std::string root = tier_root(dir);
+  auto tier = make_folder(root);
+  const ShardKey key = make_key(11);
+  std::filesystem::create_directories(root + "/.staging");
+  const std::string dead = root + "/.staging/" + staging_name_of(dead_pid(), key);
+  write_file(dead, "dead writer's prefix");
+  const int fd = ::open(dead.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const ShardHandle third_process(fd, dead, Bytes{20});
+  auto staged = tier->begin(key, std::nullopt, Resume::partial);
+  ASSERT_TRUE(staged);
+  ASSERT_EQ((*staged)->resumed_from(), Bytes{20});
+  ASSERT_TRUE((*staged)->restart());
+  ASSERT_TRUE((*staged)->write("fresh", 5));
+  EXPECT_EQ(read_handle(third_process), "dead writer's prefix");
+  auto committed = (*staged)->commit();
+  ASSERT_TRUE(committed);
+  EXPECT_EQ(read_handle(*committed), "fresh");
+  EXPECT_TRUE(staging_paths(*tier).empty());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
