@@ -250,8 +250,9 @@ void add_read_command(CLI::App& app, GlobalOptions& global) {
   read->add_flag("--digest", args->digest,
                  "report samples_sha256: the SHA-256 of every sample's id, keys and bytes, in order");
   read->add_flag("--stream", args->stream,
-                 "streamed read mode: read the shards no tier holds straight from the origin through verified "
-                 "chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed reads\")");
+                 "streamed read mode: read the shards no folder tier holds straight from a remote tier or the origin "
+                 "through verified chunks, one at a time, and write no local copy (docs/hierarchy.md, \"Streamed "
+                 "reads\")");
   read->add_option("--stream-window", args->stream_window,
                    "with --stream: the most bytes of a shard held in memory, at least 2 of the origin's chunks "
                    "(default 16 MiB; e.g. 64MiB)");

@@ -29,9 +29,10 @@
 //     "Order hints"): at the start, its shards of this epoch are placed by their place in the epoch's order; a
 //     shard fetched ahead is placed at its own place, after the shards read before it; a shard read to its end is
 //     placed by its place in the next epoch's order (seed, epoch + 1).
-//   - ReadMode::streamed (SampleStreamOptions::read_mode): a shard no tier holds is read from its download through
-//     verified chunks in a bounded window, one shard at a time, and no local copy is written; its samples own copies
-//     of their fields. A hit is read as below.
+//   - ReadMode::streamed (SampleStreamOptions::read_mode): a shard no folder tier holds is read from a remote tier
+//     that holds it, or else from the origin's download, through verified chunks in a bounded window, one shard at
+//     a time, and no local copy is written; its samples own copies of their fields. A folder tier's hit is read as
+//     below.
 //   - Maps each shard read-only (mmap) and yields its samples with TarReader/SampleIterator, zero-copy. Every
 //     sample is checked against the manifest: its id, its position and exactly the requested keys.
 //   - With `shuffle_buffer` N > 0, draws the samples from a buffer of N instead of yielding them in order (see
@@ -124,12 +125,13 @@ enum class OrderHints { off, on };
 // Whether a stream reads the samples of a shard it fetches from the origin while the shard arrives
 // (docs/hierarchy.md, "Reading while fetching").
 enum class ReadWhileFetching { off, on };
-// How a stream reads a shard that no tier holds (docs/hierarchy.md, "Streamed reads"):
+// How a stream reads a shard that no folder tier holds (docs/hierarchy.md, "Streamed reads"):
 //   cached:   fetch it into the cache hierarchy (verified, installed), then map it: the default.
-//   streamed: read its samples straight from the origin's download through verified chunks, in a window of
-//             memory (SampleStreamOptions::stream_window), and write no local copy (no tier, no staging file). For
-//             shuffle-once passes and shards bigger than any folder tier. The hierarchy is still asked first
-//             (ShardCacheHierarchy::get, which never fetches): a hit is read as in the cached mode.
+//   streamed: read its samples straight from the fastest remote tier that holds it, or else from the origin's
+//             download, through verified chunks, in a window of memory (SampleStreamOptions::stream_window), and
+//             write no local copy (no tier, no staging file). For shuffle-once passes and shards bigger than any
+//             folder tier. The hierarchy is still asked first (ShardCacheHierarchy::locate, which never fetches or
+//             promotes): a folder tier's hit is read as in the cached mode.
 enum class ReadMode { cached, streamed };
 
 struct SampleStreamOptions {
@@ -200,7 +202,7 @@ struct SampleStreamOptions {
   ReadWhileFetching read_while_fetching = ReadWhileFetching::on;
 
   // The read mode (see ReadMode). In the streamed mode:
-  //   - a shard no tier holds is read from its download with at most `stream_window` bytes of it in memory: the
+  //   - a shard no folder tier holds is read with at most `stream_window` bytes of it in memory: the
   //     download waits (backpressure) while the window is full, and the bytes of every sample handed out are freed.
   //     Each sample handed out owns a copy of its fields (SampleView::mapping is a block of its own), so it stays
   //     valid after the window moves on.
@@ -211,8 +213,14 @@ struct SampleStreamOptions {
   //   - REQUIRES: stream_window >= 2 chunks of the ticket (the origin's are 4 MiB; an Error names both sizes),
   //     and a window that holds each sample, the first member of the next one and the chunk being verified (a
   //     sample too large for it is an Error naming the shard, the sample's byte offset and the window).
-  //   - a ticket without chunk digests (an origin from before them) is an unsupported Error: such a shard cannot
-  //     be streamed with bounded memory; read it in the cached mode.
+  //   - where the bytes come from: the fastest remote tier that holds the shard (Tier::read_into, one request; the
+  //     origin's ticket is asked for its chunk digests, which bind the tier's bytes to the content hash), else the
+  //     origin. A remote tier's read that fails (a chunk that does not match, the object gone, the tier down) is a
+  //     WARNING, and the origin's download goes on from the last verified chunk (Range).
+  //   - a ticket without chunk digests (an origin from before them) is an unsupported Error for a shard no tier
+  //     holds: it cannot be streamed with bounded memory; read it in the cached mode. A remote tier's shard whose
+  //     digests cannot be had (that ticket, or none: the origin unreachable) is read in the cached mode instead,
+  //     through a local copy, with a WARNING that says why.
   //   - one shard at a time: no shard is fetched ahead (prefetch_shards and prefetch_budget are unused), so the
   //     memory is one window plus the samples held (the shuffle buffer's included, as copies).
   //   - a cut transfer resumes with Range and a stalled one times out as every download does (the transport's
@@ -256,8 +264,9 @@ struct SampleStreamStats {
   std::uint64_t refetches = 0;
   std::size_t shuffle_buffered = 0;      // samples read from shards and held in the shuffle buffer now
   std::size_t max_shuffle_buffered = 0;  // its peak (never above SampleStreamOptions::shuffle_buffer)
-  // ReadMode::streamed: shards read from their download (no tier held them), the bytes downloaded for them, and
-  // the peak bytes their window held (never above SampleStreamOptions::stream_window).
+  // ReadMode::streamed: shards read through a window (from a remote tier, which counts a hit in `tiers`, or from the
+  // origin, which counts a miss of every tier), the bytes taken into the windows, and the peak bytes one window held
+  // (never above SampleStreamOptions::stream_window).
   std::uint64_t streamed_shards = 0;
   Bytes streamed_bytes;
   Bytes max_stream_buffered;

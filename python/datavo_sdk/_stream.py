@@ -207,10 +207,10 @@ class SampleStream(_StreamBase[Sample]):
         - ``read_while_fetching``: a shard fetched from the origin yields its samples as soon as the chunks that
           hold them are verified, before the whole shard is in and installed (default True; docs/hierarchy.md,
           "Reading while fetching"). The fetch runs on a thread of its own while its shard is read.
-        - ``stream``: True reads the shards that no tier holds straight from the origin through verified chunks,
-          one shard at a time, and writes no local copy (no tier, no staging file): for shuffle-once passes and
-          shards bigger than any folder tier (docs/hierarchy.md, "Streamed reads"). A shard a tier holds is read as
-          usual. ``stream_window``: the most bytes of a shard held in memory (default 16 MiB; at least 2 of the
+        - ``stream``: True reads the shards that no folder tier holds straight from a remote tier that holds them,
+          or else from the origin, through verified chunks, one shard at a time, and writes no local copy (no tier,
+          no staging file): for shuffle-once passes and shards bigger than any folder tier (docs/hierarchy.md,
+          "Streamed reads"). A shard a folder tier holds is read as usual. ``stream_window``: the most bytes of a shard held in memory (default 16 MiB; at least 2 of the
           origin's chunks, and enough for each sample with the first member of the next; a ValueError otherwise).
           Each streamed sample owns a copy of its fields, so memoryviews of it stay valid.
         - ``copy``: True: fields are bytes; False: zero-copy memoryviews into the cached shard. Default: memoryviews,

@@ -16,6 +16,7 @@
 #include "datavo/hierarchy.hpp"
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
+#include "net/chunk_verifying_sink.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -158,6 +159,11 @@ struct SampleStream::Impl {
   void run_fetch(std::size_t position, const ShardKey& key, FetchThread& job);
   // ReadMode::streamed: a shard no tier holds, read from its download.
   Result<LoadedShard> stream(std::size_t position, const ShardKey& key);
+  // ReadMode::streamed: a shard that the remote tier `tier_index` holds (and no faster tier), read from that tier
+  // through the chunk digests of the origin's ticket. nullopt when they cannot be had (the origin unreachable, a
+  // ticket without them): the caller then reads the shard in the cached mode, saying why.
+  std::optional<LoadedShard> stream_from_tier(std::size_t position, const ShardKey& key, std::size_t tier_index);
+  Result<LoadedShard> load_streamed(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
   Result<std::optional<SampleView>> read_in_order();
@@ -186,15 +192,27 @@ struct SampleStream::Impl {
 Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
   const std::size_t position = positions[ordinal];
   const ShardKey key = client->shard_key(manifest, position, keys);
-  // Streamed: the hierarchy is asked without fetching; a hit is read as in the cached mode.
-  std::optional<Result<FetchResult>> looked_up;
-  if (read_mode == ReadMode::streamed) {
-    auto lookup = cache->get(key);
-    if (lookup && !*lookup) return stream(position, key);
-    looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
-  } else if (read_while_fetching == ReadWhileFetching::on) {
-    return load_growing(position, key, cancelled);
+  if (read_mode == ReadMode::streamed) return load_streamed(position, key, cancelled);
+  if (read_while_fetching == ReadWhileFetching::on) return load_growing(position, key, cancelled);
+  auto mapping = fetch_and_map(position, key, cancelled, nullptr);
+  if (!mapping) return std::move(mapping).error();
+  const Bytes size{(*mapping)->bytes().size()};
+  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
+}
+
+// Streamed: the hierarchy is asked without fetching. A local tier's hit is read as in the cached mode; a remote
+// tier's is streamed from it, so that no local copy is written.
+Result<LoadedShard> SampleStream::Impl::load_streamed(std::size_t position, const ShardKey& key,
+                                                      const std::atomic<bool>& cancelled) {
+  auto where = cache->locate(key);
+  if (where && !*where) return stream(position, key);
+  if (where && cache->tiers()[(*where)->tier_index]->as_local() == nullptr) {
+    if (auto streamed = stream_from_tier(position, key, (*where)->tier_index)) return std::move(*streamed);
   }
+  // A local hit, a remote one that cannot be streamed, or a lookup that failed: the cached mode's walk decides.
+  auto lookup = cache->get(key);
+  if (lookup && !*lookup) return stream(position, key);  // evicted since it was located
+  auto looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
   auto mapping = fetch_and_map(position, key, cancelled, nullptr, std::move(looked_up));
   if (!mapping) return std::move(mapping).error();
   const Bytes size{(*mapping)->bytes().size()};
@@ -283,6 +301,62 @@ Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const Shard
     ++stats.streamed_shards;
   }
   auto source = [this, position](const OriginClient::TicketSink& sink_for) {
+    return client->fetch_shard(manifest, position, keys, sink_for);
+  };
+  auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
+                                                       cancel_requested, stream_counters);
+  return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
+}
+
+std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t position, const ShardKey& key,
+                                                                std::size_t tier_index) {
+  const std::shared_ptr<Tier> tier = cache->tiers()[tier_index];
+  // The object's bytes are checked against the origin's chunk digests, the only list bound to the content hash
+  // until cloud tiers keep one beside their objects (docs/protocol.md, "Where a cloud tier's chunk list lives").
+  auto ticket = client->request_ticket(manifest, position, keys);
+  std::string why;
+  if (!ticket) {
+    why = "no ticket from the origin: " + ticket.error().message;
+  } else if (ticket->content_hash != key.hash) {
+    why = "the origin's ticket names content hash " + ticket->content_hash.hex();
+  } else if (!ticket->chunks) {
+    why = "the origin's ticket carries no chunk digests";
+  }
+  if (!why.empty()) {
+    LOG_WARNING("shard " << shard_name(position, key) << ": tier '" << tier->name()
+                         << "' holds it, but without chunk digests to check its bytes by (" << why
+                         << ") it cannot be streamed: reading it in the cached mode, through a local copy");
+    return std::nullopt;
+  }
+  {
+    std::lock_guard lock(stats_mu);
+    for (std::size_t i = 0; i < tier_index; ++i) ++stats.tiers[i].misses;
+    ++stats.tiers[tier_index].hits;
+    stats.tiers[tier_index].served_bytes += ticket->size;
+    ++stats.streamed_shards;
+  }
+  tier->counters().hits.fetch_add(1, std::memory_order_relaxed);
+  // The tier's bytes first; should its read fail (a chunk that does not match, the object gone, the tier down),
+  // the origin's download goes on from the last verified chunk.
+  auto source = [this, position, key, tier, ticket = std::move(*ticket),
+                 from_tier = true](const OriginClient::TicketSink& sink_for) mutable -> Result<Expectation> {
+    if (from_tier) {
+      auto sink = sink_for(ticket);
+      if (!sink) return std::move(sink).error();
+      net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size,
+                                        "content hash " + key.hash.hex() + " in tier '" + tier->name() + "'");
+      auto read = tier->read_into(key, verifying);
+      if (read && *read) {
+        tier->counters().bytes_served.fetch_add(ticket.size.count(), std::memory_order_relaxed);
+        return Expectation{ticket.size, ticket.sha256};
+      }
+      if (!read && read.error().code == ErrorCode::cancelled) return std::move(read).error();
+      tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
+      LOG_WARNING("streamed read of shard " << shard_name(position, key) << " from tier '" << tier->name() << "': "
+                                            << (read ? std::string("the object is gone") : read.error().message)
+                                            << "; going on with the origin's download from the last verified chunk");
+      from_tier = false;
+    }
     return client->fetch_shard(manifest, position, keys, sink_for);
   };
   auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The streamed read mode from a remote tier (`datavo read --stream`, issue 19; docs/hierarchy.md "Streamed reads"):
+# a shard that the region's bucket (moto) holds and no folder tier does is read from the bucket through the chunk
+# digests of the origin's ticket, and no local copy is written. Against a real `datavo serve` (--chunk-size 256 KiB),
+# with tests/support/fault_proxy.py in front of it for the old-server case:
+#   1. a VM warms the dataset into its folder tier and the bucket; its cached read is the reference;
+#   2. a fresh VM's streamed read yields the same samples, counts a hit of the bucket per shard, makes tickets but
+#      no shard request to the origin, and writes no .tar and no staging file;
+#   3. an object in the bucket with a flipped byte in chunk 3: the read stops taking the bucket's bytes at chunk 3,
+#      says so, and goes on with the origin's download from the last verified chunk (one ranged shard request, fewer
+#      bytes than the shard); the samples are still the reference's and nothing is written;
+#   4. (the object mended) an origin whose tickets carry no chunk digests (an old server): the bucket's bytes cannot be checked chunk by
+#      chunk, so the shards are read in the cached mode (promoted into the folder tier), with a WARNING that says why.
+: "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
+: "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
+export DATAVO_EMULATOR_DIR PYENV_ROOT
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/s3_lib.sh"
+E2E_CMD_TIMEOUT=120
+CHUNK=262144
+WINDOW=1MiB
+KEYS=(--key bin --key txt)
+
+s3_up moto
+make_bucket "$MOTO_S3_ENDPOINT" region
+pack_dataset 96 24 60000 # 4 shards of about 1.4 MiB: 6 chunks each, more than the window
+start_origin "$E2E_TMP/store" --chunk-size "$CHUNK"
+. "$(dirname "$0")/fault_proxy_lib.sh"
+start_fault_proxy
+
+# vm NAME: a VM's config (its own folder tier, the region's bucket with synchronous uploads), made the config.
+vm() {
+  write_config "$E2E_TMP/$1.yaml" < <(printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/$1" \
+    "$(s3_tier_yaml region region "$MOTO_S3_ENDPOINT" 'upload: sync')")
+}
+# written_files NAME: every shard or staging file under the VM's folder tier, with its size.
+written_files() {
+  [ -d "$E2E_TMP/$1" ] && find "$E2E_TMP/$1" -type f \( -name '*.tar' -o -path '*/.staging/*' \) -printf '%P %s\n' | sort
+  return 0
+}
+read_stream() { run --json read "$DS" "${KEYS[@]}" --digest --stream --stream-window "$WINDOW" "$@"; }
+report() { json "$1" <<<"$OUT" 2>/dev/null; }
+region_hits() { report '[t["hits"] for t in j["tiers"] if t["tier"] == "region"][0]'; }
+
+# --- 1. one VM warms the dataset into the bucket ------------------------------------------------------------------
+
+vm vm1
+run --json warm "$DS" "${KEYS[@]}"
+[ "$RC" -eq 0 ] || die "warm" "rc $RC: $(e2e_abbrev "$ERR")"
+objects=$(s3tool "$MOTO_S3_ENDPOINT" ls region | json "sorted(o['key'] for o in j if o['key'].endswith('.tar'))")
+expect_eq "warm: the bucket holds every shard" "$SHARDS" "$(json 'len(j)' <<<"$objects")"
+run --json read "$DS" "${KEYS[@]}" --digest
+expect_eq "reference: the cached read exits 0, from the folder tier" "0 $SHARDS" "$RC $(report 'j["tiers"][0]["hits"]')"
+REF_SUM=$(report 'j["samples_sha256"]')
+SAMPLES=$(report 'j["samples"]')
+
+# --- 2. a fresh VM streams from the bucket ----------------------------------------------------------------------------
+
+vm vm2
+shards0=$(origin_requests shard)
+read_stream
+expect_eq "streamed from the bucket: exits 0, the reference's $SAMPLES samples and checksum" "0 $SAMPLES $REF_SUM" \
+  "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+expect_eq "streamed from the bucket: every shard streamed, a hit of the bucket, none fetched from the origin" \
+  "$SHARDS $SHARDS 0" "$(report '"%d" % j["streamed"]["shards"]') $(region_hits) $(report 'j["origin"]["shards"]')"
+expect_eq "streamed from the bucket: a ticket per shard (for its chunk digests), no shard request to the origin" \
+  "$SHARDS 0" "$(report 'j["requests"]["ticket"]') $(($(origin_requests shard) - shards0))"
+expect_eq "streamed from the bucket: no .tar and no staging file in the folder tier" "" "$(written_files vm2)"
+expect_cmp "streamed from the bucket: the window held at most $WINDOW" \
+  "$(report 'j["streamed"]["max_buffered_bytes"]')" -le $((1 << 20))
+expect_cmp "streamed from the bucket: a shard is larger than the window" \
+  "$(s3tool "$MOTO_S3_ENDPOINT" ls region | json "max(o['size'] for o in j)")" -gt $((1 << 20))
+
+# --- 3. a flipped byte in chunk 3 of one object: the origin takes over from chunk 3 ------------------------------------
+
+bad=$(json 'j[0]' <<<"$objects")
+s3tool "$MOTO_S3_ENDPOINT" get region "$bad" "$E2E_TMP/bad.tar" || die "get $bad" "s3_tool.py get failed"
+cp "$E2E_TMP/bad.tar" "$E2E_TMP/good.tar"
+meta=$(s3tool "$MOTO_S3_ENDPOINT" head region "$bad" | json '" ".join("%s=%s" % kv for kv in j["metadata"].items())')
+python3 - "$E2E_TMP/bad.tar" $((3 * CHUNK + 1000)) <<'PY'
+import sys
+path, offset = sys.argv[1], int(sys.argv[2])
+with open(path, "r+b") as f:
+    f.seek(offset)
+    byte = f.read(1)
+    f.seek(offset)
+    f.write(bytes([byte[0] ^ 0x01]))
+PY
+# shellcheck disable=SC2086  # one argument per metadata field
+s3tool "$MOTO_S3_ENDPOINT" put region "$bad" "$E2E_TMP/bad.tar" $meta || die "put $bad" "s3_tool.py put failed"
+bad_size=$(file_size "$E2E_TMP/bad.tar")
+
+vm vm3
+shards0=$(origin_requests shard)
+bytes0=$(python3 - "$ORIGIN_URL" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
+m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
+print(int(float(m.group(1))) if m else 0)
+PY
+)
+read_stream
+expect_eq "flipped byte in the bucket: exits 0, still the reference's samples and checksum" "0 $SAMPLES $REF_SUM" \
+  "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
+expect_match "flipped byte in the bucket: the WARNING names chunk 3 and the tier, then the origin takes over" \
+  "WARNING: streamed read of shard .* from tier 'region': .*chunk 3 \\(byte offset $((3 * CHUNK)).*going on with the origin's download from the last verified chunk" \
+  "$ERR"
+expect_eq "flipped byte in the bucket: one shard request to the origin" 1 "$(($(origin_requests shard) - shards0))"
+bytes1=$(python3 - "$ORIGIN_URL" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
+m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
+print(int(float(m.group(1))) if m else 0)
+PY
+)
+expect_eq "flipped byte in the bucket: the origin sent the shard from chunk 3 on (a ranged GET)" \
+  $((bad_size - 3 * CHUNK)) $((bytes1 - bytes0))
+expect_eq "flipped byte in the bucket: no .tar and no staging file in the folder tier" "" "$(written_files vm3)"
+
+# --- 4. an old server (tickets without chunk digests): the cached mode, saying why --------------------------------------
+
+# shellcheck disable=SC2086
+s3tool "$MOTO_S3_ENDPOINT" put region "$bad" "$E2E_TMP/good.tar" $meta || die "put $bad" "s3_tool.py put failed"
+set_mode "ok ticket=strip"
+vm vm4
+DATAVO_SERVER=$PROXY_URL read_stream
+expect_eq "old server: exits 0, the reference's checksum" "0 $REF_SUM" "$RC $(report 'j["samples_sha256"]')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(grep -v WARNING <<<"$ERR" | tail -c 1500)"
+expect_match "old server: a WARNING says why the bucket's shards are not streamed" \
+  "tier 'region' holds it, but without chunk digests to check its bytes by \\(the origin's ticket carries no chunk digests\\) it cannot be streamed: reading it in the cached mode, through a local copy" \
+  "$ERR"
+expect_eq "old server: no shard streamed, every one promoted into the folder tier" "0 $SHARDS" \
+  "$(report 'j["streamed"]["shards"]') $(written_files vm4 | grep -c '\.tar ')"
+
+finish
