@@ -5,13 +5,16 @@
 # no local copy). Per pass: samples/s, the bytes the pass left in the cache (installed shards and staging files),
 # the bytes the process wrote to storage (/usr/bin/time's "File system outputs", 512-byte blocks: ru_oublock), and
 # the peak RSS (ru_maxrss). The two modes alternate in each repetition (the first one alternates too); medians.
+# With SOURCE=bucket the shards come from a region bucket instead (moto, started by tests/support/emulators.sh and
+# stopped by PID): a seed VM warms the dataset into it, and each pass is a fresh VM (a new folder tier, the same
+# bucket) whose cached pass promotes every shard out of the bucket and whose streamed pass streams them from it.
 #
 # Usage: bench/stream_read.sh [REPETITIONS]   (default 3)
 # Environment:
 #   DATAVO_BENCH_BUILD  build directory with cli/datavo (default <repo>/build)
 #   DATAVO_BENCH_DIR    parent of the temporary directory (default /var/tmp)
 #   SHARDS (default 8), SAMPLE_KIB (default 128), PER_SHARD (samples per shard, default 256: 32 MiB shards),
-#   WINDOW (the --stream-window, default 64MiB)
+#   WINDOW (the --stream-window, default 64MiB), SOURCE (origin, the default, or bucket)
 # Prints one JSON line per pass and a Markdown table of the medians.
 set -euo pipefail
 
@@ -22,10 +25,14 @@ reps="${1:-3}"
 [ -x "$datavo" ] || { echo "stream_read.sh: no $datavo (cmake --build $build --target datavo)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "stream_read.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 shards="${SHARDS:-8}" sample_kib="${SAMPLE_KIB:-128}" per_shard="${PER_SHARD:-256}" window="${WINDOW:-64MiB}"
+source_kind="${SOURCE:-origin}"
+case "$source_kind" in origin | bucket) ;; *) echo "stream_read.sh: SOURCE is origin or bucket" >&2; exit 2 ;; esac
 work="$(mktemp -d "${DATAVO_BENCH_DIR:-/var/tmp}/datavo-stream.XXXXXX")"
 server_pid=""
+export DATAVO_EMULATOR_RUN_DIR="$work/emulators"
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  [ "$source_kind" = bucket ] && bash "$root/tests/support/emulators.sh" down >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -46,6 +53,21 @@ export DATAVO_SERVER="http://127.0.0.1:$(cat "$work/port")"
 export DATAVO_SHARD_CACHE_DIR="$work/cache" DATAVO_MANIFEST_CACHE_DIR="$work/manifests"
 # The origin builds each key group's tar on its first ticket: one warm-up pass, so that no measured pass pays it.
 "$datavo" read bench_stream/train --key bin --stream --stream-window "$window" >/dev/null
+if [ "$source_kind" = bucket ]; then
+  . "$root/tests/support/emulators.sh"
+  eval "$(emu_up_print moto)"
+  export AWS_ACCESS_KEY_ID=AKIDBENCH AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
+  export AWS_CONFIG_FILE="$work/no-aws-config" AWS_SHARED_CREDENTIALS_FILE="$work/no-aws-credentials"
+  "$(emu_moto_python)" "$root/tests/support/s3_tool.py" --endpoint "$MOTO_S3_ENDPOINT" mb region
+  vm_config() {  # vm_config FOLDER: a VM's shards.yaml (its folder tier, the region's bucket), on stdout
+    printf 'tiers:\n  - name: local\n    path: %s\n  - name: region\n    type: s3\n    bucket: region\n' "$1"
+    printf '    endpoint_url: %s\n    region: us-east-1\n    upload: sync\n' "$MOTO_S3_ENDPOINT"
+  }
+  vm_config "$work/seed" >"$work/seed.yaml"
+  vm_config "$work/cache" >"$work/vm.yaml"
+  "$datavo" --config "$work/seed.yaml" warm bench_stream/train --key bin >/dev/null
+  export DATAVO_SHARD_CACHE_CONFIG="$work/vm.yaml"
+fi
 
 one_pass() {  # one_pass MODE: a cold pass, one JSON line
   local mode=$1 extra=()
@@ -63,7 +85,8 @@ mode, read_path, time_path, left = sys.argv[1], sys.argv[2], sys.argv[3], int(sy
 r = json.load(open(read_path))
 t = open(time_path).read()
 field = lambda name: int(re.search(re.escape(name) + r"[^:\n]*: (\d+)", t).group(1))
-print(json.dumps({"mode": mode, "samples": r["samples"], "samples_per_second": round(r["samples_per_second"], 1),
+print(json.dumps({"mode": mode, "samples": r["samples"], "tier_hits": [t["hits"] for t in r["tiers"]],
+                  "origin_shards": r["origin"]["shards"], "shard_requests": r["requests"]["shard"], "samples_per_second": round(r["samples_per_second"], 1),
                   "mb_per_second": round(r["mb_per_second"], 1), "left_in_cache_bytes": left,
                   "fs_output_bytes": field("File system outputs") * 512,
                   "max_rss_kib": field("Maximum resident set size"),
@@ -76,12 +99,12 @@ for rep in $(seq "$reps"); do
   for mode in "${order[@]}"; do one_pass "$mode" | tee -a "$work/passes.jsonl"; done
 done
 
-python3 - "$work/passes.jsonl" "$shards" "$per_shard" "$sample_kib" "$window" <<'PY'
+python3 - "$work/passes.jsonl" "$shards" "$per_shard" "$sample_kib" "$window" "$source_kind" <<'PY'
 import json, statistics, sys
-path, shards, per_shard, kib, window = sys.argv[1:6]
+path, shards, per_shard, kib, window, source = sys.argv[1:7]
 rows = [json.loads(l) for l in open(path)]
-print("\n%s shards of %s samples of %s KiB, --stream-window %s, medians of %d passes per mode\n"
-      % (shards, per_shard, kib, window, len(rows) // 2))
+print("\n%s shards of %s samples of %s KiB from the %s, --stream-window %s, medians of %d passes per mode\n"
+      % (shards, per_shard, kib, source, window, len(rows) // 2))
 print("| mode | samples/s | MB/s | left in the cache | written to storage | peak RSS | window peak |")
 print("|---|---|---|---|---|---|---|")
 for mode in ("cached", "streamed"):
