@@ -89,14 +89,48 @@ print(json.dumps({"mode": mode, "samples": r["samples"], "tier_hits": [t["hits"]
                   "origin_shards": r["origin"]["shards"], "shard_requests": r["requests"]["shard"], "samples_per_second": round(r["samples_per_second"], 1),
                   "mb_per_second": round(r["mb_per_second"], 1), "left_in_cache_bytes": left,
                   "fs_output_bytes": field("File system outputs") * 512,
-                  "max_rss_kib": field("Maximum resident set size"),
+                  "max_rss_kib": field("Maximum resident set size"), "seconds": round(r["seconds"], 3),
+                  "cpu_seconds": round(sum(float(re.search(name + r" \(seconds\): ([0-9.]+)", t).group(1))
+                                           for name in ("User time", "System time")), 2),
                   "streamed_shards": r["streamed"]["shards"], "max_window_bytes": r["streamed"]["max_buffered_bytes"]}))
+PY
+}
+
+# The floors of a bucket pass, with boto3, every shard object in turn (one stream at a time, as the streamed mode
+# reads), the bodies read and dropped: "floor-get", one GET per object; "floor-ranged", the requests the tier sends
+# (a HEAD, then a GET of the first part_size of 16 MiB and one of the rest), which moto serves at about half the
+# speed of one GET (it reads the whole object for each ranged GET).
+floor_pass() {
+  "$(emu_moto_python)" - "$MOTO_S3_ENDPOINT" $((shards * per_shard)) "$1" <<'PY'
+import json, sys, time
+import boto3
+endpoint, samples, pattern = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket="region")["Contents"] if o["Key"].endswith(".tar")]
+started, size = time.monotonic(), 0
+for key in keys:
+    ranges = [None]
+    if pattern == "floor-ranged":
+        length, part = s3.head_object(Bucket="region", Key=key)["ContentLength"], 16 << 20
+        ranges = ["bytes=%d-%d" % (start, min(start + part, length) - 1) for start in (0, part) if start < length]
+        ranges[-1] = ranges[-1].rsplit("-", 1)[0] + "-%d" % (length - 1)
+    for byte_range in ranges:
+        extra = {"Range": byte_range} if byte_range else {}
+        body = s3.get_object(Bucket="region", Key=key, **extra)["Body"]
+        while chunk := body.read(1 << 20):
+            size += len(chunk)
+seconds = time.monotonic() - started
+print(json.dumps({"mode": pattern, "samples_per_second": round(samples / seconds, 1),
+                  "object_mb_per_second": round(size / 1e6 / seconds, 1), "objects": len(keys)}))
 PY
 }
 
 for rep in $(seq "$reps"); do
   if [ $((rep % 2)) -eq 1 ]; then order=(cached streamed); else order=(streamed cached); fi
   for mode in "${order[@]}"; do one_pass "$mode" | tee -a "$work/passes.jsonl"; done
+  if [ "$source_kind" = bucket ]; then
+    for floor in floor-get floor-ranged; do floor_pass "$floor" | tee -a "$work/passes.jsonl"; done
+  fi
 done
 
 python3 - "$work/passes.jsonl" "$shards" "$per_shard" "$sample_kib" "$window" "$source_kind" <<'PY'
@@ -104,9 +138,18 @@ import json, statistics, sys
 path, shards, per_shard, kib, window, source = sys.argv[1:7]
 rows = [json.loads(l) for l in open(path)]
 print("\n%s shards of %s samples of %s KiB from the %s, --stream-window %s, medians of %d passes per mode\n"
-      % (shards, per_shard, kib, source, window, len(rows) // 2))
+      % (shards, per_shard, kib, source, window, len([x for x in rows if x["mode"] == "cached"])))
 print("| mode | samples/s | MB/s | left in the cache | written to storage | peak RSS | window peak |")
 print("|---|---|---|---|---|---|---|")
+floors = {"floor-get": "floor: boto3, one GET per object, in turn",
+          "floor-ranged": "floor: boto3, the tier's requests (HEAD, 2 ranged GETs), in turn"}
+for name, label in floors.items():
+    floor = [x for x in rows if x["mode"] == name]
+    if floor:
+        print("| %s | %.0f (%s) | %.0f (of the objects) | - | - | - | - |" % (
+            label, statistics.median(x["samples_per_second"] for x in floor),
+            ", ".join("%.0f" % x["samples_per_second"] for x in floor),
+            statistics.median(x["object_mb_per_second"] for x in floor)))
 for mode in ("cached", "streamed"):
     r = [x for x in rows if x["mode"] == mode]
     med = lambda k: statistics.median(x[k] for x in r)
