@@ -157,6 +157,15 @@ class ShardCacheHierarchy {
   // Looks the key up without fetching: the same walk and promotion, but a miss is std::nullopt.
   Result<std::optional<FetchResult>> get(const ShardKey& key);
 
+  // A streamed read (SampleStream's ReadMode::streamed): copies the entry for `key` in tier `tier_index` into `sink`
+  // without promoting it anywhere, and returns what the tier recorded about its bytes (Tier::read_into); checking
+  // them is the sink's and the caller's. A hit counts in the tier's hits and bytes_served, a miss (nullopt) in its
+  // misses. A failure is returned, after the tier is dealt with as a lookup would: an integrity Error (the sink found
+  // bytes that do not match) deletes the object from a writable tier (drop_corrupt: its `quarantined`); any other
+  // failure but a cancellation degrades the tier (its `errors`, its breaker, a WARNING while the breaker is closed).
+  // A tier whose breaker is open is not asked: a remote Error that says so. REQUIRES: tier_index < tiers().size().
+  Result<std::optional<Expectation>> read_from(std::size_t tier_index, const ShardKey& key, ByteSink& sink);
+
   struct Location {
     std::size_t tier_index = 0;
     std::string tier_name;

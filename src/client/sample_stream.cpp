@@ -310,7 +310,7 @@ Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const Shard
 
 std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t position, const ShardKey& key,
                                                                 std::size_t tier_index) {
-  const std::shared_ptr<Tier> tier = cache->tiers()[tier_index];
+  const Tier& tier = *cache->tiers()[tier_index];
   // The object's bytes are checked against the origin's chunk digests, the only list bound to the content hash
   // until cloud tiers keep one beside their objects (docs/protocol.md, "Where a cloud tier's chunk list lives").
   auto ticket = client->request_ticket(manifest, position, keys);
@@ -323,7 +323,7 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
     why = "the origin's ticket carries no chunk digests";
   }
   if (!why.empty()) {
-    LOG_WARNING("shard " << shard_name(position, key) << ": tier '" << tier->name()
+    LOG_WARNING("shard " << shard_name(position, key) << ": tier '" << tier.name()
                          << "' holds it, but without chunk digests to check its bytes by (" << why
                          << ") it cannot be streamed: reading it in the cached mode, through a local copy");
     return std::nullopt;
@@ -335,26 +335,21 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
     stats.tiers[tier_index].served_bytes += ticket->size;
     ++stats.streamed_shards;
   }
-  tier->counters().hits.fetch_add(1, std::memory_order_relaxed);
-  // The tier's bytes first; should its read fail (a chunk that does not match, the object gone, the tier down),
-  // the origin's download goes on from the last verified chunk.
-  auto source = [this, position, key, tier, ticket = std::move(*ticket),
+  // The tier's bytes first; should its read fail (a chunk that does not match, the object gone, the tier down: the
+  // hierarchy deals with the tier and says so), the origin's download goes on from the last verified chunk.
+  auto source = [this, position, key, tier_index, ticket = std::move(*ticket),
                  from_tier = true](const OriginClient::TicketSink& sink_for) mutable -> Result<Expectation> {
     if (from_tier) {
       auto sink = sink_for(ticket);
       if (!sink) return std::move(sink).error();
-      net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size,
-                                        "content hash " + key.hash.hex() + " in tier '" + tier->name() + "'");
-      auto read = tier->read_into(key, verifying);
-      if (read && *read) {
-        tier->counters().bytes_served.fetch_add(ticket.size.count(), std::memory_order_relaxed);
-        return Expectation{ticket.size, ticket.sha256};
-      }
+      net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash " + key.hash.hex());
+      auto read = cache->read_from(tier_index, key, verifying);
+      if (read && *read) return Expectation{ticket.size, ticket.sha256};
       if (!read && read.error().code == ErrorCode::cancelled) return std::move(read).error();
-      tier->counters().errors.fetch_add(1, std::memory_order_relaxed);
-      LOG_WARNING("streamed read of shard " << shard_name(position, key) << " from tier '" << tier->name() << "': "
-                                            << (read ? std::string("the object is gone") : read.error().message)
-                                            << "; going on with the origin's download from the last verified chunk");
+      LOG_INFO("streamed read of shard " << shard_name(position, key) << " from tier '"
+                                         << cache->tiers()[tier_index]->name()
+                                         << "': " << (read ? std::string("the object is gone") : read.error().message)
+                                         << "; going on with the origin's download from the last verified chunk");
       from_tier = false;
     }
     return client->fetch_shard(manifest, position, keys, sink_for);

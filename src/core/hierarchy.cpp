@@ -398,6 +398,34 @@ Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate
   return std::optional<Location>{};
 }
 
+Result<std::optional<Expectation>> ShardCacheHierarchy::read_from(std::size_t tier_index, const ShardKey& key,
+                                                                  ByteSink& sink) {
+  Tier& tier = *tiers_.at(tier_index);
+  core::Breaker& breaker = impl_->breaker(tier);
+  if (!breaker.allows()) {
+    return Error{ErrorCode::remote, describe(tier) + " is being skipped after failures: " + breaker.last_failure()};
+  }
+  Walk walk(tiers_, key, *impl_);
+  auto read = tier.read_into(key, sink);
+  if (!read) {
+    if (read.error().code == ErrorCode::integrity) {
+      walk.drop_corrupt(tier, read.error());
+    } else {
+      walk.degrade(tier, "streamed read", read.error());
+    }
+    return read;
+  }
+  breaker.succeeded();
+  if (*read) {
+    tier.counters().hits.fetch_add(1, std::memory_order_relaxed);
+    tier.counters().bytes_served.fetch_add(sink.written().count(), std::memory_order_relaxed);
+  } else {
+    tier.counters().misses.fetch_add(1, std::memory_order_relaxed);
+  }
+  maybe_flush_stats();
+  return read;
+}
+
 Result<std::optional<FetchResult>> ShardCacheHierarchy::get(const ShardKey& key) {
   Walk walk(tiers_, key, *impl_);
   auto found = walk.finish(walk.find(CountMisses::yes));

@@ -234,7 +234,7 @@ class RemoteHitSource final : public Source {
   }
   Result<std::optional<FetchResult>> failed(Error error) override {
     if (error.code == ErrorCode::integrity) {
-      drop_corrupt(error);
+      walk_.drop_corrupt(remote_, error);
     } else {
       walk_.degrade(remote_, "download", error);
     }
@@ -257,21 +257,6 @@ class RemoteHitSource final : public Source {
   std::string no_landing_zone() const {
     return "remote hit for " + walk_.key().hash.hex() + " on " + describe(remote_) + " has no local landing zone: ";
   }
-  // A remote object whose bytes do not match its metadata: never installed, and removed from its tier so that the
-  // next read (of any VM) fetches good bytes.
-  void drop_corrupt(const Error& why) {
-    remote_.counters().errors.fetch_add(1, std::memory_order_relaxed);
-    remote_.counters().quarantined.fetch_add(1, std::memory_order_relaxed);
-    if (remote_.read_only()) {
-      LOG_WARNING(describe(remote_) << ": " << why.message << "; the tier is read-only, so the object stays");
-      return;
-    }
-    auto removed = remote_.remove(walk_.key());
-    LOG_WARNING(describe(remote_) << ": " << why.message << "; "
-                                  << (removed ? "deleted the object" : "cannot delete it: " + removed.error().message)
-                                  << ", reading from the next tier");
-  }
-
   Walk& walk_;
   Tier& remote_;
   const CountMisses count_misses_;
@@ -285,6 +270,20 @@ Walk::Walk(const std::vector<std::shared_ptr<Tier>>& tiers, const ShardKey& key,
     : tiers_(tiers), key_(key), impl_(impl), expected_(expected) {}
 
 Walk::~Walk() { settle(nullptr); }
+
+// So that the next read (of any VM) fetches good bytes.
+void Walk::drop_corrupt(Tier& remote, const Error& why) {
+  remote.counters().errors.fetch_add(1, std::memory_order_relaxed);
+  remote.counters().quarantined.fetch_add(1, std::memory_order_relaxed);
+  if (remote.read_only()) {
+    LOG_WARNING(describe(remote) << ": " << why.message << "; the tier is read-only, so the object stays");
+    return;
+  }
+  auto removed = remote.remove(key_);
+  LOG_WARNING(describe(remote) << ": " << why.message << "; "
+                               << (removed ? "deleted the object" : "cannot delete it: " + removed.error().message)
+                               << ", reading from the next tier");
+}
 
 void Walk::degrade(Tier& tier, std::string_view what, const Error& error, Report report) {
   // A cancellation (SIGINT, a stopped caller) stops requests to every tier at once and says nothing about this one:

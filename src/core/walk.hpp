@@ -87,6 +87,9 @@ class Walk {
 
   // The one way a tier is degraded (see the top): "<tier>: <what> failed, skipping it: <why>".
   void degrade(Tier& tier, std::string_view what, const Error& error, Report report = Report::now);
+  // A remote object whose bytes do not match what they were checked against (`why`, an integrity Error): counted in
+  // the tier's `errors` and `quarantined`, and deleted from a writable tier, with a WARNING.
+  void drop_corrupt(Tier& remote, const Error& why);
   // The Error of a shard that no landing tier could stage: "<prefix>no folder tier could stage shard <hash>: <each
   // held cause>", with the last cause's code and errno (`code` instead, when given). The causes it names are not
   // logged when finish() sees this Error returned.

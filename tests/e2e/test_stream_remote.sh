@@ -7,9 +7,14 @@
 #   2. a fresh VM's streamed read yields the same samples, counts a hit of the bucket per shard, makes tickets but
 #      no shard request to the origin, and writes no .tar and no staging file;
 #   3. an object in the bucket with a flipped byte in chunk 3: the read stops taking the bucket's bytes at chunk 3,
-#      says so, and goes on with the origin's download from the last verified chunk (one ranged shard request, fewer
-#      bytes than the shard); the samples are still the reference's and nothing is written;
-#   4. (the object mended) an origin whose tickets carry no chunk digests (an old server): the bucket's bytes cannot be checked chunk by
+#      deletes the object (as a cached read does with a corrupt object) saying so, and goes on with the origin's
+#      download from the last verified chunk (one ranged shard request, fewer bytes than the shard); the samples are
+#      still the reference's and nothing is written;
+#   4. a bucket that resets every GET mid-body (tests/support/cloud_proxy.py): after the transport's bounded
+#      attempts the read from the bucket fails, the tier is degraded (a WARNING; after 3 failures its breaker opens
+#      and it is asked no more), and the origin's download goes on from the last verified chunk; the samples are the
+#      reference's and nothing is written;
+#   5. (the object mended) an origin whose tickets carry no chunk digests (an old server): the bucket's bytes cannot be checked chunk by
 #      chunk, so the shards are read in the cached mode (promoted into the folder tier), with a WARNING that says why.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
@@ -103,9 +108,11 @@ PY
 read_stream
 expect_eq "flipped byte in the bucket: exits 0, still the reference's samples and checksum" "0 $SAMPLES $REF_SUM" \
   "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
-expect_match "flipped byte in the bucket: the WARNING names chunk 3 and the tier, then the origin takes over" \
-  "WARNING: streamed read of shard .* from tier 'region': .*chunk 3 \\(byte offset $((3 * CHUNK)).*going on with the origin's download from the last verified chunk" \
+expect_match "flipped byte in the bucket: the WARNING names the tier and chunk 3, and the object is deleted" \
+  "WARNING: tier 'region' \\(s3\\): .*chunk 3 \\(byte offset $((3 * CHUNK)).*; deleted the object, reading from the next tier" \
   "$ERR"
+expect_eq "flipped byte in the bucket: the object is gone from the bucket (as a cached read would delete it)" 3 \
+  "$(s3tool "$MOTO_S3_ENDPOINT" head region "$bad" >/dev/null 2>&1; echo $?)"
 expect_eq "flipped byte in the bucket: one shard request to the origin" 1 "$(($(origin_requests shard) - shards0))"
 bytes1=$(python3 - "$ORIGIN_URL" <<'PY'
 import re, sys, urllib.request
@@ -118,10 +125,31 @@ expect_eq "flipped byte in the bucket: the origin sent the shard from chunk 3 on
   $((bad_size - 3 * CHUNK)) $((bytes1 - bytes0))
 expect_eq "flipped byte in the bucket: no .tar and no staging file in the folder tier" "" "$(written_files vm3)"
 
-# --- 4. an old server (tickets without chunk digests): the cached mode, saying why --------------------------------------
-
 # shellcheck disable=SC2086
 s3tool "$MOTO_S3_ENDPOINT" put region "$bad" "$E2E_TMP/good.tar" $meta || die "put $bad" "s3_tool.py put failed"
+
+# --- 4. a bucket that resets every GET mid-body: the origin takes over --------------------------------------------------
+
+start_proxy MOTO "$MOTO_S3_ENDPOINT"
+write_config "$E2E_TMP/vm5.yaml" < <(printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/vm5" \
+  "$(s3_tier_yaml region region "$MOTO_URL")")
+proxy_mode "$MOTO_URL" "reset op=GetObject"
+shards0=$(origin_requests shard)
+started=$(date +%s)
+read_stream
+expect_eq "bucket resets every GET: exits 0, still the reference's samples and checksum" "0 $SAMPLES $REF_SUM" \
+  "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
+[ "$RC" -eq 0 ] || echo "# stderr: $(grep -v WARNING <<<"$ERR" | tail -c 1500)"
+expect_eq "bucket resets every GET: the tier degraded 3 times, then its breaker opened (the 4th shard asked it nothing)" \
+  "3 1" "$(grep -c "WARNING: tier 'region' (s3): streamed read failed, skipping it: " <<<"$ERR") $(grep -c "WARNING: tier 'region' (s3).*failed 3 times in a row" <<<"$ERR")"
+expect_eq "bucket resets every GET: the bucket's GETs were reset, each shard came from the origin" \
+  "true $SHARDS" "$(proxy_json "$MOTO_URL" "j['faults'] > 0") $(($(origin_requests shard) - shards0))"
+expect_eq "bucket resets every GET: no .tar and no staging file in the folder tier" "" "$(written_files vm5)"
+echo "# a streamed read through a bucket that resets every GET: $(($(date +%s) - started)) s"
+proxy_mode "$MOTO_URL" ok
+
+# --- 5. an old server (tickets without chunk digests): the cached mode, saying why --------------------------------------
+
 set_mode "ok ticket=strip"
 vm vm4
 DATAVO_SERVER=$PROXY_URL read_stream

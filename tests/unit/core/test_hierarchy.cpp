@@ -754,9 +754,10 @@ TEST(HierarchyLeaseDeathTest, ACancellationEndsTheWaitForAnotherVmsUploadAtOnce)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Backfill (issue 16): a writable remote tier that misses a locally cached shard is given it by backfill(), never
-// by a read.
+// read_from (streamed reads, issue 19): one tier's entry into a sink, promoted nowhere, the tier dealt with as a
+// lookup deals with it.
 
+// A folder tier, a scripted bucket and a slower folder tier (read_from, and backfill below).
 struct BackfillSetup {
   TempDir dir;
   std::shared_ptr<FolderTier> local = folder(dir, "local");
@@ -764,6 +765,81 @@ struct BackfillSetup {
   std::shared_ptr<FolderTier> slow = folder(dir, "slow");
   std::shared_ptr<ShardCacheHierarchy> h = hierarchy({local, remote, slow});
 };
+
+// A sink whose bytes never match: its first write fails as a ChunkVerifyingSink's does on a bad chunk.
+class MismatchSink final : public ByteSink {
+ public:
+  Result<void> write(const void*, std::size_t) override {
+    return Error{ErrorCode::integrity, "chunk 0 (byte offset 0) does not match its digest"};
+  }
+  Bytes written() const override { return Bytes{0}; }
+  Result<void> restart() override { return {}; }
+};
+
+TEST(HierarchyReadFrom, AHitIsCopiedIntoTheSinkCountedAndPromotedNowhere) {
+  BackfillSetup s;
+  const ShardKey key = make_key(650);
+  seed_tier(s.remote->inner(), s.dir, key, "bucket bytes");
+  StringSink sink;
+  auto read = s.h->read_from(1, key, sink);
+  ASSERT_TRUE(read) << read.error().message;
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->sha256, sha256_of("bucket bytes"));
+  EXPECT_EQ(sink.bytes(), "bucket bytes");
+  EXPECT_EQ(s.remote->counters().hits.load(), 1u);
+  EXPECT_EQ(s.remote->counters().bytes_served.load(), 12u);
+  EXPECT_FALSE(holds(*s.local, key)) << "a streamed read writes no local copy";
+  EXPECT_EQ(s.local->counters().misses.load() + s.local->counters().promotions.load(), 0u)
+      << "only the tier asked is counted";
+}
+
+TEST(HierarchyReadFrom, AMissIsNulloptAndCountedAsTheTiersMiss) {
+  BackfillSetup s;
+  StringSink sink;
+  auto read = s.h->read_from(1, make_key(651), sink);
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_FALSE(read->has_value());
+  EXPECT_EQ(s.remote->counters().misses.load(), 1u);
+  EXPECT_EQ(s.remote->counters().hits.load(), 0u);
+}
+
+TEST(HierarchyReadFrom, BytesTheSinkRefusesAreAnIntegrityErrorAndTheObjectIsDeleted) {
+  BackfillSetup s;
+  const ShardKey key = make_key(652);
+  seed_tier(s.remote->inner(), s.dir, key, "corrupt bytes");
+  MismatchSink sink;
+  auto read = s.h->read_from(1, key, sink);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::integrity);
+  EXPECT_FALSE(holds(s.remote->inner(), key)) << "as a lookup deletes a corrupt object, so that no VM reads it again";
+  EXPECT_EQ(s.remote->counters().quarantined.load(), 1u);
+}
+
+TEST(HierarchyReadFrom, FailuresDegradeTheTierUntilItsBreakerOpensThenItIsNotAsked) {
+  BackfillSetup s;
+  const ShardKey key = make_key(653);
+  seed_tier(s.remote->inner(), s.dir, key, "bucket bytes");
+  s.remote->fail_lookups = true;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    StringSink sink;
+    auto read = s.h->read_from(1, key, sink);
+    ASSERT_FALSE(read) << "attempt " << attempt;
+    EXPECT_EQ(read.error().code, ErrorCode::remote);
+  }
+  EXPECT_EQ(s.remote->counters().errors.load(), 3u);
+  EXPECT_EQ(s.remote->lookups.load(), 3);
+  StringSink sink;
+  auto skipped = s.h->read_from(1, key, sink);
+  ASSERT_FALSE(skipped);
+  EXPECT_NE(skipped.error().message.find("is being skipped after failures"), std::string::npos)
+      << skipped.error().message;
+  EXPECT_EQ(s.remote->lookups.load(), 3) << "a tier whose breaker is open is not asked";
+  EXPECT_TRUE(holds(s.remote->inner(), key)) << "a failed read deletes nothing";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Backfill (issue 16): a writable remote tier that misses a locally cached shard is given it by backfill(), never
+// by a read.
 
 TEST(HierarchyBackfill, ALocalHitAsksNoRemoteTierAndBackfillUploadsTheLocalCopy) {
   BackfillSetup s;
