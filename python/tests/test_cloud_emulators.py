@@ -23,11 +23,12 @@ import uuid
 
 import pytest
 
-from conftest import REPO
+from conftest import DATASET, REPO, SAMPLES, SHARDS
 from datavo_sdk import (
     AzureBlobShardCacheTier,
     GcsShardCacheTier,
     S3ShardCacheTier,
+    SampleStream,
     ShardCacheHierarchy,
     ShardCacheTier,
 )
@@ -131,6 +132,39 @@ def test_s3_tier_against_moto_or_s3rver(emulators, tmp_path, monkeypatch):
     roundtrip(tmp_path, lambda: S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", prefix="sdk-test",
                                                  endpoint_url=endpoint, addressing_style="path", upload="sync",
                                                  single_flight=single_flight))
+
+
+def test_stream_true_reads_a_buckets_shards_from_the_bucket_and_writes_no_local_copy(emulators, env, origin,
+                                                                                     monkeypatch):
+    # Issue 19: a shard that the region's bucket holds (and no folder tier) is streamed from the bucket through the
+    # ticket's chunk digests: a hit of the bucket, no shard request to the origin, nothing written locally.
+    endpoint = emulators("moto", "MOTO_S3_ENDPOINT")["MOTO_S3_ENDPOINT"]
+    bucket = "datavo-sdk-%s" % uuid.uuid4().hex[:12]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    urllib.request.urlopen(urllib.request.Request(endpoint + "/" + bucket, method="PUT"), timeout=10).read()
+
+    def machine(name):
+        return ShardCacheHierarchy([ShardCacheTier(str(env / name), name=name),
+                                    S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region",
+                                                     endpoint_url=endpoint, addressing_style="path", upload="sync")])
+
+    keys = ["audio.wav", "transcript.txt"]
+    reference = {s.id: (bytes(s["audio.wav"]), bytes(s["transcript.txt"]))
+                 for s in SampleStream.from_dataset(DATASET, keys=keys, cache=machine("a"))}
+    assert len(reference) == SAMPLES
+    before = origin.requests()
+    passed = iter(SampleStream.from_dataset(DATASET, keys=keys, cache=machine("b"), stream=True,
+                                            stream_window=8 << 20))
+    streamed = {s.id: (bytes(s["audio.wav"]), bytes(s["transcript.txt"])) for s in passed}
+    assert streamed == reference
+    stats = passed.stats()
+    assert stats["streamed_shards"] == SHARDS and stats["origin_fetches"] == 0
+    assert [(t["tier"], t["hits"]) for t in stats["tiers"]] == [("b", 0), ("region", SHARDS)]
+    assert origin.requests().get("shard", 0) == before.get("shard", 0), "no shard request to the origin"
+    written = [p for p in (env / "b").rglob("*") if p.is_file() and (p.suffix == ".tar" or ".staging" in p.parts)] \
+        if (env / "b").exists() else []
+    assert written == []
 
 
 def test_gcs_tier_against_the_gcs_emulator(emulators, tmp_path, monkeypatch):
