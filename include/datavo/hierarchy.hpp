@@ -162,8 +162,10 @@ class ShardCacheHierarchy {
   // them is the sink's and the caller's. A hit counts in the tier's hits and bytes_served, a miss (nullopt) in its
   // misses. A failure is returned, after the tier is dealt with as a lookup would: an integrity Error (the sink found
   // bytes that do not match) deletes the object from a writable tier (drop_corrupt: its `quarantined`); any other
-  // failure but a cancellation degrades the tier (its `errors`, its breaker, a WARNING while the breaker is closed).
-  // A tier whose breaker is open is not asked: a remote Error that says so. REQUIRES: tier_index < tiers().size().
+  // failure but a cancellation degrades the tier (its `errors`, its breaker, a WARNING while the breaker is closed),
+  // and a success closes its breaker. It does not ask the breaker first: the caller found the tier with
+  // locate(key, LocateMode::read), which does, and which leaves the verdict on a tier that holds the key to this
+  // read. REQUIRES: tier_index < tiers().size().
   Result<std::optional<Expectation>> read_from(std::size_t tier_index, const ShardKey& key, ByteSink& sink);
 
   struct Location {
@@ -171,10 +173,16 @@ class ShardCacheHierarchy {
     std::string tier_name;
     std::optional<Bytes> size;  // known for folder tiers
   };
-  // The fastest tier that holds `key`, without reading, promoting or counting anything: folder tiers are checked
-  // as a hit would check them (the recorded size), remote tiers with one HEAD-like request. nullopt when no tier
-  // holds it; an Error only when no tier could answer and one failed.
-  Result<std::optional<Location>> locate(const ShardKey& key);
+  // How locate() treats a tier that fails:
+  //   inspect: every tier is asked, and nothing is counted; a failure is remembered (see locate()).
+  //   read:    as a read would (a streamed read asks so): a tier whose breaker is open is not asked, and a failure
+  //            degrades the tier (its `errors`, its breaker, a WARNING while the breaker is closed) and counts as
+  //            that tier's miss.
+  enum class LocateMode { inspect, read };
+  // The fastest tier that holds `key`, without reading, promoting or counting a hit or a miss: folder tiers are
+  // checked as a hit would check them (the recorded size), remote tiers with one HEAD-like request. nullopt when no
+  // tier holds it; an Error when none holds it and one failed (LocateMode::inspect), so a miss cannot be told.
+  Result<std::optional<Location>> locate(const ShardKey& key, LocateMode mode = LocateMode::inspect);
 
   // Order hints: places `key` in the LRU order of every writable local tier that holds it, as if it had last been
   // read at `as_if_read_at` (LocalTier::place; SampleStream derives the time from when the shard is next needed,

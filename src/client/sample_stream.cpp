@@ -204,7 +204,7 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
 // tier's is streamed from it, so that no local copy is written.
 Result<LoadedShard> SampleStream::Impl::load_streamed(std::size_t position, const ShardKey& key,
                                                       const std::atomic<bool>& cancelled) {
-  auto where = cache->locate(key);
+  auto where = cache->locate(key, ShardCacheHierarchy::LocateMode::read);
   if (where && !*where) return stream(position, key);
   if (where && cache->tiers()[(*where)->tier_index]->as_local() == nullptr) {
     if (auto streamed = stream_from_tier(position, key, (*where)->tier_index)) return std::move(*streamed);

@@ -374,25 +374,38 @@ std::optional<Bytes> ShardCacheHierarchy::landing_capacity() const {
   return local->free_space();
 }
 
-Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate(const ShardKey& key) {
+Result<std::optional<ShardCacheHierarchy::Location>> ShardCacheHierarchy::locate(const ShardKey& key, LocateMode mode) {
   std::optional<Error> first_error;
+  Walk walk(tiers_, key, *impl_);
+  auto failed = [&](Tier& tier, const Error& error) {
+    if (mode == LocateMode::read) {
+      walk.degrade(tier, "lookup", error);
+    } else if (!first_error) {
+      first_error = error;
+    }
+  };
   for (std::size_t i = 0; i < tiers_.size(); ++i) {
     Tier& tier = *tiers_[i];
+    if (mode == LocateMode::read && !impl_->breaker(tier).allows()) continue;
     if (LocalTier* local = tier.as_local()) {
       auto handle = local->peek(key);
       if (!handle) {
-        if (!first_error) first_error = handle.error();
+        failed(tier, handle.error());
         continue;
       }
+      if (mode == LocateMode::read) impl_->breaker(tier).succeeded();
       if (*handle) return std::optional<Location>{Location{i, tier.name(), (*handle)->size()}};
       continue;
     }
     auto held = tier.contains(key);
     if (!held) {
-      if (!first_error) first_error = held.error();
+      failed(tier, held.error());
       continue;
     }
+    // A HEAD that finds the object says nothing of whether it can be read: the read that follows (read_from) gives
+    // the breaker its verdict. Otherwise a bucket whose HEADs work and GETs fail would never be skipped.
     if (*held) return std::optional<Location>{Location{i, tier.name(), std::nullopt}};
+    if (mode == LocateMode::read) impl_->breaker(tier).succeeded();
   }
   if (first_error) return std::move(*first_error);
   return std::optional<Location>{};
@@ -402,9 +415,6 @@ Result<std::optional<Expectation>> ShardCacheHierarchy::read_from(std::size_t ti
                                                                   ByteSink& sink) {
   Tier& tier = *tiers_.at(tier_index);
   core::Breaker& breaker = impl_->breaker(tier);
-  if (!breaker.allows()) {
-    return Error{ErrorCode::remote, describe(tier) + " is being skipped after failures: " + breaker.last_failure()};
-  }
   Walk walk(tiers_, key, *impl_);
   auto read = tier.read_into(key, sink);
   if (!read) {

@@ -14,6 +14,7 @@
 #      attempts the read from the bucket fails, the tier is degraded (a WARNING; after 3 failures its breaker opens
 #      and it is asked no more), and the origin's download goes on from the last verified chunk; the samples are the
 #      reference's and nothing is written;
+#      and with the bucket down (every request dropped), its lookups fail 3 times and then it is not asked;
 #   5. (the object mended) an origin whose tickets carry no chunk digests (an old server): the bucket's bytes cannot be checked chunk by
 #      chunk, so the shards are read in the cached mode (promoted into the folder tier), with a WARNING that says why.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
@@ -146,6 +147,18 @@ expect_eq "bucket resets every GET: the bucket's GETs were reset, each shard cam
   "true $SHARDS" "$(proxy_json "$MOTO_URL" "j['faults'] > 0") $(($(origin_requests shard) - shards0))"
 expect_eq "bucket resets every GET: no .tar and no staging file in the folder tier" "" "$(written_files vm5)"
 echo "# a streamed read through a bucket that resets every GET: $(($(date +%s) - started)) s"
+
+# 4b. the bucket down (every request dropped): its lookups fail 3 times, then its breaker opens and it is not asked
+rm -rf "$E2E_TMP/vm5"
+proxy_mode "$MOTO_URL" drop
+proxy_reset "$MOTO_URL"
+shards0=$(origin_requests shard)
+read_stream
+expect_eq "bucket down: exits 0, still the reference's samples and checksum" "0 $SAMPLES $REF_SUM" \
+  "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
+expect_eq "bucket down: 3 lookups degrade the tier, then its breaker opens; every shard streamed from the origin" \
+  "3 1 $SHARDS $SHARDS" "$(grep -c "WARNING: tier 'region' (s3): lookup failed, skipping it: " <<<"$ERR") $(grep -c "WARNING: tier 'region' (s3).*failed 3 times in a row" <<<"$ERR") $(report 'j["streamed"]["shards"]') $(($(origin_requests shard) - shards0))"
+expect_eq "bucket down: no .tar and no staging file in the folder tier" "" "$(written_files vm5)"
 proxy_mode "$MOTO_URL" ok
 
 # --- 5. an old server (tickets without chunk digests): the cached mode, saying why --------------------------------------

@@ -815,25 +815,53 @@ TEST(HierarchyReadFrom, BytesTheSinkRefusesAreAnIntegrityErrorAndTheObjectIsDele
   EXPECT_EQ(s.remote->counters().quarantined.load(), 1u);
 }
 
-TEST(HierarchyReadFrom, FailuresDegradeTheTierUntilItsBreakerOpensThenItIsNotAsked) {
+TEST(HierarchyLocate, InspectAsksATierThatFailsAndSaysSoReadDegradesItUntilItsBreakerOpens) {
+  BackfillSetup s;
+  const ShardKey key = make_key(654);
+  seed_tier(s.remote->inner(), s.dir, key, "bucket bytes");
+  auto found = s.h->locate(key);
+  ASSERT_TRUE(found && *found) << "the bucket holds it";
+  EXPECT_EQ((*found)->tier_name, "bucket");
+  s.remote->fail_lookups = true;
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    auto inspected = s.h->locate(key);
+    ASSERT_FALSE(inspected) << "inspect: a miss cannot be told from a failure";
+  }
+  EXPECT_EQ(s.remote->counters().errors.load(), 0u) << "inspect counts nothing";
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto read = s.h->locate(key, ShardCacheHierarchy::LocateMode::read);
+    ASSERT_TRUE(read) << read.error().message;
+    EXPECT_FALSE(read->has_value()) << "read: the failing tier is a miss";
+  }
+  EXPECT_EQ(s.remote->counters().errors.load(), 3u);
+  s.remote->fail_lookups = false;  // back, but its breaker is open: a read-mode lookup does not ask it yet
+  auto skipped = s.h->locate(key, ShardCacheHierarchy::LocateMode::read);
+  ASSERT_TRUE(skipped) << skipped.error().message;
+  EXPECT_FALSE(skipped->has_value());
+  auto inspected = s.h->locate(key);
+  ASSERT_TRUE(inspected && *inspected) << "inspect asks every tier";
+}
+
+TEST(HierarchyReadFrom, FailuresOfReadsWhoseLookupsWorkOpenTheBreakerAndReadModeLookupsThenSkipTheTier) {
+  // A bucket whose HEADs work and whose GETs fail: the HEAD that finds the object is no verdict, the reads are.
   BackfillSetup s;
   const ShardKey key = make_key(653);
   seed_tier(s.remote->inner(), s.dir, key, "bucket bytes");
-  s.remote->fail_lookups = true;
   for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto found = s.h->locate(key, ShardCacheHierarchy::LocateMode::read);
+    ASSERT_TRUE(found && *found) << "attempt " << attempt;
+    ASSERT_EQ((*found)->tier_index, 1u);
+    s.remote->fail_lookups = true;  // read_into fails; contains() is asked before this
     StringSink sink;
     auto read = s.h->read_from(1, key, sink);
+    s.remote->fail_lookups = false;
     ASSERT_FALSE(read) << "attempt " << attempt;
     EXPECT_EQ(read.error().code, ErrorCode::remote);
   }
   EXPECT_EQ(s.remote->counters().errors.load(), 3u);
-  EXPECT_EQ(s.remote->lookups.load(), 3);
-  StringSink sink;
-  auto skipped = s.h->read_from(1, key, sink);
-  ASSERT_FALSE(skipped);
-  EXPECT_NE(skipped.error().message.find("is being skipped after failures"), std::string::npos)
-      << skipped.error().message;
-  EXPECT_EQ(s.remote->lookups.load(), 3) << "a tier whose breaker is open is not asked";
+  auto skipped = s.h->locate(key, ShardCacheHierarchy::LocateMode::read);
+  ASSERT_TRUE(skipped) << skipped.error().message;
+  EXPECT_FALSE(skipped->has_value()) << "its breaker is open: a read-mode lookup does not ask it";
   EXPECT_TRUE(holds(s.remote->inner(), key)) << "a failed read deletes nothing";
 }
 
