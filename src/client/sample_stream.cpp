@@ -330,13 +330,11 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
   }
   {
     std::lock_guard lock(stats_mu);
-    for (std::size_t i = 0; i < tier_index; ++i) ++stats.tiers[i].misses;
-    ++stats.tiers[tier_index].hits;
-    stats.tiers[tier_index].served_bytes += ticket->size;
     ++stats.streamed_shards;
   }
   // The tier's bytes first; should its read fail (a chunk that does not match, the object gone, the tier down: the
-  // hierarchy deals with the tier and says so), the origin's download goes on from the last verified chunk.
+  // hierarchy deals with the tier and says so), the origin's download goes on from the last verified chunk. The
+  // stream's figures count the source that served the shard: the tier's hit, or a miss of every tier.
   auto source = [this, position, key, tier_index, ticket = std::move(*ticket),
                  from_tier = true](const OriginClient::TicketSink& sink_for) mutable -> Result<Expectation> {
     if (from_tier) {
@@ -344,13 +342,21 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
       if (!sink) return std::move(sink).error();
       net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash " + key.hash.hex());
       auto read = cache->read_from(tier_index, key, verifying);
-      if (read && *read) return Expectation{ticket.size, ticket.sha256};
+      if (read && *read) {
+        std::lock_guard lock(stats_mu);
+        for (std::size_t i = 0; i < tier_index; ++i) ++stats.tiers[i].misses;
+        ++stats.tiers[tier_index].hits;
+        stats.tiers[tier_index].served_bytes += ticket.size;
+        return Expectation{ticket.size, ticket.sha256};
+      }
       if (!read && read.error().code == ErrorCode::cancelled) return std::move(read).error();
       LOG_INFO("streamed read of shard " << shard_name(position, key) << " from tier '"
                                          << cache->tiers()[tier_index]->name()
                                          << "': " << (read ? std::string("the object is gone") : read.error().message)
                                          << "; going on with the origin's download from the last verified chunk");
       from_tier = false;
+      std::lock_guard lock(stats_mu);
+      for (auto& tier_stats : stats.tiers) ++tier_stats.misses;
     }
     return client->fetch_shard(manifest, position, keys, sink_for);
   };
