@@ -187,6 +187,14 @@ struct SampleStream::Impl {
   std::string shard_name(std::size_t position, const ShardKey& key) const {
     return std::to_string(manifest.shards[position].index) + " (" + key.hash.hex() + ".tar)";
   }
+  // A shard read from its mapping, or from a window (ReadMode::streamed: its size is not known up front).
+  LoadedShard mapped(std::size_t position, const ShardKey& key, std::shared_ptr<const ShardMapping> mapping) const {
+    const Bytes size{mapping->bytes().size()};
+    return LoadedShard{position, key, shard_name(position, key), size, std::move(mapping), nullptr, nullptr};
+  }
+  LoadedShard windowed(std::size_t position, const ShardKey& key, std::shared_ptr<client::StreamedShard> shard) const {
+    return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
+  }
 };
 
 Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::atomic<bool>& cancelled) {
@@ -196,8 +204,7 @@ Result<LoadedShard> SampleStream::Impl::load(std::size_t ordinal, const std::ato
   if (read_while_fetching == ReadWhileFetching::on) return load_growing(position, key, cancelled);
   auto mapping = fetch_and_map(position, key, cancelled, nullptr);
   if (!mapping) return std::move(mapping).error();
-  const Bytes size{(*mapping)->bytes().size()};
-  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
+  return mapped(position, key, std::move(*mapping));
 }
 
 // Streamed: the hierarchy is asked without fetching. A local tier's hit is read as in the cached mode; a remote
@@ -215,8 +222,7 @@ Result<LoadedShard> SampleStream::Impl::load_streamed(std::size_t position, cons
   auto looked_up = lookup ? Result<FetchResult>(std::move(**lookup)) : Result<FetchResult>(std::move(lookup).error());
   auto mapping = fetch_and_map(position, key, cancelled, nullptr, std::move(looked_up));
   if (!mapping) return std::move(mapping).error();
-  const Bytes size{(*mapping)->bytes().size()};
-  return LoadedShard{position, key, shard_name(position, key), size, std::move(*mapping), nullptr, nullptr};
+  return mapped(position, key, std::move(*mapping));
 }
 
 Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(
@@ -286,9 +292,8 @@ Result<LoadedShard> SampleStream::Impl::load_growing(std::size_t position, const
     if (!seen) continue;
     if (!*seen) return std::move(*seen).error();
     const client::GrowingView& view = **seen;
+    if (view.complete) return mapped(position, key, view.mapping);
     const Bytes size{view.mapping->bytes().size()};
-    if (view.complete)
-      return LoadedShard{position, key, shard_name(position, key), size, view.mapping, nullptr, nullptr};
     return LoadedShard{position, key, shard_name(position, key), size, nullptr, std::move(job), nullptr};
   }
 }
@@ -305,7 +310,7 @@ Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const Shard
   };
   auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
                                                        cancel_requested, stream_counters);
-  return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
+  return windowed(position, key, std::move(shard));
 }
 
 std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t position, const ShardKey& key,
@@ -362,7 +367,7 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
   };
   auto shard = std::make_shared<client::StreamedShard>(source, shard_name(position, key), stream_window,
                                                        cancel_requested, stream_counters);
-  return LoadedShard{position, key, shard_name(position, key), Bytes{0}, nullptr, nullptr, std::move(shard)};
+  return windowed(position, key, std::move(shard));
 }
 
 void SampleStream::Impl::record(const ShardKey& key, const FetchResult& result) {

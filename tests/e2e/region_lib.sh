@@ -1,5 +1,6 @@
 # The region simulation's setting, shared by tests/e2e/test_s3_region.sh and bench/s3/region_figures.sh (sourced
-# after lib.sh and s3_lib.sh): moto behind tests/support/cloud_proxy.py (MOTO_URL), the dataset $DS of SHARDS_WANTED
+# after lib.sh and s3_lib.sh, which has origin_bytes): moto behind tests/support/cloud_proxy.py (MOTO_URL), the
+# dataset $DS of SHARDS_WANTED
 # shards (the first of 6 MiB, multipart with part_size 5 MiB; the others of SHARD_BYTES) served by `datavo serve`
 # (ORIGIN_URL), and:
 #   vm_config NAME BUCKET [FIELD...]   $E2E_TMP/vms/NAME.yaml: a folder tier of its own, the bucket through the proxy
@@ -7,7 +8,6 @@
 #                                      $E2E_TMP/vms/NAME-<i>.json; REGION_FAILED counts those that did not exit 0;
 #                                      with REGION_SHARE_WAIT=S set, VM i warms with --share i-1/COUNT --share-wait S
 #   sum_of NAME COUNT EXPR             the sum of EXPR over those JSON reports
-#   origin_bytes                       the origin's shard bytes served so far (/v1/metrics)
 #   entries_in BUCKET                  the entries (.tar objects) in BUCKET
 # Sets SHARDS (from the pack).
 s3_up moto
@@ -37,14 +37,6 @@ vm_config() {
   shift 2
   printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/vms/$name" \
     "$(s3_tier_yaml region "$bucket" "$MOTO_URL" 'part_size: 5MiB' "$@")" >"$E2E_TMP/vms/$name.yaml"
-}
-origin_bytes() {
-  python3 - "$ORIGIN_URL" <<'PY'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
-m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
-print(int(float(m.group(1))) if m else 0)
-PY
 }
 
 # region_start NAME BUCKET COUNT [FIELD...]: starts COUNT VMs (REGION_PIDS) that wait for region_go to begin their

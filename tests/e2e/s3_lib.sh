@@ -108,6 +108,16 @@ print(total)
 PY
 }
 
+# origin_bytes: the origin's shard bytes served so far (datavo_response_bytes_total of /v1/metrics).
+origin_bytes() {
+  python3 - "$ORIGIN_URL" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
+m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
+print(int(float(m.group(1))) if m else 0)
+PY
+}
+
 # s3_tier_yaml NAME BUCKET ENDPOINT [FIELD: VALUE ...]
 s3_tier_yaml() {
   local name=$1 bucket=$2 endpoint=$3 field

@@ -99,13 +99,7 @@ bad_size=$(file_size "$E2E_TMP/bad.tar")
 
 vm vm3
 shards0=$(origin_requests shard)
-bytes0=$(python3 - "$ORIGIN_URL" <<'PY'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
-m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
-print(int(float(m.group(1))) if m else 0)
-PY
-)
+bytes0=$(origin_bytes)
 read_stream
 expect_eq "flipped byte in the bucket: exits 0, still the reference's samples and checksum" "0 $SAMPLES $REF_SUM" \
   "$RC $(report '"%d %s" % (j["samples"], j["samples_sha256"])')"
@@ -116,13 +110,7 @@ expect_eq "flipped byte in the bucket: the object is gone from the bucket (as a 
   "$(s3tool "$MOTO_S3_ENDPOINT" head region "$bad" >/dev/null 2>&1; echo $?)"
 expect_eq "flipped byte in the bucket: one shard request to the origin, the other shards hits of the bucket" \
   "1 $((SHARDS - 1))" "$(($(origin_requests shard) - shards0)) $(region_hits)"
-bytes1=$(python3 - "$ORIGIN_URL" <<'PY'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
-m = re.search(r'datavo_response_bytes_total\{route="shard"\}\s+([0-9.eE+]+)', text)
-print(int(float(m.group(1))) if m else 0)
-PY
-)
+bytes1=$(origin_bytes)
 expect_eq "flipped byte in the bucket: the origin sent the shard from chunk 3 on (a ranged GET)" \
   $((bad_size - 3 * CHUNK)) $((bytes1 - bytes0))
 expect_eq "flipped byte in the bucket: no .tar and no staging file in the folder tier" "" "$(written_files vm3)"
