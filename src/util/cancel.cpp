@@ -84,8 +84,8 @@ void note_retry() {
   if (stop_token != nullptr) stop_token->retried_.store(true, std::memory_order_release);
 }
 
-StopScope::StopScope(StopToken& token) { stop_token = &token; }
-StopScope::~StopScope() { stop_token = nullptr; }
+StopScope::StopScope(StopToken& token) : enclosing_(stop_token) { stop_token = &token; }
+StopScope::~StopScope() { stop_token = enclosing_; }
 
 Error stopped_error(std::string_view what) {
   if (cancel_requested() || !locally_stopped()) return cancelled_error(what);
@@ -107,9 +107,8 @@ std::optional<std::chrono::steady_clock::time_point> cleanup_deadline() {
 }
 
 bool must_stop() {
-  if (locally_stopped()) return true;
+  if (!in_cleanup_scope()) return locally_stopped() || cancel_requested();
   if (!cancel_requested()) return false;
-  if (!in_cleanup_scope()) return true;
   return std::chrono::steady_clock::now() >= *cleanup_deadline();
 }
 

@@ -54,15 +54,17 @@ bool in_cleanup_scope();
 // When the cleanups must have ended: the instant of the cancellation request plus k_cleanup_budget; nullopt when
 // none was requested.
 std::optional<std::chrono::steady_clock::time_point> cleanup_deadline();
-// Whether the calling thread must stop now: its StopScope's token was stopped, or a cancellation was requested and
-// the thread is outside a CleanupScope, or inside one past cleanup_deadline().
+// Whether the calling thread must stop now: outside a CleanupScope, when its StopScope's token was stopped or a
+// cancellation was requested; inside one, once a cancellation was requested and cleanup_deadline() has passed (a
+// stopped token alone does not stop a cleanup: what it undoes, a lease or an unfinished upload, must be undone).
 bool must_stop();
 
 // --- Stopping one piece of work -------------------------------------------------------------------------------
-// What one thread does for a caller that may stop needing it (a hedged read's losing request, tier/cloud/hedge.hpp)
-// runs inside a StopScope on a StopToken: once the token is stopped, must_stop() is true on that thread (the HTTP
-// transport ends its transfer within a fraction of a second, a backoff sleep ends at once), and the work fails with
-// ErrorCode::cancelled (stopped_error). Nothing else of the process is affected.
+// What one thread does for a caller that may stop needing it (a hedged read's losing request, tier/cloud/hedge.hpp;
+// a SampleStream's shard loads, client/prefetcher.hpp) runs inside a StopScope on a StopToken: once the token is
+// stopped, must_stop() is true on that thread (the HTTP transport ends its transfer within a fraction of a second,
+// a backoff sleep and a wait for a shard lock end at once), and the work fails with ErrorCode::cancelled
+// (stopped_error). Nothing else of the process is affected.
 class StopToken {
  public:
   // Idempotent; wakes the thread's sleep_unless_cancelled().
@@ -76,14 +78,18 @@ class StopToken {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> retried_{false};
 };
-// Marks the calling thread as doing work for `token` for its lifetime. REQUIRES: `token` outlives the scope; scopes
-// do not nest. Not movable: it belongs to its thread.
+// Marks the calling thread as doing work for `token` for its lifetime. Scopes nest: the innermost token is the one
+// that counts, and the enclosing one counts again when the inner scope ends. REQUIRES: `token` outlives the scope.
+// Not movable: it belongs to its thread.
 class StopScope {
  public:
   explicit StopScope(StopToken& token);
   ~StopScope();
   StopScope(const StopScope&) = delete;
   StopScope& operator=(const StopScope&) = delete;
+
+ private:
+  StopToken* enclosing_;
 };
 // Records on the calling thread's StopScope token, when it has one, that its work is retrying after a failed
 // attempt (StopToken::retried). Does nothing on a thread without a scope.

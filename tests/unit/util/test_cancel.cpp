@@ -96,5 +96,45 @@ TEST(CancelDeathTest, ACleanupScopeIsExemptFromACancellationUntilTheCleanupDeadl
   EXPECT_EXIT(cleanup_scope_after_a_cancellation(), testing::ExitedWithCode(0), "");
 }
 
+TEST(StopScope, AStoppedTokenStopsItsThreadOnlyAndScopesNest) {
+  StopToken outer, inner;
+  EXPECT_FALSE(must_stop());
+  {
+    StopScope outer_scope(outer);
+    {
+      StopScope inner_scope(inner);
+      outer.request_stop();
+      EXPECT_FALSE(must_stop()) << "the innermost token is the one that counts";
+      bool other_stops = true;
+      std::thread other([&] { other_stops = must_stop(); });
+      other.join();
+      EXPECT_FALSE(other_stops);
+      inner.request_stop();
+      EXPECT_TRUE(must_stop());
+      auto slept = sleep_unless_cancelled(Milliseconds(10000), "a sleep");
+      ASSERT_FALSE(slept);
+      EXPECT_EQ(slept.error().code, ErrorCode::cancelled);
+      EXPECT_NE(slept.error().message.find("a sleep: no longer needed"), std::string::npos) << slept.error().message;
+    }
+    EXPECT_TRUE(must_stop()) << "the enclosing scope's token counts again once the inner scope ends";
+  }
+  EXPECT_FALSE(must_stop()) << "outside every scope the thread is not stopped";
+}
+
+TEST(StopScope, AStoppedTokenDoesNotStopACleanup) {
+  StopToken token;
+  StopScope scope(token);
+  token.request_stop();
+  EXPECT_TRUE(must_stop());
+  {
+    CleanupScope cleanup;  // a lease release, an upload's abort: what the stopped work must still undo
+    EXPECT_FALSE(must_stop());
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(sleep_unless_cancelled(Milliseconds(50), "a cleanup's backoff"));
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(must_stop());
+}
+
 }  // namespace
 }  // namespace datavo::util
