@@ -395,7 +395,9 @@ class LocalTier : public Tier {
 
   // Waits for and takes the exclusive lock of `key` (single flight: one fetch per key on this machine). When the
   // tier cannot lock across processes, the lock returned excludes this process's threads only (and the tier logs
-  // why, once).
+  // why, once). The wait is cancellable: it ends with `cancelled`, holding nothing, within a fraction of a
+  // second of a cancellation of the process or of the caller's work (a SampleStream cancelled or destroyed while
+  // one of its loads waits here).
   virtual Result<std::unique_ptr<ShardLock>> lock_shard(const ShardKey& key) = 0;
   // What the holder of lock_shard(key) in another process of this host published of its landing (ShardLock); nullopt
   // when nothing is published (the default), or the record is not whole. Cheap (one small read): waiters poll it.

@@ -54,19 +54,21 @@ Result<void> check_can_land(const Walk& walk) {
 }
 
 // Single flight: one fetch per key across the threads and processes of this machine, through the lock of the
-// topmost writable local tier. nullptr when it cannot be taken (degraded: at worst two fetches of one shard).
-// While it waits, `observer` (may be nullptr) follows the landing of the holder when that is another process
-// (ProgressFollower).
-std::unique_ptr<ShardLock> lock_single_flight(Walk& walk, LandingObserver* observer) {
+// topmost writable local tier. nullptr when it cannot be taken (degraded: at worst two fetches of one shard);
+// cancelled when the wait is. While it waits, `observer` (may be nullptr) follows the landing of the holder when
+// that is another process (ProgressFollower).
+Result<std::unique_ptr<ShardLock>> lock_single_flight(Walk& walk, LandingObserver* observer) {
   LocalTier* local = topmost_writable_local(walk.tiers());
-  if (local == nullptr) return nullptr;
+  if (local == nullptr) return std::unique_ptr<ShardLock>();
   std::optional<core::ProgressFollower> follower;
   if (observer != nullptr) follower.emplace(*local, walk.key(), *observer);
   auto locked = local->lock_shard(walk.key());
   follower.reset();
   if (locked) return std::move(*locked);
+  // A reader that stopped waiting says nothing about the tier.
+  if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
   walk.degrade(*local, "locking", locked.error());
-  return nullptr;
+  return std::unique_ptr<ShardLock>();
 }
 
 struct LeaseWait {
@@ -173,7 +175,9 @@ Result<FetchResult> read_or_fetch(Walk& walk, const Fetcher& fetcher, LandingObs
   if (!found) return std::move(found).error();
   if (*found) return std::move(**found);
   DATAVO_TRY(check_can_land(walk));
-  const std::unique_ptr<ShardLock> lock = lock_single_flight(walk, observer);
+  auto locked = lock_single_flight(walk, observer);
+  if (!locked) return std::move(locked).error();
+  const std::unique_ptr<ShardLock> lock = std::move(*locked);
   walk.set_lock_held();
   auto rechecked = walk.find(CountMisses::no, Scope::local_tiers);
   if (!rechecked) return std::move(rechecked).error();

@@ -380,6 +380,8 @@ Result<std::optional<FetchResult>> Walk::lock_and_recheck(std::size_t remote_ind
     // in the topmost writable local tier, as for origin fetches; a waiter finds the materialized copy.
     if (auto locked = local->lock_shard(key_)) {
       lock = std::move(*locked);
+    } else if (locked.error().code == ErrorCode::cancelled) {
+      return std::move(locked).error();
     } else {
       degrade(*local, "locking", locked.error());
     }

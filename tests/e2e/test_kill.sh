@@ -120,12 +120,17 @@ wait_until 30 staging_with_bytes || fail "C: the holder's download started" "no 
   >"$E2E_TMP/c_waiter.out" 2>"$E2E_TMP/c_waiter.err" &
 waiter_pid=$!
 track_pid "$waiter_pid"
-# /proc/locks lists a blocked flock request as "N: -> FLOCK ADVISORY WRITE <pid> ...".
-waiter_blocked() { grep -qE "^[0-9]+: -> FLOCK +ADVISORY +WRITE +$waiter_pid " /proc/locks; }
+# The waiter polls the lock (flock with LOCK_NB, docs/layout.md): it waits with the lock file open, which the holder
+# holds (/proc/locks: a FLOCK WRITE of the holder's pid).
+waiter_blocked() {
+  grep -qE "^[0-9]+: FLOCK +ADVISORY +WRITE +$holder_pid " /proc/locks || return 1
+  ls -l "/proc/$waiter_pid/fd" 2>/dev/null | grep -q -- "/.locks/.*$hc\.lock\$"
+}
 if wait_until 30 waiter_blocked; then
   pass "C: the second fetch waits on the holder's shard lock"
 else
-  fail "C: the second fetch waits on the holder's shard lock" "not blocked in 30 s: $(grep FLOCK /proc/locks)"
+  fail "C: the second fetch waits on the holder's shard lock" \
+    "not waiting in 30 s: $(grep FLOCK /proc/locks); $(ls -l "/proc/$waiter_pid/fd" 2>&1)"
 fi
 kill -KILL "$holder_pid"
 holder_is_zombie() { [ "$(awk '{print $3}' "/proc/$holder_pid/stat" 2>/dev/null)" = Z ]; }

@@ -79,8 +79,9 @@ struct FolderTier::Impl {
   Result<std::optional<folder::StagingFile>> adopt_partial(const ShardKey& key);
   // Whether the filesystem of the tier has room for `size` more bytes (statvfs; unknown counts as room).
   bool has_room(Bytes size) const;
-  // The OS-level half of lock_shard() (locks.cpp), by mechanism: held in-process only when it cannot be taken.
-  void hold_exclusive(folder::HeldLock& lock);
+  // The OS-level half of lock_shard() (locks.cpp), by mechanism: held in-process only when it cannot be taken;
+  // cancelled when the wait for it is stopped (util::must_stop()).
+  Result<void> hold_exclusive(folder::HeldLock& lock);
   Result<void> hold_flock(folder::HeldLock& lock);
   // Commits `staged` (see ShardTransaction::commit): the budget, the record, the rename, the expiry pass.
   Result<std::pair<ShardHandle, InstallOutcome>> commit(folder::StagingFile& staged);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tier/folder/internal.hpp"
+#include "util/cancel.hpp"
 #include "util/decimal.hpp"
 #include "util/log.hpp"
 #include "util/temp_name.hpp"
@@ -24,6 +25,12 @@ namespace {
 // local fetch) end quickly, long ones (a multi-GiB download) cost a few stats a second.
 constexpr std::chrono::milliseconds k_first_poll{20};
 constexpr std::chrono::milliseconds k_max_poll{250};
+// A waiter on a held flock polls with LOCK_NB from k_first_flock_poll, backing off to k_max_flock_poll: the release
+// ends a waiter's wait at most that late, and a stopped waiter leaves at once (the sleep is cancellable).
+constexpr Milliseconds k_first_flock_poll{2};
+constexpr Milliseconds k_max_flock_poll{50};
+// How often a thread waiting for the in-process slot looks whether it must stop (a release wakes it at once).
+constexpr std::chrono::milliseconds k_slot_poll{50};
 
 struct Owner {
   std::string host;
@@ -138,7 +145,7 @@ Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, cons
       }
       continue;
     }
-    std::this_thread::sleep_for(poll);
+    DATAVO_TRY(util::sleep_unless_cancelled(Milliseconds(poll.count()), "waiting for the lock " + path));
     poll = std::min(k_max_poll, poll * 2);
   }
 }
@@ -184,10 +191,16 @@ void Heartbeat::run() {
 }
 
 HeldLock::HeldLock(std::shared_ptr<LockTable> table, std::string name, std::string path)
-    : table_(std::move(table)), name_(std::move(name)), path_(std::move(path)) {
+    : table_(std::move(table)), name_(std::move(name)), path_(std::move(path)) {}
+
+Result<void> HeldLock::take_slot() {
   std::unique_lock lock(table_->mu);
-  table_->cv.wait(lock, [&] { return table_->held.count(name_) == 0; });
+  while (!table_->cv.wait_for(lock, k_slot_poll, [&] { return table_->held.count(name_) == 0; })) {
+    if (util::must_stop()) return util::stopped_error("waiting for the lock " + path_ + " (held by this process)");
+  }
   table_->held[name_] = true;
+  slot_taken_ = true;
+  return {};
 }
 
 HeldLock::~HeldLock() {
@@ -205,6 +218,7 @@ HeldLock::~HeldLock() {
     }
     fd_.reset();
   }
+  if (!slot_taken_) return;
   std::lock_guard lock(table_->mu);
   table_->held.erase(name_);
   table_->cv.notify_all();
@@ -316,9 +330,17 @@ Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
     }
     ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
     int rc;
-    do {
-      rc = ::flock(fd.get(), LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
+    auto poll = k_first_flock_poll;
+    for (;;) {
+      rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+      if (rc == 0 || (errno != EWOULDBLOCK && errno != EINTR)) break;
+      if (auto slept = util::sleep_unless_cancelled(poll, "waiting for the lock " + path); !slept) {
+        // Nobody holds a file we have just created; as below.
+        if (created) ::unlink(path.c_str());
+        return std::move(slept).error();
+      }
+      poll = std::min(k_max_flock_poll, Milliseconds(poll.count() * 2));
+    }
     if (rc != 0) {
       const int err = errno;
       // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
@@ -372,14 +394,15 @@ LockMechanism FolderTier::lock_mechanism() {
   return impl_->lock_mechanism.load();
 }
 
-void FolderTier::Impl::hold_exclusive(folder::HeldLock& lock) {
+Result<void> FolderTier::Impl::hold_exclusive(folder::HeldLock& lock) {
   const Seconds stale_age = self.options_.stale_lock_age;
   folder::ExclusiveLockOptions options{folder::entry_mode(), stale_age, clock_offset()};
   auto fd = folder::acquire_exclusive_lock_file(lock.path(), options);
   if (!fd) {
+    if (fd.error().code == ErrorCode::cancelled) return std::move(fd).error();
     log::warn_once("lockopen:" + locks_dir,
                    "tier '" + self.name() + "': " + fd.error().message + "; single flight is per process only");
-    return;
+    return {};
   }
   std::shared_ptr<folder::Heartbeat> renewer;
   {
@@ -391,6 +414,7 @@ void FolderTier::Impl::hold_exclusive(folder::HeldLock& lock) {
     renewer = heartbeat;
   }
   lock.hold(std::move(*fd), LockMechanism::exclusive_create, std::move(renewer));
+  return {};
 }
 
 Result<void> FolderTier::Impl::hold_flock(folder::HeldLock& lock) {
@@ -408,9 +432,10 @@ Result<std::unique_ptr<ShardLock>> FolderTier::lock_shard(const ShardKey& key) {
   const std::string lock_name = key.instance.name() + "." + key.hash.hex();
   // From here the lock's destructor releases the in-process slot on every path.
   auto lock = std::make_unique<folder::HeldLock>(impl_->lock_table, lock_name, impl_->lock_path(lock_name));
+  DATAVO_TRY(lock->take_slot());
   switch (lock_mechanism()) {
     case LockMechanism::process_only: break;
-    case LockMechanism::exclusive_create: impl_->hold_exclusive(*lock); break;
+    case LockMechanism::exclusive_create: DATAVO_TRY(impl_->hold_exclusive(*lock)); break;
     case LockMechanism::flock: DATAVO_TRY(impl_->hold_flock(*lock)); break;
   }
   return std::unique_ptr<ShardLock>(std::move(lock));

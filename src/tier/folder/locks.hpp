@@ -64,9 +64,12 @@ class Heartbeat {
 // One held per-shard lock: the in-process slot, and the OS-level lock when the tier has one.
 class HeldLock final : public ShardLock {
  public:
-  // Waits for and takes the in-process slot of `name` in `table`; the OS-level lock file is `path`.
+  // A lock of `name` in `table`, not taken yet (take_slot()); the OS-level lock file is `path`.
   HeldLock(std::shared_ptr<LockTable> table, std::string name, std::string path);
-  // Releases the OS-level lock (removing its file), then the slot.
+  // Waits for and takes the in-process slot; cancelled once util::must_stop() (a cancellation, or the calling
+  // thread's StopScope token), checked every k_slot_poll while it waits. Call once, first.
+  Result<void> take_slot();
+  // Releases the OS-level lock (removing its file), then the slot if taken.
   ~HeldLock() override;
   HeldLock(const HeldLock&) = delete;
   HeldLock& operator=(const HeldLock&) = delete;
@@ -82,6 +85,7 @@ class HeldLock final : public ShardLock {
 
  private:
   std::shared_ptr<LockTable> table_;
+  bool slot_taken_ = false;
   std::string name_;
   std::string path_;
   util::UniqueFd fd_;  // invalid when the lock is in-process only
@@ -125,7 +129,7 @@ struct ExclusiveLockOptions {
 };
 // Takes the O_EXCL lock file at `path`, waiting for its holder as described at the top. Returns the open
 // descriptor of the lock file (kept open for the heartbeat), or an Error when the file cannot be created for a
-// reason other than being held.
+// reason other than being held; cancelled when util::must_stop() while it waits.
 Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, const ExclusiveLockOptions& options);
 // Removes the lock file at `path` if it is still the one open as `fd`.
 void release_exclusive_lock_file(const std::string& path, int fd);
@@ -133,7 +137,9 @@ void release_exclusive_lock_file(const std::string& path, int fd);
 // Takes flock(LOCK_EX) on the lock file at `path` (created with `mode` when missing), waiting for its holder, and
 // checks that the inode locked is still the one at the path (a releasing holder unlinks it). The descriptor holds
 // the lock. An invalid descriptor when flock cannot be used there, with `unusable` saying why and what happens
-// instead (the caller then holds the lock in-process only); an Error when flock fails otherwise.
+// instead (the caller then holds the lock in-process only); an Error when flock fails otherwise; cancelled when
+// util::must_stop() while it waits (it polls with LOCK_NB, so that a waiter can stop: a blocking flock cannot be
+// interrupted but by a signal).
 struct FlockFile {
   util::UniqueFd fd;
   std::string unusable;

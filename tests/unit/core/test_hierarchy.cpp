@@ -273,6 +273,64 @@ TEST(Hierarchy, WhenTheLockHolderDiesAWaiterTakesOver) {
   EXPECT_EQ(fetch.calls(), 1);
 }
 
+// A reader that stops needing the shard (its thread's StopScope token stopped: a SampleStream cancelled or
+// destroyed) while it waits for another process's lock leaves at once with `cancelled`: no fetch, the folder tier
+// not degraded, no WARNING, and the holder keeps its lock.
+TEST(Hierarchy, AWaiterWhoseWorkIsStoppedLeavesTheLockWaitWithoutFetchingOrDegradingTheTier) {
+  TempDir dir;
+  auto fast = folder(dir, "fast");
+  auto slow = folder(dir, "slow");
+  const ShardKey key = make_key(53);
+  Pipe locked;
+  Pipe release;
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    locked.close_read();
+    release.close_write();
+    auto tier = FolderTier::create(folder_options(dir.sub("fast"), "fast"));
+    if (!tier) ::_exit(2);
+    auto lock = (*tier)->lock_shard(key);
+    if (!lock) ::_exit(3);
+    locked.write_byte();
+    ::_exit(release.read_byte() ? 0 : 4);
+  }
+  ChildGuard guard(child);
+  locked.close_write();
+  release.close_read();
+  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+
+  auto h = hierarchy({fast, slow});
+  CountingFetcher fetch(random_bytes(10000, 53));
+  util::StopToken token;
+  std::atomic<bool> done{false};
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  std::string logged;
+  std::thread waiter([&] {
+    util::StopScope scope(token);
+    logged = warnings_of([&] { got = h->get_or_fetch(key, fetch.fetcher()); });
+    done = true;
+  });
+  std::this_thread::sleep_for(150ms);
+  EXPECT_FALSE(done.load()) << "get_or_fetch did not wait for the lock held by another process";
+  token.request_stop();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(done.load()) << "the stopped waiter still waits for the holder";
+  release.write_byte();  // lets the waiter go, should it still wait
+  waiter.join();
+  EXPECT_EQ(guard.wait(), 0);
+  ASSERT_FALSE(got) << "the stopped waiter got the shard";
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 0);
+  EXPECT_EQ(fast->counters().snapshot().errors, 0u);
+  EXPECT_EQ(logged.find("WARNING"), std::string::npos) << logged;
+  // Nothing is held: the next reader takes the lock and fetches.
+  auto again = h->get_or_fetch(key, fetch.fetcher());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Reuse, thread safety, cache_info
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 #include "tier/folder/locks.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
@@ -235,6 +237,104 @@ TEST(FolderTierLock, AReadOnlyTiersLockExcludesThisProcessOnlyAndWritesNothing) 
   EXPECT_FALSE((*lock)->across_processes());
   EXPECT_EQ(ro->lock_mechanism(), LockMechanism::process_only);
   EXPECT_EQ(list_dir(root), before);
+}
+
+// A waiter whose work is stopped (its thread's util::StopScope token: a SampleStream cancelled or destroyed) leaves
+// the wait with `cancelled` at once instead of waiting for the holder, holding nothing; the holder keeps its lock.
+// `wait` runs on a thread of its own in a StopScope; its token is stopped once it has waited 200 ms.
+template <typename Wait>
+Result<void> wait_and_stop(Wait wait) {
+  util::StopToken token;
+  std::promise<Result<void>> result;
+  std::thread waiter([&] {
+    util::StopScope scope(token);
+    result.set_value(wait());
+  });
+  auto future = result.get_future();
+  const bool returned_early = future.wait_for(200ms) == std::future_status::ready;
+  token.request_stop();
+  const bool returned = future.wait_for(10s) == std::future_status::ready;
+  if (!returned) {
+    ADD_FAILURE() << "the waiter did not leave the wait within 10 s of being stopped";
+    waiter.detach();  // it is stuck; the test has failed
+    return Error{ErrorCode::internal, "stuck"};
+  }
+  waiter.join();
+  if (returned_early) ADD_FAILURE() << "the wait ended before it was stopped, while the lock was held";
+  return future.get();
+}
+
+void expect_stopped(const Result<void>& waited) {
+  ASSERT_FALSE(waited) << "the wait succeeded while the lock was held";
+  EXPECT_EQ(waited.error().code, ErrorCode::cancelled) << waited.error().message;
+  EXPECT_NE(waited.error().message.find("no longer needed"), std::string::npos) << waited.error().message;
+}
+
+Result<void> lock_once(FolderTier& tier, const ShardKey& key) {
+  auto locked = tier.lock_shard(key);
+  if (!locked) return std::move(locked).error();
+  return {};
+}
+
+TEST(FolderTierLock, AWaitForALockOfThisProcessEndsWhenTheWaitersWorkIsStopped) {
+  TempDir dir;
+  auto tier = make_folder(tier_root(dir));
+  const ShardKey key = make_key(198);
+  auto held = tier->lock_shard(key);
+  ASSERT_TRUE(held);
+  expect_stopped(wait_and_stop([&] { return lock_once(*tier, key); }));
+  held->reset();
+  EXPECT_TRUE(lock_once(*tier, key)) << "the stopped waiter left the in-process slot taken";
+}
+
+TEST(FolderTierLock, AWaitForAnotherProcesssLockEndsWhenTheWaitersWorkIsStopped) {
+  TempDir dir;
+  const std::string root = tier_root(dir);
+  const ShardKey key = make_key(199);
+  const std::string file = root + "/.locks/local." + key.hash.hex() + ".lock";
+  Pipe locked;   // child -> parent: "I hold the lock"
+  Pipe release;  // parent -> child: "let it go"
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    locked.close_read();
+    release.close_write();
+    int code = 0;
+    {
+      auto tier = FolderTier::create(folder_options(root));
+      if (!tier) ::_exit(2);
+      auto lock = (*tier)->lock_shard(key);
+      if (!lock || !(*lock)->across_processes()) ::_exit(3);
+      if (!locked.write_byte()) ::_exit(4);
+      if (!release.read_byte()) code = 5;
+    }
+    ::_exit(code);
+  }
+  ChildGuard guard(child);
+  locked.close_write();
+  release.close_read();
+  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+
+  auto tier = make_folder(root);
+  ASSERT_EQ(tier->lock_mechanism(), LockMechanism::flock);
+  expect_stopped(wait_and_stop([&] { return lock_once(*tier, key); }));
+  EXPECT_TRUE(path_exists(file)) << "the stopped waiter removed the holder's lock file";
+  release.write_byte();
+  EXPECT_EQ(guard.wait(), 0);
+  EXPECT_TRUE(lock_once(*tier, key)) << "the lock could not be taken after the holder let it go";
+}
+
+TEST(FolderTierLock, AWaitForAnExclusiveLockFileEndsWhenTheWaitersWorkIsStopped) {
+  TempDir dir;
+  const std::string path = dir.path() + "/shard.lock";
+  auto held = folder::acquire_exclusive_lock_file(path, {});
+  ASSERT_TRUE(held) << held.error().message;
+  expect_stopped(wait_and_stop([&]() -> Result<void> {
+    auto fd = folder::acquire_exclusive_lock_file(path, {});
+    if (!fd) return std::move(fd).error();
+    return {};
+  }));
+  EXPECT_TRUE(path_exists(path)) << "the stopped waiter removed the holder's lock file";
 }
 
 }  // namespace
