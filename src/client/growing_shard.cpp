@@ -123,6 +123,11 @@ void GrowingShard::verified(Bytes prefix, Bytes total) {
   lead(shared);
 }
 
+bool GrowingShard::all_verified() const {
+  std::lock_guard lock(mu_);
+  return view_.complete || (view_.mapping && view_.verified == view_.mapping->bytes().size());
+}
+
 void GrowingShard::complete(std::shared_ptr<const ShardMapping> installed) {
   {
     std::lock_guard lock(mu_);

@@ -74,6 +74,9 @@ class GrowingShard final : public LandingObserver, public std::enable_shared_fro
   std::optional<Result<GrowingView>> wait_beyond_for(std::uint64_t than, std::chrono::milliseconds bound);
   // How many times a verified prefix was published: > 0 once a reader could start before the install.
   std::uint64_t prefixes_published() const;
+  // Whether every byte of the shard has arrived and is verified (the install may still be to come), or it is
+  // installed.
+  bool all_verified() const;
 
  private:
   bool ready(std::uint64_t than) const { return error_ || view_.complete || view_.verified > than; }

@@ -9,7 +9,8 @@
 // item before it is still handed over, then the Error in its place, and again on every later call; no item after it
 // is started. cancel() (from any thread) and the destructor cancel: the flag passed to the loader turns true, no new
 // item is started, and every next() from then on (one waiting for an item included) returns a cancelled Error. The
-// destructor then joins the threads.
+// destructor then joins the threads. The loader runs inside a util::StopScope whose token cancel() stops, so that
+// what it waits for without looking at the flag (a transfer, a backoff, another process's shard lock) ends too.
 //
 // Thread safety: next() is called by one consumer thread; max_ahead(), max_ahead_bytes() and cancel() by any
 // thread, at any time. The loader runs on the prefetcher's threads (several at once when max_parallel > 1; it must
@@ -30,6 +31,7 @@
 
 #include "datavo/result.hpp"
 #include "datavo/units.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo::client {
 
@@ -66,6 +68,7 @@ class Prefetcher {
       std::lock_guard lock(mu_);
       cancelled_.store(true);
     }
+    stop_.request_stop();
     space_.notify_all();
     ready_cv_.notify_all();  // a consumer waiting in next()
   }
@@ -76,6 +79,7 @@ class Prefetcher {
     if (cancelled_.load()) return fail(Error{ErrorCode::cancelled, "cancelled"});
     if (window_.items == 0) {
       if (taken_ == count_) return std::optional<T>{};
+      util::StopScope scope(stop_);
       auto item = load_(taken_++, cancelled_);
       if (!item) return fail(std::move(item).error());
       return std::optional<T>{std::move(*item)};
@@ -131,6 +135,7 @@ class Prefetcher {
   }
 
   void run() {
+    util::StopScope scope(stop_);
     for (;;) {
       std::size_t ordinal = 0;
       {
@@ -172,6 +177,7 @@ class Prefetcher {
   Loader load_;
   Sizer size_of_;
   std::atomic<bool> cancelled_{false};
+  util::StopToken stop_;  // stopped with cancelled_: the loads' StopScope
 
   mutable std::mutex mu_;
   std::condition_variable space_;       // the consumer took an item, an item failed, or cancellation

@@ -17,6 +17,7 @@
 #include "datavo/tar.hpp"
 #include "datavo/tier_registry.hpp"
 #include "net/chunk_verifying_sink.hpp"
+#include "util/cancel.hpp"
 #include "util/log.hpp"
 
 namespace datavo {
@@ -48,9 +49,12 @@ class CancellableSink final : public ByteSink {
 struct FetchThread {
   std::shared_ptr<client::GrowingShard> shard;
   std::atomic<bool> stop{false};
+  util::StopToken stop_token;  // the thread's StopScope: its waits (another process's lock) and transfers end
   std::thread thread;
   ~FetchThread() {
     stop.store(true);
+    // A shard whose bytes have all arrived is left to install, so that the next read of it is a hit.
+    if (!shard->all_verified()) stop_token.request_stop();
     if (thread.joinable()) thread.join();
   }
 };
@@ -260,6 +264,7 @@ Result<std::shared_ptr<const ShardMapping>> SampleStream::Impl::fetch_and_map(
 }
 
 void SampleStream::Impl::run_fetch(std::size_t position, const ShardKey& key, FetchThread& job) {
+  util::StopScope scope(job.stop_token);
   // A slot, unless the stream stops first.
   while (!fetch_slots.try_acquire_for(k_cancel_poll)) {
     if (job.stop.load() || cancel_requested.load()) {

@@ -14,7 +14,8 @@
 #   - two processes reading the same dataset at once (the second one a single-flight waiter) through a flipped byte:
 #     both succeed with the same samples;
 #   - a second process while the first fetches the shard (a single-flight waiter): its first sample comes out of the
-#     holder's staging file (its counter, and it fetched nothing itself), and it reads the clean samples; a flipped
+#     holder's staging file (its counter, and it fetched nothing itself), with `--limit 1` it exits before the
+#     holder's install (it stops waiting for the lock), and it reads the clean samples; a flipped
 #     byte in chunk 2 of the holder's download while it follows: both end with the clean samples; the holder killed
 #     -9 mid-shard: the follower takes over and ends right, no staging file or progress record left;
 #   - the origin killed mid-shard while two processes stream it: both fail, naming the shard; no staging file is
@@ -162,6 +163,12 @@ expect_eq "a second process, --limit 1, while the first fetches the shard: one s
   "0 1 1 1 0" \
   "$RC $(field '"%d %d %d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"], j["read_while_fetching"]["shards"], j["origin"]["shards"])')"
 [ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+# Once it has its sample the waiter stops waiting for the holder's lock (its fetch thread's wait is cancellable): it
+# exits while the holder is still on its first shard, not after that shard's install.
+alive_a=dead
+kill -0 "$pid_a" 2>/dev/null && alive_a=running
+expect_eq "a second process, --limit 1: it exits while the first still fetches the shard (nothing installed yet), not after the install" \
+  "running 0" "$alive_a $(installed_tars | wc -l)"
 read_via "$PROXY_URL" "$E2E_TMP/wait_all.json" --prefetch 0
 rc_a=0
 wait "$pid_a" || rc_a=$?

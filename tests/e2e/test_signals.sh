@@ -3,8 +3,8 @@
 # in the middle of a slow download (the fault proxy's `slow` mode in front of `datavo serve`, the fault server's
 # rate= for cache fetch). Each exits 130 (SIGINT) or 143 (SIGTERM) within seconds, prints one line saying so (and,
 # under --json, an error object with code "cancelled"), closes the progress bar's line, and leaves no staging file,
-# no per-shard lock and no entry behind. A second SIGINT ends a process whose clean stop waits (for another
-# process's shard lock) at once, saying so.
+# no per-shard lock and no entry behind. A SIGINT ends a wait for another process's per-shard lock at once. A second
+# SIGINT ends a process whose clean stop waits (here for the tier's stats lock, held by the test) at once, saying so.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
@@ -117,33 +117,68 @@ expect_match "warm on a terminal: the bar's line is ended before the message" \
   $'\n''datavo: interrupted by SIGINT' "$typescript"
 expect_eq "warm on a terminal: no staging file left" "" "$(find "$cache/.staging" -name '*.tmp' 2>/dev/null)"
 
-# A second signal ends the process at once, also where the clean stop would wait: warm B waits for a per-shard lock
-# that warm A holds (A is stopped with SIGSTOP, so it holds it for as long as the case lasts). B takes the first
-# SIGINT (no longer pending: /proc/PID/status ShdPnd), is still waiting, and exits at the second.
+# A SIGINT ends a wait for another process's per-shard lock at once: warm B waits for a lock that warm A holds (A is
+# stopped with SIGSTOP, so it holds it for as long as the case lasts). The wait polls the lock (docs/layout.md), so B
+# is seen waiting by the lock file it holds open; it leaves at the first SIGINT, exits 130 and leaves nothing.
 rm -rf "$cache"
 "${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
   >"$E2E_TMP/holder.out" 2>"$E2E_TMP/holder.err" &
 holder=$!
 track_pid "$holder"
-three_locks() { [ "$(shard_locks "$cache" | grep -c .)" -ge 3 ]; }
-wait_until 30 three_locks || fail "second signal: warm A holds every shard's lock" "$(shard_locks "$cache")"
+three_locks() { [ "$(shard_locks "$cache" | grep -c '\.lock$')" -ge 3 ]; }
+wait_until 30 three_locks || fail "lock wait: warm A holds every shard's lock" "$(shard_locks "$cache")"
 kill -STOP "$holder"
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
-  >"$E2E_TMP/second.out" 2>"$E2E_TMP/second.err" &
-waiter=$!
-track_pid "$waiter"
-# /proc/locks lists a blocked flock as "N: -> FLOCK ADVISORY WRITE <pid> ...".
-waits_for_lock() { awk -v pid="$waiter" '$2 == "->" && $6 == pid { found = 1 } END { exit !found }' /proc/locks; }
+# waits_for_lock PID: PID has a per-shard lock file open (it polls it) while A holds them all.
+waits_for_lock() {
+  local fd
+  for fd in /proc/"$1"/fd/*; do
+    case $(readlink "$fd" 2>/dev/null) in "$cache"/.locks/.*) ;; "$cache"/.locks/*.lock) return 0 ;; esac
+  done
+  return 1
+}
 sigint_taken() {
   local pending
   pending=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
   (((16#$pending & 2) == 0))
 }
-wait_until 30 waits_for_lock ||
-  fail "second signal: warm B ($waiter) waits for A's lock ($holder)" "$(cat /proc/locks; cat "$E2E_TMP/second.err")"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
+  >"$E2E_TMP/waiter.out" 2>"$E2E_TMP/waiter.err" &
+waiter=$!
+track_pid "$waiter"
+wait_until 30 waits_for_lock "$waiter" ||
+  fail "lock wait: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/waiter.err")"
+start=$(date +%s%N)
+kill -INT "$waiter"
+wait_until 10 eval '! alive '"$waiter"
+wait "$waiter" && RC=0 || RC=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+expect_eq "lock wait: one SIGINT ends B's wait for A's lock: exit 130" 130 "$RC"
+expect_cmp "lock wait: B exits within seconds of the SIGINT (${ms} ms)" "$ms" -le 5000
+expect_contains "lock wait: B says it was interrupted" "interrupted by SIGINT" "$(cat "$E2E_TMP/waiter.err")"
+expect_eq "lock wait: A still holds its 3 locks (B took none, removed none)" 3 "$(shard_locks "$cache" | grep -c '\.lock$')"
+
+# A second signal ends the process at once, also where the clean stop would wait: B's last act before it exits is to
+# flush its counters into the tier's stats under .locks/.stats.lock, which a process of the test holds here for the whole case.
+# B takes the first SIGINT (no longer pending: /proc/PID/status ShdPnd), leaves the shard lock wait, then waits for
+# the stats lock, and exits at the second.
+python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(120)' \
+  "$cache/.locks/.stats.lock" &
+stats_holder=$!
+track_pid "$stats_holder"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
+  >"$E2E_TMP/second.out" 2>"$E2E_TMP/second.err" &
+waiter=$!
+track_pid "$waiter"
+wait_until 30 waits_for_lock "$waiter" ||
+  fail "second signal: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/second.err")"
+# waits_for_stats PID: PID has the stats lock file open (blocked in its flock: the test's process holds it).
+waits_for_stats() { ls -l /proc/"$1"/fd 2>/dev/null | grep -q -- "$cache/.locks/.stats.lock"; }
 kill -INT "$waiter"
 wait_until 10 sigint_taken "$waiter" || fail "second signal: B took the first SIGINT" "still pending"
-expect_eq "second signal: after the first, B is still waiting for the lock" yes "$(alive "$waiter" && waits_for_lock && echo yes)"
+wait_until 10 waits_for_stats "$waiter" || fail "second signal: after the first SIGINT, B waits for the stats lock" \
+  "$(ls -l /proc/$waiter/fd 2>&1; cat "$E2E_TMP/second.err")"
+expect_eq "second signal: after the first, B is still running (its clean stop waits for the stats lock)" yes \
+  "$(alive "$waiter" && waits_for_stats "$waiter" && echo yes)"
 start=$(date +%s%N)
 kill -INT "$waiter"
 wait_until 5 eval '! alive '"$waiter"
@@ -152,6 +187,8 @@ ms=$((($(date +%s%N) - start) / 1000000))
 expect_eq "second signal: exit 130" 130 "$RC"
 expect_cmp "second signal: exits at once (${ms} ms)" "$ms" -le 2000
 expect_contains "second signal: says so" "datavo: SIGINT again: exiting at once" "$(cat "$E2E_TMP/second.err")"
+kill "$stats_holder" 2>/dev/null
+wait "$stats_holder" 2>/dev/null
 kill -KILL "$holder"
 kill -CONT "$holder"
 wait "$holder" 2>/dev/null

@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "client/prefetcher.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo::client {
 namespace {
@@ -210,6 +212,45 @@ TEST(PrefetcherTest, CancelFromAnotherThreadWakesAWaitingConsumer) {
     ASSERT_FALSE(again) << "depth " << depth << ": sticky";
     EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
     prefetcher.cancel();  // idempotent
+  }
+}
+
+// A load that waits for something that does not look at the flag (here a cancellable sleep, as a transfer, a backoff
+// or another process's shard lock wait) is stopped by cancel() and by the destructor through its thread's StopScope,
+// on the prefetcher's threads and on the consumer's (depth 0) alike; outside the loads the thread is not stopped.
+TEST(PrefetcherTest, CancelStopsWhatTheLoadWaitsForThroughItsStopScope) {
+  for (std::size_t depth : {0u, 2u}) {
+    for (const bool by_destructor : {false, true}) {
+      std::atomic<bool> loading{false};
+      std::atomic<bool> stopped_in_load{false};
+      Result<void> slept;
+      const auto started = std::chrono::steady_clock::now();
+      {
+        auto prefetcher =
+            std::make_unique<Prefetcher<int>>(3, depth, [&](std::size_t, const std::atomic<bool>&) -> Result<int> {
+              loading = true;
+              slept = util::sleep_unless_cancelled(Milliseconds(30000), "a load");
+              stopped_in_load = util::must_stop();
+              return Error{ErrorCode::io, "load cut short"};
+            });
+        std::thread canceller([&] {
+          while (!loading.load()) std::this_thread::sleep_for(1ms);
+          std::this_thread::sleep_for(20ms);
+          if (by_destructor && depth > 0) {
+            prefetcher.reset();
+          } else {
+            prefetcher->cancel();
+          }
+        });
+        if (depth == 0 || !by_destructor) (void)prefetcher->next();
+        canceller.join();
+      }
+      ASSERT_FALSE(slept) << "depth " << depth << ": the load's sleep was not stopped";
+      EXPECT_EQ(slept.error().code, ErrorCode::cancelled);
+      EXPECT_TRUE(stopped_in_load.load());
+      EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+      EXPECT_FALSE(util::must_stop()) << "the consumer's thread stays unstopped outside the loads";
+    }
   }
 }
 
