@@ -11,7 +11,8 @@ pinned, so no request is made):
 Every loop does the same work per field: its size and first byte, over --passes passes (default 5; one pass is
 about 0.1 s, too short to time). The C++ loop (bench/python/cpp_loop.cpp) per sample; the per-sample Python
 iterator per sample; the batch loop per batch, with NumPy for the arrays
-(`arr.size`, `arr[:, 0].sum()`) and a Python loop over the lists. Each variant runs in a fresh process, timed inside
+(`arr.size`, `arr[:, 0].sum()`) and a Python loop over the lists; and, as the floor of any batch path, the batch
+loop's body alone over one pass's batches read and kept ("body"). Each variant runs in a fresh process, timed inside
 it (the loop apart from `from_dataset`, as wall time and as the process's CPU time, every thread included);
 variants interleaved and their order rotated per repetition; ratios within each repetition; medians (min-max) of
 --reps (default 5).
@@ -38,9 +39,11 @@ import json, sys, time
 import numpy
 from datavo_sdk import SampleStream
 dataset, revision, keys, size = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
-passes = int(sys.argv[5])
+passes, kept = int(sys.argv[5]), sys.argv[6:] == ["kept"]
 wall0, cpu0 = time.perf_counter(), time.process_time()
 batches = SampleStream.from_dataset(dataset, keys=keys, revision=revision).batches(size)
+if kept:  # the floor ("body"): one pass's batches read and kept here, so that the loop below is the body alone
+    batches = list(batches)
 wall1, cpu1 = time.perf_counter(), time.process_time()
 samples = fields = total = checksum = 0
 for _ in range(passes):
@@ -83,7 +86,6 @@ print(json.dumps(dict(samples=samples, fields=fields, bytes=total, checksum=chec
                       loop_seconds=wall2 - wall1, setup_cpu=cpu1 - cpu0, loop_cpu=cpu2 - cpu1, seconds=wall2 - wall0)))
 """
 
-
 def make_tokens(root, count):
     os.makedirs(root, exist_ok=True)
     for i in range(count):
@@ -110,6 +112,12 @@ def measure(args, work, dataset, keys, make):
             "batches": lambda: run_json([args.python, "-c", BATCH_LOOP, dataset, revision, joined, str(args.batch),
                                          passes], env),
             "samples": lambda: run_json([args.python, "-c", SAMPLE_LOOP, dataset, revision, joined, passes], env),
+            # The floor of any Python batch path: the loop body alone, over one pass's batches read and kept (views
+            # of the mapped shards, as the batch loop gets them). A batch path costs at least the C++ stream's own
+            # work (its reader does the same) plus this, so C++ / (C++ + body) bounds the CPU-time ratio that any
+            # batch path with this loop body can reach.
+            "body": lambda: run_json([args.python, "-c", BATCH_LOOP, dataset, revision, joined, str(args.batch),
+                                      passes, "kept"], env),
         }
         results = {name: [] for name in variants}
         names = list(variants)
@@ -133,14 +141,15 @@ def table(title, results, samples):
 
     wall, cpu = rates("loop_seconds"), rates("loop_cpu")
     labels = {"cpp": "C++ `SampleStream` (cpp_loop.cpp)", "batches": "Python `stream.batches(64)`",
-              "samples": "Python per-sample iterator"}
+              "samples": "Python per-sample iterator",
+              "body": "the batch loop's body alone, over kept batches (no reading)"}
     lines = [
         "**%s** (%.1f MB of fields)" % (title, results["cpp"][0]["bytes"] / 1e6),
         "",
         "| loop | samples/s (loop, CPU time) | samples/s (loop, wall) |",
         "| --- | ---: | ---: |",
     ]
-    for name in ("cpp", "batches", "samples"):
+    for name in ("cpp", "batches", "samples", "body"):
         lines.append("| %s | %s | %s |" % (labels[name], fmt(cpu[name]), fmt(wall[name])))
     lines += [
         "",
@@ -150,6 +159,8 @@ def table(title, results, samples):
                                                         fmt(ratio(wall, "batches", "cpp"), 2)),
         "| per-sample iterator / C++ | %s | %s | >= 0.8 (wall) |" % (fmt(ratio(cpu, "samples", "cpp"), 2),
                                                                    fmt(ratio(wall, "samples", "cpp"), 2)),
+        "| bound for any batch path: C++ / (C++ + body), CPU time | %s | | |" % fmt(
+            [1 / (1 + c / b) for c, b in zip(cpu["cpp"], cpu["body"])], 2),
         "",
     ]
     return lines
