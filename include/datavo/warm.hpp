@@ -125,7 +125,8 @@ struct WarmRequest {
   // and once more after the uploads were waited for. nullopt: none.
   std::optional<std::string> metrics_textfile;
   // Stops this warm as the process-wide cancellation does (no shard is started, downloads in progress fail at their
-  // next chunk, warm() returns a cancelled Error), for a front end without one: the Python SDK sets it on
+  // next chunk, a wait for another process's shard lock ends within 50 ms, warm() returns a cancelled Error), for a
+  // front end without one: the Python SDK sets it on
   // KeyboardInterrupt. Not owned; nullptr: only the process-wide cancellation stops the warm.
   const std::atomic<bool>* stop = nullptr;
 };

@@ -3,10 +3,14 @@
 // cancels; with a remote tier (the scripted double), every shard is accounted for in it (uploaded, already there,
 // failed, skipped), a bucket that missed shards fails the warm, and a warm once it works backfills it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "datavo/warm.hpp"
 #include "unit/core/remote_double.hpp"
@@ -159,6 +163,56 @@ TEST_F(WarmTest, AStopRequestEndsTheWarmAsACancellation) {
   ASSERT_TRUE(rest) << rest.error().message;
   EXPECT_EQ(rest->tiers[0].hits, 1u) << "the shard warmed before the stop stays cached";
   EXPECT_EQ(rest->origin_shards, 5u);
+}
+
+// The stop also ends a wait that does not look at the flag: warm B waits for the shard locks of warm A, another
+// process whose downloads the origin holds for 5 s each; B's stop ends it at once, while A still fetches.
+TEST_F(WarmTest, AStopRequestEndsAWaitForAnotherProcesssShardLocks) {
+  origin.shard_delay_ms = 5000;
+  shardtest::Pipe started;
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    started.close_read();
+    WarmRequest a = request();
+    a.jobs = 6;
+    std::thread tell([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // A has asked for its 6 tickets and locks by now
+      started.write_byte();
+    });
+    auto warmed = warm(a);
+    tell.join();
+    ::_exit(warmed ? 0 : 2);
+  }
+  shardtest::ChildGuard guard(holder);
+  started.close_write();
+  ASSERT_TRUE(started.read_byte());
+  std::atomic<bool> stop{false};
+  WarmRequest b = request();
+  b.jobs = 6;
+  b.stop = &stop;
+  std::atomic<bool> returned{false};
+  Result<WarmReport> got = Error{ErrorCode::internal, "not run"};
+  std::thread waiter([&] {
+    got = warm(b);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "warm B did not wait for A's locks";
+  stop = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!returned.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  int status = 0;
+  const bool holder_running = ::waitpid(holder, &status, WNOHANG) == 0;
+  EXPECT_TRUE(returned.load()) << "warm B still waits for A's locks 3 s after its stop";
+  EXPECT_TRUE(holder_running) << "A had finished: B's return says nothing";
+  waiter.join();
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
+  if (holder_running) {
+    EXPECT_EQ(guard.wait(), 0) << "warm A failed";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
