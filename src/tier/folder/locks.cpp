@@ -334,11 +334,8 @@ Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
     for (;;) {
       rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
       if (rc == 0 || (errno != EWOULDBLOCK && errno != EINTR)) break;
-      if (auto slept = util::sleep_unless_cancelled(poll, "waiting for the lock " + path); !slept) {
-        // Nobody holds a file we have just created; as below.
-        if (created) ::unlink(path.c_str());
-        return std::move(slept).error();
-      }
+      // Held by another process (even a file we created: it may have locked it first), so it stays where it is.
+      DATAVO_TRY(util::sleep_unless_cancelled(poll, "waiting for the lock " + path));
       poll = std::min(k_max_flock_poll, Milliseconds(poll.count() * 2));
     }
     if (rc != 0) {
