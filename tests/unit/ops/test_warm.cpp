@@ -3,15 +3,17 @@
 // cancels; with a remote tier (the scripted double), every shard is accounted for in it (uploaded, already there,
 // failed, skipped), a bucket that missed shards fails the warm, and a warm once it works backfills it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
+#include "datavo/folder_tier.hpp"
 #include "datavo/warm.hpp"
 #include "unit/core/remote_double.hpp"
 #include "unit/ops/ops_fixtures.hpp"
@@ -165,28 +167,47 @@ TEST_F(WarmTest, AStopRequestEndsTheWarmAsACancellation) {
   EXPECT_EQ(rest->origin_shards, 5u);
 }
 
-// The stop also ends a wait that does not look at the flag: warm B waits for the shard locks of warm A, another
-// process whose downloads the origin holds for 5 s each; B's stop ends it at once, while A still fetches.
+// The stop also ends a wait that does not look at the flag: warm B waits for the shard locks that another process
+// holds (a single-threaded child takes them with lock_shard; the keys come from a warm of another folder); B's stop
+// ends it, while the holder still holds them.
 TEST_F(WarmTest, AStopRequestEndsAWaitForAnotherProcesssShardLocks) {
-  origin.shard_delay_ms = 5000;
-  shardtest::Pipe started;
+  std::vector<ShardKey> keys;
+  {
+    WarmRequest elsewhere = request();
+    elsewhere.cache = clienttest::fresh_cache(dir.sub("elsewhere"));
+    ASSERT_TRUE(warm(elsewhere));
+    auto entries = elsewhere.cache->tiers()[0]->list();
+    ASSERT_TRUE(entries) << entries.error().message;
+    for (const auto& entry : *entries) keys.push_back(ShardKey{*Instance::parse(entry.instance), entry.hash});
+    ASSERT_EQ(keys.size(), 6u);
+  }
+  shardtest::Pipe locked;   // child -> parent: "I hold every lock"
+  shardtest::Pipe release;  // parent -> child: "let them go"
   const pid_t holder = ::fork();
   ASSERT_GE(holder, 0);
   if (holder == 0) {
-    started.close_read();
-    WarmRequest a = request();
-    a.jobs = 6;
-    std::thread tell([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // A has asked for its 6 tickets and locks by now
-      started.write_byte();
-    });
-    auto warmed = warm(a);
-    tell.join();
-    ::_exit(warmed ? 0 : 2);
+    locked.close_read();
+    release.close_write();
+    int code = 0;
+    {
+      auto tier = FolderTier::create(shardtest::folder_options(dir.sub("cache"), "local"));
+      if (!tier) ::_exit(2);
+      std::vector<std::unique_ptr<ShardLock>> held;
+      for (const auto& key : keys) {
+        auto lock = (*tier)->lock_shard(key);
+        if (!lock || !(*lock)->across_processes()) ::_exit(3);
+        held.push_back(std::move(*lock));
+      }
+      if (!locked.write_byte()) ::_exit(4);
+      if (!release.read_byte()) code = 5;
+    }
+    ::_exit(code);
   }
   shardtest::ChildGuard guard(holder);
-  started.close_write();
-  ASSERT_TRUE(started.read_byte());
+  locked.close_write();
+  release.close_read();
+  ASSERT_TRUE(locked.read_byte()) << "the child could not take the locks";
+
   std::atomic<bool> stop{false};
   WarmRequest b = request();
   b.jobs = 6;
@@ -198,21 +219,18 @@ TEST_F(WarmTest, AStopRequestEndsAWaitForAnotherProcesssShardLocks) {
     returned = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(returned.load()) << "warm B did not wait for A's locks";
+  EXPECT_FALSE(returned.load()) << "warm B did not wait for the locks";
   stop = true;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!returned.load() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  int status = 0;
-  const bool holder_running = ::waitpid(holder, &status, WNOHANG) == 0;
-  EXPECT_TRUE(returned.load()) << "warm B still waits for A's locks 3 s after its stop";
-  EXPECT_TRUE(holder_running) << "A had finished: B's return says nothing";
+  EXPECT_TRUE(returned.load()) << "warm B still waits for the locks 5 s after its stop";
+  release.write_byte();  // lets B go, should it still wait
   waiter.join();
+  EXPECT_EQ(guard.wait(), 0);
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
-  if (holder_running) {
-    EXPECT_EQ(guard.wait(), 0) << "warm A failed";
-  }
+  EXPECT_EQ(origin.shard_requests.load(), 6) << "B downloaded nothing (the 6 downloads are the other folder's warm)";
 }
 
 // ---------------------------------------------------------------------------------------------------------------
