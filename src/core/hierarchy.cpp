@@ -53,22 +53,14 @@ Result<void> check_can_land(const Walk& walk) {
   return {};
 }
 
-// Single flight: one fetch per key across the threads and processes of this machine, through the lock of the
-// topmost writable local tier. nullptr when it cannot be taken (degraded: at worst two fetches of one shard);
-// cancelled when the wait is. While it waits, `observer` (may be nullptr) follows the landing of the holder when
-// that is another process (ProgressFollower).
+// Single flight (Walk::lock_single_flight) through the lock of the topmost writable local tier. While it waits,
+// `observer` (may be nullptr) follows the landing of the holder when that is another process (ProgressFollower).
 Result<std::unique_ptr<ShardLock>> lock_single_flight(Walk& walk, LandingObserver* observer) {
   LocalTier* local = topmost_writable_local(walk.tiers());
   if (local == nullptr) return std::unique_ptr<ShardLock>();
   std::optional<core::ProgressFollower> follower;
   if (observer != nullptr) follower.emplace(*local, walk.key(), *observer);
-  auto locked = local->lock_shard(walk.key());
-  follower.reset();
-  if (locked) return std::move(*locked);
-  // A reader that stopped waiting says nothing about the tier.
-  if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
-  walk.degrade(*local, "locking", locked.error());
-  return std::unique_ptr<ShardLock>();
+  return walk.lock_single_flight(*local);
 }
 
 struct LeaseWait {

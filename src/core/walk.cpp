@@ -372,19 +372,23 @@ Result<std::optional<FetchResult>> Walk::find(CountMisses count_misses, Scope sc
   return std::optional<FetchResult>{};
 }
 
+Result<std::unique_ptr<ShardLock>> Walk::lock_single_flight(LocalTier& local) {
+  auto locked = local.lock_shard(key_);
+  if (locked) return std::move(*locked);
+  if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
+  degrade(local, "locking", locked.error());
+  return std::unique_ptr<ShardLock>();
+}
+
 Result<std::optional<FetchResult>> Walk::lock_and_recheck(std::size_t remote_index, std::unique_ptr<ShardLock>& lock) {
   for (std::size_t landing = 0; landing < remote_index; ++landing) {
     LocalTier* local = tiers_[landing]->as_local();
     if (!local || local->read_only()) continue;
     // Single flight for remote hits too: the blob's network cost is paid once per shard per machine. The lock lives
     // in the topmost writable local tier, as for origin fetches; a waiter finds the materialized copy.
-    if (auto locked = local->lock_shard(key_)) {
-      lock = std::move(*locked);
-    } else if (locked.error().code == ErrorCode::cancelled) {
-      return std::move(locked).error();
-    } else {
-      degrade(*local, "locking", locked.error());
-    }
+    auto locked = lock_single_flight(*local);
+    if (!locked) return std::move(locked).error();
+    lock = std::move(*locked);
     for (std::size_t j = 0; j < remote_index; ++j) {
       LocalTier* above = tiers_[j]->as_local();
       if (!above) continue;

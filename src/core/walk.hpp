@@ -111,6 +111,10 @@ class Walk {
   // caller's expectation (it is then deleted from the tier, when writable). capacity when nowhere above can take a
   // hit.
   Result<std::optional<FetchResult>> materialize(std::size_t remote_index, CountMisses count_misses);
+  // Takes the single-flight lock of the key in `local`, one fetch per key across the threads and processes of this
+  // machine. nullptr when it cannot be taken (the tier is degraded: at worst two fetches of one shard); cancelled
+  // when the wait is (a reader that stopped waiting says nothing about the tier).
+  Result<std::unique_ptr<ShardLock>> lock_single_flight(LocalTier& local);
   // The caller holds the single-flight lock of the key: materialize() does not take it again, and a landing may
   // continue a download that a writer that died left behind.
   void set_lock_held() { lock_held_ = true; }
