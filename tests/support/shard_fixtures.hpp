@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -430,6 +431,73 @@ class ChildGuard {
  private:
   pid_t pid_;
 };
+
+// A child process that holds the shard locks of `keys` in the folder tier of `options` (across processes, as
+// another reader on the machine would) until release(). The child is single-threaded (so it also runs under TSan).
+// `while_held` (optional) runs in the child once every lock is held, with the tier and the first key's lock; it
+// returns false when it failed, and what it captures is destroyed before the locks are released. Exit codes: 0 held and
+// released, 2 no tier, 3 no lock, 4 `while_held` failed, 5 the parent went away before release(). Killed and reaped on
+// destruction unless wait() reaped it.
+class LockHolderProcess {
+ public:
+  using WhileHeld = std::function<bool(FolderTier&, ShardLock&)>;
+  LockHolderProcess(FolderTierOptions options, std::vector<ShardKey> keys, WhileHeld while_held = {}) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) ::_exit(hold(options, keys, std::move(while_held)));
+    guard_.emplace(pid);
+    locked_.close_write();
+    release_.close_read();
+  }
+  // Waits until the child holds every lock (and `while_held` ran); false when it could not.
+  bool started() { return locked_.read_byte().has_value(); }
+  // Lets the locks go; the child then exits.
+  void release() { release_.write_byte(); }
+  // The child's exit code (wait_child) once it exited.
+  int wait() { return guard_->wait(); }
+  pid_t pid() const { return guard_->pid(); }
+
+ private:
+  int hold(const FolderTierOptions& options, const std::vector<ShardKey>& keys, WhileHeld while_held) {
+    locked_.close_read();
+    release_.close_write();
+    auto tier = FolderTier::create(options);
+    if (!tier) return 2;
+    std::vector<std::unique_ptr<ShardLock>> held;
+    for (const auto& key : keys) {
+      auto lock = (*tier)->lock_shard(key);
+      if (!lock || !(*lock)->across_processes()) return 3;
+      held.push_back(std::move(*lock));
+    }
+    if (while_held && !held.empty() && !while_held(**tier, *held.front())) return 4;
+    if (!locked_.write_byte()) return 4;
+    const int code = release_.read_byte() ? 0 : 5;
+    while_held = nullptr;
+    return code;
+  }
+
+  Pipe locked_;   // child -> parent: "I hold every lock"
+  Pipe release_;  // parent -> child: "let them go"
+  std::optional<ChildGuard> guard_;
+};
+
+// A LockHolderProcess's `while_held` that lands `bytes` of `key` in a staging file and publishes it with a verified
+// prefix of `verified` of `total` bytes (ShardLock::publish_*), as a holder part-way through a fetch does. The
+// staging file is aborted when the lock is let go.
+inline LockHolderProcess::WhileHeld publish_partial_landing(const ShardKey& key, std::string bytes, Bytes verified,
+                                                            Bytes total) {
+  auto staged = std::make_shared<std::unique_ptr<ShardTransaction>>();
+  return [staged, key, bytes = std::move(bytes), verified, total](FolderTier& tier, ShardLock& lock) {
+    auto begun = tier.begin(key);
+    if (!begun || !(*begun)->write(bytes.data(), bytes.size())) return false;
+    *staged = std::move(*begun);
+    auto reading = (*staged)->open_staged();
+    if (!reading) return false;
+    lock.publish_staging(*reading);
+    lock.publish_verified(verified, total);
+    return true;
+  };
+}
 
 // The pid of a process that existed and has exited and been reaped: a pid that is (almost certainly) dead.
 inline pid_t dead_pid() {

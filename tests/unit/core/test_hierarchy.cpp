@@ -235,22 +235,8 @@ TEST(Hierarchy, WhenTheLockHolderDiesAWaiterTakesOver) {
   auto fast = folder(dir, "fast");
   auto slow = folder(dir, "slow");
   const ShardKey key = make_key(52);
-  Pipe locked;
-
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    locked.close_read();
-    auto tier = FolderTier::create(folder_options(dir.sub("fast"), "fast"));
-    if (!tier) ::_exit(2);
-    auto lock = (*tier)->lock_shard(key);
-    if (!lock) ::_exit(3);
-    locked.write_byte();
-    for (;;) ::pause();  // holds the lock until SIGKILL
-  }
-  ChildGuard guard(child);
-  locked.close_write();
-  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+  LockHolderProcess holder(folder_options(dir.sub("fast"), "fast"), {key});  // holds the lock until SIGKILL
+  ASSERT_TRUE(holder.started()) << "the child could not take the lock";
 
   auto h = hierarchy({fast, slow});
   CountingFetcher fetch(random_bytes(10000, 52));
@@ -264,8 +250,8 @@ TEST(Hierarchy, WhenTheLockHolderDiesAWaiterTakesOver) {
   EXPECT_FALSE(done.load()) << "get_or_fetch did not wait for the lock held by another process";
   EXPECT_EQ(fetch.calls(), 0);
 
-  ::kill(child, SIGKILL);
-  EXPECT_EQ(guard.wait(), 128 + SIGKILL);
+  ::kill(holder.pid(), SIGKILL);
+  EXPECT_EQ(holder.wait(), 128 + SIGKILL);
   waiter.join();
   ASSERT_TRUE(got.has_value());
   ASSERT_TRUE(*got) << got->error().message;
@@ -281,24 +267,8 @@ TEST(Hierarchy, AWaiterWhoseWorkIsStoppedLeavesTheLockWaitWithoutFetchingOrDegra
   auto fast = folder(dir, "fast");
   auto slow = folder(dir, "slow");
   const ShardKey key = make_key(53);
-  Pipe locked;
-  Pipe release;
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    locked.close_read();
-    release.close_write();
-    auto tier = FolderTier::create(folder_options(dir.sub("fast"), "fast"));
-    if (!tier) ::_exit(2);
-    auto lock = (*tier)->lock_shard(key);
-    if (!lock) ::_exit(3);
-    locked.write_byte();
-    ::_exit(release.read_byte() ? 0 : 4);
-  }
-  ChildGuard guard(child);
-  locked.close_write();
-  release.close_read();
-  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+  LockHolderProcess holder(folder_options(dir.sub("fast"), "fast"), {key});
+  ASSERT_TRUE(holder.started()) << "the child could not take the lock";
 
   auto h = hierarchy({fast, slow});
   CountingFetcher fetch(random_bytes(10000, 53));
@@ -317,9 +287,9 @@ TEST(Hierarchy, AWaiterWhoseWorkIsStoppedLeavesTheLockWaitWithoutFetchingOrDegra
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (!done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
   EXPECT_TRUE(done.load()) << "the stopped waiter still waits for the holder";
-  release.write_byte();  // lets the waiter go, should it still wait
+  holder.release();  // lets the waiter go, should it still wait
   waiter.join();
-  EXPECT_EQ(guard.wait(), 0);
+  EXPECT_EQ(holder.wait(), 0);
   ASSERT_FALSE(got) << "the stopped waiter got the shard";
   EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
   EXPECT_EQ(fetch.calls(), 0);

@@ -181,32 +181,8 @@ TEST_F(WarmTest, AStopRequestEndsAWaitForAnotherProcesssShardLocks) {
     for (const auto& entry : *entries) keys.push_back(ShardKey{*Instance::parse(entry.instance), entry.hash});
     ASSERT_EQ(keys.size(), 6u);
   }
-  shardtest::Pipe locked;   // child -> parent: "I hold every lock"
-  shardtest::Pipe release;  // parent -> child: "let them go"
-  const pid_t holder = ::fork();
-  ASSERT_GE(holder, 0);
-  if (holder == 0) {
-    locked.close_read();
-    release.close_write();
-    int code = 0;
-    {
-      auto tier = FolderTier::create(shardtest::folder_options(dir.sub("cache"), "local"));
-      if (!tier) ::_exit(2);
-      std::vector<std::unique_ptr<ShardLock>> held;
-      for (const auto& key : keys) {
-        auto lock = (*tier)->lock_shard(key);
-        if (!lock || !(*lock)->across_processes()) ::_exit(3);
-        held.push_back(std::move(*lock));
-      }
-      if (!locked.write_byte()) ::_exit(4);
-      if (!release.read_byte()) code = 5;
-    }
-    ::_exit(code);
-  }
-  shardtest::ChildGuard guard(holder);
-  locked.close_write();
-  release.close_read();
-  ASSERT_TRUE(locked.read_byte()) << "the child could not take the locks";
+  shardtest::LockHolderProcess holder(shardtest::folder_options(dir.sub("cache"), "local"), keys);
+  ASSERT_TRUE(holder.started()) << "the child could not take the locks";
 
   std::atomic<bool> stop{false};
   WarmRequest b = request();
@@ -225,9 +201,9 @@ TEST_F(WarmTest, AStopRequestEndsAWaitForAnotherProcesssShardLocks) {
   while (!returned.load() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(returned.load()) << "warm B still waits for the locks 5 s after its stop";
-  release.write_byte();  // lets B go, should it still wait
+  holder.release();  // lets B go, should it still wait
   waiter.join();
-  EXPECT_EQ(guard.wait(), 0);
+  EXPECT_EQ(holder.wait(), 0);
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
   EXPECT_EQ(origin.shard_requests.load(), 6) << "B downloaded nothing (the 6 downloads are the other folder's warm)";

@@ -73,29 +73,8 @@ TEST(FolderTier, LockShardExcludesAnotherProcess) {
   TempDir dir;
   const std::string root = tier_root(dir);
   const ShardKey key = make_key(193);
-  Pipe locked;   // child -> parent: "I hold the lock"
-  Pipe release;  // parent -> child: "let it go"
-
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    locked.close_read();
-    release.close_write();
-    int code = 0;
-    {
-      auto tier = FolderTier::create(folder_options(root));
-      if (!tier) ::_exit(2);
-      auto lock = (*tier)->lock_shard(key);
-      if (!lock) ::_exit(3);
-      if (!locked.write_byte()) ::_exit(4);
-      if (!release.read_byte()) code = 5;
-    }  // the guard is released here
-    ::_exit(code);
-  }
-  ChildGuard guard(child);
-  locked.close_write();
-  release.close_read();
-  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+  LockHolderProcess holder(folder_options(root), {key});
+  ASSERT_TRUE(holder.started()) << "the child could not take the lock";
 
   auto tier = make_folder(root);
   std::atomic<bool> acquired{false};
@@ -105,10 +84,10 @@ TEST(FolderTier, LockShardExcludesAnotherProcess) {
   });
   std::this_thread::sleep_for(150ms);
   EXPECT_FALSE(acquired.load()) << "lock_shard returned while another process held the lock";
-  release.write_byte();
+  holder.release();
   waiter.join();
   EXPECT_TRUE(acquired.load());
-  EXPECT_EQ(guard.wait(), 0);
+  EXPECT_EQ(holder.wait(), 0);
 }
 
 // The holder's progress (ShardLock::publish_*) as another process reads it (landing_progress, open_landing), and
@@ -117,34 +96,10 @@ TEST(FolderTierLock, AnotherProcessReadsTheHoldersPublishedProgressUntilTheLockI
   TempDir dir;
   const std::string root = tier_root(dir);
   const ShardKey key = make_key(195);
-  Pipe published;  // child -> parent: "the progress is published"
-  Pipe release;    // parent -> child: "let the lock go"
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    published.close_read();
-    release.close_write();
-    int code = 0;
-    {
-      auto tier = FolderTier::create(folder_options(root));
-      if (!tier) ::_exit(2);
-      auto lock = (*tier)->lock_shard(key);
-      if (!lock || !(*lock)->across_processes()) ::_exit(3);
-      auto staged = (*tier)->begin(key);
-      if (!staged || !(*staged)->write("0123456789", 10)) ::_exit(4);
-      auto reading = (*staged)->open_staged();
-      if (!reading) ::_exit(5);
-      (*lock)->publish_staging(*reading);
-      (*lock)->publish_verified(Bytes{6}, Bytes{20});
-      if (!published.write_byte()) ::_exit(6);
-      if (!release.read_byte()) code = 7;
-    }
-    ::_exit(code);
-  }
-  ChildGuard guard(child);
-  published.close_write();
-  release.close_read();
-  ASSERT_TRUE(published.read_byte()) << "the child could not publish";
+  LockHolderProcess holder(folder_options(root), {key},
+                           publish_partial_landing(key, "0123456789", Bytes{6}, Bytes{20}));
+  ASSERT_TRUE(holder.started()) << "the child could not publish";
+  const pid_t child = holder.pid();
 
   auto tier = make_folder(root);
   auto progress = tier->landing_progress(key);
@@ -161,8 +116,8 @@ TEST(FolderTierLock, AnotherProcessReadsTheHoldersPublishedProgressUntilTheLockI
   EXPECT_FALSE(tier->open_landing(other));
   EXPECT_FALSE(tier->landing_progress(make_key(196)));
 
-  release.write_byte();
-  EXPECT_EQ(guard.wait(), 0);
+  holder.release();
+  EXPECT_EQ(holder.wait(), 0);
   EXPECT_FALSE(tier->landing_progress(key));
   EXPECT_FALSE(path_exists(root + "/.locks/local." + key.hash.hex() + ".lock.progress"));
 }
@@ -292,35 +247,15 @@ TEST(FolderTierLock, AWaitForAnotherProcesssLockEndsWhenTheWaitersWorkIsStopped)
   const std::string root = tier_root(dir);
   const ShardKey key = make_key(199);
   const std::string file = root + "/.locks/local." + key.hash.hex() + ".lock";
-  Pipe locked;   // child -> parent: "I hold the lock"
-  Pipe release;  // parent -> child: "let it go"
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    locked.close_read();
-    release.close_write();
-    int code = 0;
-    {
-      auto tier = FolderTier::create(folder_options(root));
-      if (!tier) ::_exit(2);
-      auto lock = (*tier)->lock_shard(key);
-      if (!lock || !(*lock)->across_processes()) ::_exit(3);
-      if (!locked.write_byte()) ::_exit(4);
-      if (!release.read_byte()) code = 5;
-    }
-    ::_exit(code);
-  }
-  ChildGuard guard(child);
-  locked.close_write();
-  release.close_read();
-  ASSERT_TRUE(locked.read_byte()) << "the child could not take the lock";
+  LockHolderProcess holder(folder_options(root), {key});
+  ASSERT_TRUE(holder.started()) << "the child could not take the lock";
 
   auto tier = make_folder(root);
   ASSERT_EQ(tier->lock_mechanism(), LockMechanism::flock);
   expect_stopped(wait_and_stop([&] { return lock_once(*tier, key); }));
   EXPECT_TRUE(path_exists(file)) << "the stopped waiter removed the holder's lock file";
-  release.write_byte();
-  EXPECT_EQ(guard.wait(), 0);
+  holder.release();
+  EXPECT_EQ(holder.wait(), 0);
   EXPECT_TRUE(lock_once(*tier, key)) << "the lock could not be taken after the holder let it go";
 }
 
