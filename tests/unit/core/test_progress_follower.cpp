@@ -4,16 +4,22 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/progress_follower.hpp"
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "unit/core/hierarchy_fixtures.hpp"
 
 namespace datavo {
 namespace {
@@ -98,6 +104,44 @@ TEST(ProgressFollower, FollowsAnotherProcessesStagingFileItsPrefixAndItsNextFile
   }
   next.write_byte();
   EXPECT_EQ(guard.wait(), 0);
+}
+
+// The same through the whole call: get_or_fetch, waiting for the single-flight lock that another process holds while
+// it lands the shard, hands the holder's staging file and verified prefix to its observer before it has the lock;
+// once the holder lets the lock go without installing, the call fetches the shard itself.
+TEST(ProgressFollower, GetOrFetchWaitingForAnotherProcessPassesTheHoldersLandingToItsObserver) {
+  TempDir dir;
+  auto fast = folder(dir, "fast");
+  auto slow = folder(dir, "slow");
+  const ShardKey key = make_key(302);
+  LockHolderProcess holder(folder_options(dir.sub("fast"), "fast"), {key},
+                           publish_partial_landing(key, "0123456789", Bytes{6}, Bytes{20}));
+  ASSERT_TRUE(holder.started()) << "the child could not publish";
+
+  auto h = hierarchy({fast, slow});
+  CountingFetcher fetch(random_bytes(20, 302));
+  Recorder recorder;
+  std::atomic<bool> done{false};
+  std::optional<Result<FetchResult>> got;
+  std::thread reader([&] {
+    got.emplace(h->get_or_fetch(key, fetch.fetcher(), {}, &recorder));
+    done = true;
+  });
+  auto followed = recorder.wait_for(2);
+  EXPECT_FALSE(done.load()) << "get_or_fetch did not wait for the lock held by another process";
+  EXPECT_EQ(fetch.calls(), 0);
+  followed.resize(std::min<std::size_t>(followed.size(), 2));
+  EXPECT_EQ(followed, (std::vector<std::string>{"staging:0123456789", "verified:6/20"}))
+      << "the holder's staging file as it stands, and its verified prefix";
+
+  holder.release();
+  reader.join();
+  EXPECT_EQ(holder.wait(), 0);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(*got) << got->error().message;
+  EXPECT_EQ(read_handle((*got)->handle), fetch.bytes());
+  EXPECT_EQ(fetch.calls(), 1) << "the holder installed nothing: the waiter fetches";
+  EXPECT_GT(recorder.wait_for(3).size(), 2u) << "the waiter's own landing is observed after the holder's";
 }
 
 }  // namespace
