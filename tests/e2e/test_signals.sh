@@ -136,17 +136,22 @@ waits_for_lock() {
   done
   return 1
 }
+# start_waiting_warm NAME CASE: starts warm B in the background (stdout and stderr to $E2E_TMP/NAME.out, .err), sets
+# $waiter to its pid and waits until it polls A's lock.
+start_waiting_warm() {
+  "${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
+    >"$E2E_TMP/$1.out" 2>"$E2E_TMP/$1.err" &
+  waiter=$!
+  track_pid "$waiter"
+  wait_until 30 waits_for_lock "$waiter" ||
+    fail "$2: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/$1.err")"
+}
 sigint_taken() {
   local pending
   pending=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
   (((16#$pending & 2) == 0))
 }
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
-  >"$E2E_TMP/waiter.out" 2>"$E2E_TMP/waiter.err" &
-waiter=$!
-track_pid "$waiter"
-wait_until 30 waits_for_lock "$waiter" ||
-  fail "lock wait: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/waiter.err")"
+start_waiting_warm waiter "lock wait"
 start=$(date +%s%N)
 kill -INT "$waiter"
 wait_until 10 eval '! alive '"$waiter"
@@ -165,12 +170,7 @@ python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, 
   "$cache/.locks/.stats.lock" &
 stats_holder=$!
 track_pid "$stats_holder"
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_CONFIG" warm slow/train --key bin --key txt --jobs 3 \
-  >"$E2E_TMP/second.out" 2>"$E2E_TMP/second.err" &
-waiter=$!
-track_pid "$waiter"
-wait_until 30 waits_for_lock "$waiter" ||
-  fail "second signal: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/second.err")"
+start_waiting_warm second "second signal"
 # waits_for_stats PID: PID has the stats lock file open (blocked in its flock: the test's process holds it).
 waits_for_stats() { ls -l /proc/"$1"/fd 2>/dev/null | grep -q -- "$cache/.locks/.stats.lock"; }
 kill -INT "$waiter"
