@@ -40,6 +40,12 @@ class ByteSink {
   // (docs/hierarchy.md, "Reading while fetching"). Called after the write that completed them; `prefix` only grows
   // until restart(). A sink that passes bytes on passes this on too; the default ignores it.
   virtual void verified_prefix(Bytes /*prefix*/, Bytes /*total*/) {}
+  // Copies `size` bytes that the sink holds, from byte `offset` (REQUIRES: offset + size <= written()), into `out`:
+  // so that a verifying decorator can check the bytes it inherits (a download continued from the staging file of a
+  // process that died). A sink that passes bytes on passes this on too; the default cannot (ErrorCode::unsupported).
+  virtual Result<void> read_back(std::uint64_t /*offset*/, void* /*out*/, std::size_t /*size*/) {
+    return Error{ErrorCode::unsupported, "this sink cannot read back its bytes"};
+  }
   // The positional interface of this sink, or nullptr when it only takes appends. Before it is used the sink must
   // be empty (restart() it); afterwards only prefix_complete() makes the bytes count as written.
   virtual PositionalSink* positional() { return nullptr; }

@@ -37,6 +37,9 @@ class CancellableSink final : public ByteSink {
   Bytes written() const override { return inner_.written(); }
   Result<void> restart() override { return inner_.restart(); }
   void verified_prefix(Bytes prefix, Bytes total) override { inner_.verified_prefix(prefix, total); }
+  Result<void> read_back(std::uint64_t offset, void* out, std::size_t size) override {
+    return inner_.read_back(offset, out, size);
+  }
 
  private:
   ByteSink& inner_;

@@ -72,8 +72,17 @@ class LandingSink final : public ByteSink, public PositionalSink {
                    "cannot restart a download whose verified bytes may be read already; "
                    "the shard is fetched again into a new staging file"};
     }
+    reading_.reset();
     DATAVO_TRY(record(staged_.restart()));
     return announce();
+  }
+  Result<void> read_back(std::uint64_t offset, void* out, std::size_t size) override {
+    if (!reading_) {
+      auto opened = staged_.open_staged();
+      if (!opened) return std::move(opened).error();
+      reading_.emplace(std::move(*opened));
+    }
+    return util::pread_all(reading_->fd(), out, size, static_cast<off_t>(offset), "the staging file");
   }
   void verified_prefix(Bytes prefix, Bytes total) override {
     if (prefix.count() == 0) return;
@@ -107,8 +116,9 @@ class LandingSink final : public ByteSink, public PositionalSink {
   }
   ShardTransaction& staged_;
   LandingObserver* const observer_;
-  ShardLock* const lock_;  // the single-flight lock, which publishes the progress; may be nullptr
-  bool reported_ = false;  // a verified prefix went to the observer
+  ShardLock* const lock_;               // the single-flight lock, which publishes the progress; may be nullptr
+  bool reported_ = false;               // a verified prefix went to the observer
+  std::optional<ShardHandle> reading_;  // the staging file, opened for read_back()
   PositionalSink* positional_ = nullptr;
   mutable std::mutex mu_;  // positional writes come from several threads
   std::optional<Error> failure_;

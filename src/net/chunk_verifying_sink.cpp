@@ -1,12 +1,41 @@
 #include "net/chunk_verifying_sink.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <vector>
 
 namespace datavo::net {
 
 ChunkVerifyingSink::ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what)
     : inner_(inner), chunks_(chunks), size_(size), what_(std::move(what)) {
-  start_at(inner_.written().count());
+  const std::uint64_t inherited = inner_.written().count();
+  start_at(inherited);
+  if (skipped_ > 0) check_inherited(inherited);
+}
+
+void ChunkVerifyingSink::check_inherited(std::uint64_t inherited) {
+  if (inherited > size_.count()) return start_over(inherited);
+  start_at(0);
+  std::vector<std::byte> block(static_cast<std::size_t>(std::min<std::uint64_t>(k_read_back_block, inherited)));
+  for (std::uint64_t at = 0; at < inherited; at += block.size()) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), inherited - at));
+    if (!inner_.read_back(at, block.data(), n)) return start_at(inherited);
+    hasher_->update(block.data(), n);
+    hashed_ += n;
+  }
+  if (!check_completed()) return start_over(inherited);
+  report_verified();
+}
+
+void ChunkVerifyingSink::start_over(std::uint64_t inherited) {
+  // Whole-shard verification would refuse these bytes after the rest of the download: drop them at once.
+  if (inner_.restart()) return start_at(0);
+  start_at(inherited);
+}
+
+void ChunkVerifyingSink::report_verified() {
+  if (verified_ == 0) return;
+  inner_.verified_prefix(Bytes{std::min(verified_ * chunks_.chunk_size.count(), size_.count())}, size_);
 }
 
 void ChunkVerifyingSink::start_at(std::uint64_t offset) {
@@ -61,11 +90,8 @@ Result<void> ChunkVerifyingSink::write(const void* data, std::size_t size) {
     DATAVO_TRY(check_completed());
   }
   DATAVO_TRY(inner_.write(data, size));
-  // Only a prefix checked from byte 0 is reported: after a resume the chunks before it were never hashed here.
-  if (skipped_ == 0 && verified_ > verified_before) {
-    const std::uint64_t end = std::min(verified_ * chunks_.chunk_size.count(), size_.count());
-    inner_.verified_prefix(Bytes{end}, size_);
-  }
+  // Only a prefix checked from byte 0 is reported.
+  if (skipped_ == 0 && verified_ > verified_before) report_verified();
   return ok();
 }
 

@@ -9,13 +9,19 @@
 //
 // Resume: the transport continues a cut transfer at written(), so the hash of the chunk in progress simply goes on.
 // restart() starts over at byte 0. An inner sink that already holds P bytes at construction (a download a killed
-// process left half-done, continued with Range) cannot be hashed from here: chunks that begin before P are not
-// checked chunk by chunk (only by the whole-shard SHA-256, which a continued download must then pass), and checking
-// starts at the first chunk boundary at or after P. chunks_skipped() says how many.
+// process left half-done, continued with Range) is read back (ByteSink::read_back) and its P bytes are hashed and
+// checked at once, as if they had come through here: the sink reports their verified prefix and goes on hashing the
+// chunk in progress. When a chunk among them does not match, the inner sink is restarted (the whole-shard check
+// would refuse them after the rest of the download), and the download starts over at byte 0. When the inner sink
+// cannot read back (or cannot restart), chunks that begin before P are not checked chunk by chunk (only by the
+// whole-shard SHA-256, which a continued download must then pass), and checking starts at the first chunk boundary at
+// or after P; chunks_skipped() says how many. Inherited bytes past
+// the ticket's size restart the inner sink too.
 //
-// Progress: after each write that completes chunks, the inner sink is told the verified prefix
-// (ByteSink::verified_prefix): the bytes of every chunk from the first up to the last one verified. A sink that
-// resumed past byte 0 (chunks_skipped() > 0) never reports one: its first bytes were not checked here.
+// Progress: after each write that completes chunks (and after an inherited prefix checked at construction), the
+// inner sink is told the verified prefix (ByteSink::verified_prefix): the bytes of every chunk from the first up to
+// the last one verified. A sink that skipped chunks (chunks_skipped() > 0) never reports one: its first bytes were
+// not checked here.
 //
 // Thread safety: as ByteSink (one thread at a time). Sequential writes only: positional() is nullptr.
 #pragma once
@@ -43,8 +49,16 @@ class ChunkVerifyingSink final : public ByteSink {
   std::uint64_t chunks_skipped() const { return skipped_; }
 
  private:
+  static constexpr std::uint64_t k_read_back_block = 4u << 20;
+
   // Positions the hashing at the first chunk boundary at or after the inner sink's bytes.
   void start_at(std::uint64_t offset);
+  // Reads back and checks the `inherited` bytes the inner sink held at construction (see resume above).
+  void check_inherited(std::uint64_t inherited);
+  // Restarts the inner sink, whose inherited bytes are wrong; when it cannot, checks from the next boundary.
+  void start_over(std::uint64_t inherited);
+  // Tells the inner sink the verified prefix.
+  void report_verified();
   Result<void> check_completed();
 
   ByteSink& inner_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <thread>
 
@@ -31,18 +32,25 @@ class CountingSink final : public ByteSink {
       return Error{ErrorCode::cancelled, "warm: download stopped by the caller"};
     DATAVO_TRY(inner_.write(data, size));
     observer_.origin_bytes(std::int64_t(size));
+    counted_ += size;
     return ok();
   }
   Bytes written() const override { return inner_.written(); }
   Result<void> restart() override {
-    observer_.origin_bytes(-std::int64_t(inner_.written().count()));
+    // Only what came through here was counted: bytes a continued download inherited were not.
+    observer_.origin_bytes(-std::int64_t(counted_));
+    counted_ = 0;
     return inner_.restart();
+  }
+  Result<void> read_back(std::uint64_t offset, void* out, std::size_t size) override {
+    return inner_.read_back(offset, out, size);
   }
 
  private:
   ByteSink& inner_;
   WarmObserver& observer_;
   const std::atomic<bool>* stop_;
+  std::uint64_t counted_ = 0;
 };
 
 bool stop_requested(const WarmRequest& request) {

@@ -218,6 +218,34 @@ vout=$(DATAVO_SERVER=$ORIGIN_URL dv --json cache verify 2>&1) || vrc=$?
 expect_eq "the holder killed mid-shard: cache verify re-hashes every shard ok" "$SHARDS 0 0" \
   "$(printf '%s' "$vout" | json '"%d %d" % (sum(r["ok"] for r in j["tiers"]), sum(r["bad"] for r in j["tiers"]))' 2>/dev/null) $vrc"
 
+# The holder killed (-9) mid-shard, alone: the next reader takes its staging file over, checks the bytes there
+# against the chunk list and reads its first sample out of them at once (before the rest of the shard arrives, which
+# at this pace takes seconds); with --limit 1 it then stops, and the shard is never installed.
+set_mode "slow rate=32768"
+cold
+read_bg holder_dead --prefetch 0
+pid_a=$BG_PID
+wait_until 60 past_chunks 4 || fail "a dead holder's file: its download went on" "no staging file past 4 chunks"
+kill -KILL "$pid_a" 2>/dev/null
+wait "$pid_a" 2>/dev/null
+left=$(staging_files "$CACHE")
+expect_eq "a dead holder's file: the killed holder left its staging file" 1 "$(wc -w <<<"$left")"
+left_size=$(file_size "$CACHE/.staging/$left")
+set_mode "slow rate=32768" # its counters from 0
+read_via "$PROXY_URL" "$E2E_TMP/takeover.json" --limit 1 --prefetch 0
+expect_eq "a dead holder's file, the next reader with --limit 1: one sample, out of the file it took over (read while fetching), no refetch, nothing installed" \
+  "0 1 1 1 0 0" \
+  "$RC $(field '"%d %d %d %d" % (j["samples"], j["read_while_fetching"]["samples_before_install"], j["read_while_fetching"]["shards"], j["read_while_fetching"]["refetches"])') $(installed_tars | wc -l)"
+[ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+# Its sample came before any byte more: the download of the rest (a Range from the file's end) may have been stopped
+# before it reached the origin. Either way, nothing was asked for from byte 0.
+expect_eq "a dead holder's file: nothing fetched from byte 0 (at most one shard request, a Range from the file's $left_size bytes)" \
+  yes \
+  "$(python3 -c 'import json, sys, urllib.request
+s = json.load(urllib.request.urlopen(sys.argv[1] + "/_proxy_stats", timeout=10))["shard"]
+print("yes" if s["requests"] <= 1 and s["ranges"] == ["bytes=%s-" % sys.argv[2]] * s["requests"] else json.dumps(s))' \
+    "$PROXY_URL" "$left_size")"
+
 # --- 4. the origin killed mid-shard while two processes stream it ---------------------------------------------------
 
 set_mode "slow rate=16384"

@@ -122,8 +122,8 @@ TEST(ChunkVerifyingSink, RestartHashesFromTheFirstByteAgain) {
   EXPECT_EQ(sink.chunks_verified(), 5u);
 }
 
-// A download a killed process left half-done: the bytes already in the inner sink cannot be hashed here, so the
-// chunks they touch are left to the whole-shard SHA-256 and checking starts at the next chunk boundary.
+// A download a killed process left half-done, in an inner sink that cannot read its bytes back: they cannot be hashed
+// here, so the chunks they touch are left to the whole-shard SHA-256 and checking starts at the next chunk boundary.
 TEST(ChunkVerifyingSink, AnInheritedPrefixIsCheckedFromTheNextChunkBoundary) {
   const ChunkDigests chunks = digests_of(k_data);
   ChunkTestSink inner;
@@ -150,13 +150,24 @@ class ProgressSink final : public ByteSink {
  public:
   Result<void> write(const void* data, std::size_t size) override { return inner.write(data, size); }
   Bytes written() const override { return inner.written(); }
-  Result<void> restart() override { return inner.restart(); }
+  Result<void> restart() override {
+    ++restarts;
+    return inner.restart();
+  }
+  Result<void> read_back(std::uint64_t offset, void* out, std::size_t size) override {
+    if (!can_read_back) return ByteSink::read_back(offset, out, size);
+    EXPECT_LE(offset + size, inner.bytes().size());
+    inner.bytes().copy(static_cast<char*>(out), size, offset);
+    return ok();
+  }
   void verified_prefix(Bytes prefix, Bytes total) override {
     reports.push_back(prefix.count());
     held_at_report.push_back(inner.written().count());
     totals.push_back(total.count());
   }
   ChunkTestSink inner;
+  bool can_read_back = false;  // as a staging file can
+  int restarts = 0;
   std::vector<std::uint64_t> reports;
   std::vector<std::uint64_t> held_at_report;
   std::vector<std::uint64_t> totals;
@@ -185,7 +196,7 @@ TEST(ChunkVerifyingSink, NeverReportsAChunkThatFailsNorAnythingAfterIt) {
   EXPECT_EQ(inner.reports, (std::vector<std::uint64_t>{4096, 8192}));
 }
 
-TEST(ChunkVerifyingSink, AnInheritedPrefixIsNeverReportedAsVerified) {
+TEST(ChunkVerifyingSink, AnInheritedPrefixIsNeverReportedAsVerifiedWhenTheSinkCannotReadItBack) {
   const ChunkDigests chunks = digests_of(k_data);
   ProgressSink inner;
   ASSERT_TRUE(inner.write(k_data.data(), 4096));
@@ -193,6 +204,72 @@ TEST(ChunkVerifyingSink, AnInheritedPrefixIsNeverReportedAsVerified) {
   ASSERT_TRUE(feed(sink, k_data, 4096, k_data.size(), 700));
   EXPECT_EQ(sink.chunks_verified(), 4u);
   EXPECT_TRUE(inner.reports.empty());
+}
+
+// An inner sink that can read its bytes back (a staging file): the inherited bytes are checked at construction,
+// their verified prefix is reported before any byte more arrives, and the chunk in progress is hashed on.
+TEST(ChunkVerifyingSink, AnInheritedPrefixThatCanBeReadBackIsCheckedAndReportedAtOnce) {
+  const ChunkDigests chunks = digests_of(k_data);
+  ProgressSink inner;
+  inner.can_read_back = true;
+  ASSERT_TRUE(inner.write(k_data.data(), 9000));  // chunks 0 and 1, and 808 bytes of chunk 2
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  EXPECT_EQ(sink.chunks_skipped(), 0u);
+  EXPECT_EQ(sink.chunks_verified(), 2u);
+  EXPECT_EQ(inner.reports, (std::vector<std::uint64_t>{8192})) << "the inherited chunks, reported at once";
+  ASSERT_TRUE(feed(sink, k_data, 9000, k_data.size(), 3000));
+  EXPECT_EQ(inner.inner.bytes(), k_data);
+  EXPECT_EQ(sink.chunks_verified(), 5u);
+  EXPECT_EQ(inner.reports.back(), k_data.size());
+  EXPECT_EQ(inner.restarts, 0);
+
+  // Wrong bytes after the inherited ones are caught in the chunk that was in progress.
+  std::string bad = k_data;
+  bad[10000] ^= 0x01;  // chunk 2
+  ProgressSink inner2;
+  inner2.can_read_back = true;
+  ASSERT_TRUE(inner2.write(k_data.data(), 9000));
+  ChunkVerifyingSink sink2(inner2, chunks, Bytes{bad.size()}, "shard x");
+  auto result = feed(sink2, bad, 9000, bad.size(), 3000);
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.error().message.find("chunk 2 (byte offset 8192,"), std::string::npos) << result.error().message;
+  EXPECT_EQ(inner2.reports, (std::vector<std::uint64_t>{8192}));
+
+  // A whole shard inherited is verified whole.
+  ProgressSink whole;
+  whole.can_read_back = true;
+  ASSERT_TRUE(whole.write(k_data.data(), k_data.size()));
+  ChunkVerifyingSink sink3(whole, chunks, Bytes{k_data.size()}, "shard x");
+  EXPECT_EQ(sink3.chunks_verified(), 5u);
+  EXPECT_EQ(whole.reports, (std::vector<std::uint64_t>{k_data.size()}));
+}
+
+// Inherited bytes that cannot be the shard's (a chunk differs, or there are more bytes than the ticket's size) are
+// dropped at once: the inner sink restarts and the download starts over at byte 0, instead of fetching the rest of a
+// shard that the whole-shard SHA-256 would then refuse. Nothing of the dropped bytes is reported.
+TEST(ChunkVerifyingSink, InheritedBytesThatAreNotTheShardsAreDroppedAndTheDownloadStartsOver) {
+  const ChunkDigests chunks = digests_of(k_data);
+  std::string bad = k_data;
+  bad[5000] ^= 0x01;  // chunk 1; chunk 0 is right
+  ProgressSink inner;
+  inner.can_read_back = true;
+  ASSERT_TRUE(inner.write(bad.data(), 9000));
+  ChunkVerifyingSink sink(inner, chunks, Bytes{k_data.size()}, "shard x");
+  EXPECT_EQ(inner.restarts, 1);
+  EXPECT_EQ(sink.written(), Bytes{0});
+  EXPECT_TRUE(inner.reports.empty());
+  ASSERT_TRUE(feed(sink, k_data, 0, k_data.size(), 3000));
+  EXPECT_EQ(inner.inner.bytes(), k_data);
+  EXPECT_EQ(sink.chunks_verified(), 5u);
+  EXPECT_EQ(sink.chunks_skipped(), 0u);
+
+  ProgressSink longer;
+  longer.can_read_back = true;
+  ASSERT_TRUE(longer.write((k_data + "x").data(), k_data.size() + 1));
+  ChunkVerifyingSink sink2(longer, chunks, Bytes{k_data.size()}, "shard x");
+  EXPECT_EQ(longer.restarts, 1);
+  EXPECT_EQ(sink2.written(), Bytes{0});
+  EXPECT_TRUE(longer.reports.empty());
 }
 
 }  // namespace
