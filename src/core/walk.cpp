@@ -481,6 +481,8 @@ Result<FetchResult> Walk::install(LocalTier& landing, std::unique_ptr<ShardTrans
       // A second descriptor on the committed inode: immune to the entry being evicted right away.
       if (auto dup = committed->duplicate()) source = std::move(*dup);
       top = FetchResult{std::move(*committed), landing.name(), landing_index, how};
+    } else if (committed.error().code == ErrorCode::cancelled) {
+      return std::move(committed).error();  // stopped waiting for the tier's budget: no other tier either
     } else {
       degrade(landing, "install", committed.error());
     }

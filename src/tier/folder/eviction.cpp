@@ -14,6 +14,7 @@
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
+#include "tier/folder/locks.hpp"
 #include "tier/folder/oldest_entries.hpp"
 #include "tier/folder/scan.hpp"
 #include "util/decimal.hpp"
@@ -120,12 +121,12 @@ Result<EvictionReport> FolderTier::evict(DryRun dry_run, const ShardKey* keep) {
 }
 
 // The budget across processes. Every process committing into a bounded tier takes the tier's evict lock
-// (blocking), reads the shared count of committed bytes in .locks/.usage, adds the staging files' bytes (the
-// entry about to be committed is one of them), makes room when they would not fit (an eviction pass, which
-// rescans and so corrects the count), renames, adds the entry to the count and lets go.
-// Commits into one tier are thus serialised, and the committed entries never exceed max_bytes by more than the
-// one shard being committed. The count only ever errs high (removals elsewhere do not lower it), which costs an
-// early scan, never an overshoot.
+// (waiting for it as for a shard lock: a stopped or cancelled committer leaves the wait with cancelled), reads the
+// shared count of committed bytes in .locks/.usage, adds the staging files' bytes (the entry about to be committed is
+// one of them), makes room when they would not fit (an eviction pass, which rescans and so corrects the count),
+// renames, adds the entry to the count and lets go. Commits into one tier are thus serialised, and the committed
+// entries never exceed max_bytes by more than the one shard being committed. The count only ever errs high (removals
+// elsewhere do not lower it), which costs an early scan, never an overshoot.
 FolderTier::BudgetLock::~BudgetLock() = default;
 
 Result<std::unique_ptr<FolderTier::BudgetLock>> FolderTier::reserve() {
@@ -135,10 +136,10 @@ Result<std::unique_ptr<FolderTier::BudgetLock>> FolderTier::reserve() {
   lock->fd = UniqueFd(::open(impl_->lock_path("evict").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, folder::entry_mode()));
   if (lock->fd.valid()) {
     ::fchmod(lock->fd.get(), folder::entry_mode());  // open(2) applies the umask; group members lock too
-    int rc;
-    while ((rc = ::flock(lock->fd.get(), LOCK_EX)) != 0 && errno == EINTR) {
-    }
     // Without a working flock the count is shared without exclusion: still corrected by every scan.
+    if (auto locked = folder::flock_exclusive(lock->fd.get(), impl_->lock_path("evict")); !locked) {
+      if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
+    }
   }
   lock->usage_path = impl_->locks_dir + "/.usage";
   std::optional<std::uint64_t> usage;

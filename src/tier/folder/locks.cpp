@@ -315,6 +315,16 @@ void HeldLock::hold(util::UniqueFd fd, LockMechanism mechanism, std::shared_ptr<
   if (heartbeat_) heartbeat_->add(fd_.get());
 }
 
+Result<void> flock_exclusive(int fd, const std::string& path) {
+  auto poll = k_first_flock_poll;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return ok();
+    if (errno != EWOULDBLOCK && errno != EINTR) return Error::from_errno(errno, "cannot lock " + path);
+    DATAVO_TRY(util::sleep_unless_cancelled(poll, "waiting for the lock " + path));
+    poll = std::min(k_max_flock_poll, Milliseconds(poll.count() * 2));
+  }
+}
+
 Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
   for (;;) {
     // Whether this call created the lock file: if flock then fails, the file is ours to remove.
@@ -329,17 +339,11 @@ Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
           {}, "cannot open lock " + path + ": " + std::strerror(errno) + "; single flight is per process only"};
     }
     ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
-    int rc;
-    auto poll = k_first_flock_poll;
-    for (;;) {
-      rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
-      if (rc == 0 || (errno != EWOULDBLOCK && errno != EINTR)) break;
-      // Held by another process (even a file we created: it may have locked it first), so it stays where it is.
-      DATAVO_TRY(util::sleep_unless_cancelled(poll, "waiting for the lock " + path));
-      poll = std::min(k_max_flock_poll, Milliseconds(poll.count() * 2));
-    }
-    if (rc != 0) {
-      const int err = errno;
+    if (auto locked = flock_exclusive(fd.get(), path); !locked) {
+      // A stopped waiter leaves the file where it is: another process holds it (even a file we created: it may
+      // have locked it first).
+      if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
+      const int err = locked.error().sys_errno;
       // Nobody holds a file we have just created; a process that opened it meanwhile re-checks the inode.
       if (created) ::unlink(path.c_str());
       if (is_flock_unsupported(err)) {
@@ -347,7 +351,7 @@ Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
         return FlockFile{
             {}, "flock stopped working on " + dir + " (" + std::strerror(err) + "); relying on atomic rename alone"};
       }
-      return Error::from_errno(err, "cannot lock " + path);
+      return std::move(locked).error();
     }
     // The holder before us may have unlinked the file after we opened it; then we hold a lock nobody else
     // will see, and must start over on the file now at the path.

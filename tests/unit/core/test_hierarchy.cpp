@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "unit/core/hierarchy_fixtures.hpp"
 #include "unit/core/remote_double.hpp"
 #include "util/cancel.hpp"
+#include "util/fs.hpp"
 #include "util/log.hpp"
 #include "util/rfc3339.hpp"
 
@@ -257,6 +259,46 @@ TEST(Hierarchy, WhenTheLockHolderDiesAWaiterTakesOver) {
   ASSERT_TRUE(*got) << got->error().message;
   EXPECT_EQ(read_handle((*got)->handle), fetch.bytes());
   EXPECT_EQ(fetch.calls(), 1);
+}
+
+// A reader stopped while its commit waits for the landing tier's budget (another process holds the tier's eviction
+// lock) leaves with cancelled, and the shard goes into no other tier either: a stop is not a failure of the landing
+// tier, after which the next tier would take the bytes.
+TEST(Hierarchy, AReaderStoppedWhileItsCommitWaitsForTheTiersBudgetInstallsNothingAnywhere) {
+  TempDir dir;
+  auto fast = folder(dir, "fast", MiB(1));
+  auto slow = folder(dir, "slow");
+  const ShardKey key = make_key(54);
+  std::filesystem::create_directories(dir.sub("fast") + "/.locks");
+  util::UniqueFd budget(::open((dir.sub("fast") + "/.locks/evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(budget.valid());
+  ASSERT_EQ(::flock(budget.get(), LOCK_EX | LOCK_NB), 0);  // as another process's eviction pass holds it
+
+  auto h = hierarchy({fast, slow});
+  CountingFetcher fetch(random_bytes(10000, 54));
+  util::StopToken token;
+  std::atomic<bool> done{false};
+  Result<FetchResult> got = Error{ErrorCode::internal, "not run"};
+  std::thread reader([&] {
+    util::StopScope scope(token);
+    got = h->get_or_fetch(key, fetch.fetcher());
+    done = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(done.load()) << "the commit did not wait for the tier's budget";
+  token.request_stop();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(done.load()) << "the stopped reader still waits for the budget";
+  ::flock(budget.get(), LOCK_UN);  // lets the reader go, should it still wait
+  reader.join();
+  ASSERT_FALSE(got) << "the stopped reader got the shard from " << got->tier_name;
+  EXPECT_EQ(got.error().code, ErrorCode::cancelled) << got.error().message;
+  EXPECT_EQ(fetch.calls(), 1);
+  EXPECT_FALSE(holds(*fast, key));
+  EXPECT_FALSE(holds(*slow, key)) << "the stopped landing went on into the next tier";
+  EXPECT_EQ(fast->counters().snapshot().errors, 0u);
+  EXPECT_TRUE(staging_is_empty(*fast));
 }
 
 // A reader that stops needing the shard (its thread's StopScope token stopped: a SampleStream cancelled or

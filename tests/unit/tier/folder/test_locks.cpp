@@ -1,11 +1,14 @@
 // Tests of the folder tier's per-shard locks (src/tier/folder/locks.cpp): a lock excludes other threads, other tier
 // objects on the same path and other processes until it is destroyed.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "support/temp_dir.hpp"
 #include "tier/folder/locks.hpp"
 #include "util/cancel.hpp"
+#include "util/fs.hpp"
 
 namespace datavo {
 namespace {
@@ -273,4 +277,36 @@ TEST(FolderTierLock, AWaitForAnExclusiveLockFileEndsWhenTheWaitersWorkIsStopped)
 }
 
 }  // namespace
+// A commit into a bounded tier waits for the tier's eviction lock (its budget across processes) as for a shard lock:
+// a committer whose work is stopped leaves with cancelled, installs nothing, and its staged bytes stay staged.
+TEST(FolderTierLock, ACommitWaitingForTheTiersBudgetLockEndsWhenTheCommittersWorkIsStopped) {
+  TempDir dir;
+  const std::string root = tier_root(dir);
+  FolderTierOptions options = folder_options(root);
+  options.max_bytes = MiB(1);
+  auto tier = make_folder(options);
+  const ShardKey key = make_key(200);
+  auto staged = tier->begin(key);
+  ASSERT_TRUE(staged) << staged.error().message;
+  ASSERT_TRUE((*staged)->write("0123456789", 10));
+  // Another holder of the budget: a second open file description, as another process has.
+  std::filesystem::create_directories(root + "/.locks");
+  util::UniqueFd budget(::open((root + "/.locks/evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(budget.valid());
+  ASSERT_EQ(::flock(budget.get(), LOCK_EX | LOCK_NB), 0);
+
+  expect_stopped(wait_and_stop([&]() -> Result<void> {
+    auto committed = (*staged)->commit();
+    if (!committed) return std::move(committed).error();
+    return {};
+  }));
+  EXPECT_FALSE(path_exists(tier->entry_path(key))) << "the stopped commit installed the shard";
+  ASSERT_EQ(staging_paths(*tier).size(), 1u) << "the staged bytes stay staged until the transaction ends";
+
+  ::flock(budget.get(), LOCK_UN);
+  auto committed = (*staged)->commit();
+  ASSERT_TRUE(committed) << committed.error().message;
+  EXPECT_EQ(read_handle(*committed), "0123456789");
+}
+
 }  // namespace datavo
