@@ -17,6 +17,7 @@
 #include "datavo/tar.hpp"
 #include "protocol/json_fields.hpp"
 #include "util/atomic_file.hpp"
+#include "util/flock.hpp"
 #include "util/temp_name.hpp"
 #include "util/text.hpp"
 
@@ -289,9 +290,7 @@ Result<util::UniqueFd> Store::lock_dataset(std::string_view dataset, std::string
   std::string path = dir + "/.pack.lock";
   util::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd.valid()) return Error::from_errno(errno, "cannot open " + path);
-  while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return Error::from_errno(errno, "cannot lock " + path);
-  }
+  DATAVO_TRY(util::flock_exclusive(fd.get(), path));
   return fd;
 }
 

@@ -106,8 +106,9 @@ class Store {
   // it.
   Result<void> publish_revision(const Revision& revision) const;
 
-  // Takes the exclusive pack lock of a dataset (flock on .pack.lock, blocking); released when the returned
-  // descriptor is closed.
+  // Takes the exclusive pack lock of a dataset (flock on .pack.lock), waiting for another pack of it; released when
+  // the returned descriptor is closed. cancelled when the caller is stopped or cancelled while it waits
+  // (util::flock_exclusive).
   Result<util::UniqueFd> lock_dataset(std::string_view dataset, std::string_view split) const;
 
   // Copies a payload into objects/, hashing it on the way. `added` tells whether the object is new (false when

@@ -14,10 +14,10 @@
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
-#include "tier/folder/locks.hpp"
 #include "tier/folder/oldest_entries.hpp"
 #include "tier/folder/scan.hpp"
 #include "util/decimal.hpp"
+#include "util/flock.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -137,7 +137,7 @@ Result<std::unique_ptr<FolderTier::BudgetLock>> FolderTier::reserve() {
   if (lock->fd.valid()) {
     ::fchmod(lock->fd.get(), folder::entry_mode());  // open(2) applies the umask; group members lock too
     // Without a working flock the count is shared without exclusion: still corrected by every scan.
-    if (auto locked = folder::flock_exclusive(lock->fd.get(), impl_->lock_path("evict")); !locked) {
+    if (auto locked = util::flock_exclusive(lock->fd.get(), impl_->lock_path("evict")); !locked) {
       if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();
     }
   }

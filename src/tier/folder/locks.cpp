@@ -14,6 +14,7 @@
 #include "tier/folder/internal.hpp"
 #include "util/cancel.hpp"
 #include "util/decimal.hpp"
+#include "util/flock.hpp"
 #include "util/log.hpp"
 #include "util/temp_name.hpp"
 #include "util/text.hpp"
@@ -25,10 +26,6 @@ namespace {
 // local fetch) end quickly, long ones (a multi-GiB download) cost a few stats a second.
 constexpr std::chrono::milliseconds k_first_poll{20};
 constexpr std::chrono::milliseconds k_max_poll{250};
-// A waiter on a held flock polls with LOCK_NB from k_first_flock_poll, backing off to k_max_flock_poll: the release
-// ends a waiter's wait at most that late, and a stopped waiter leaves at once (the sleep is cancellable).
-constexpr Milliseconds k_first_flock_poll{2};
-constexpr Milliseconds k_max_flock_poll{50};
 // How often a thread waiting for the in-process slot looks whether it must stop (a release wakes it at once).
 constexpr std::chrono::milliseconds k_slot_poll{50};
 
@@ -315,16 +312,6 @@ void HeldLock::hold(util::UniqueFd fd, LockMechanism mechanism, std::shared_ptr<
   if (heartbeat_) heartbeat_->add(fd_.get());
 }
 
-Result<void> flock_exclusive(int fd, const std::string& path) {
-  auto poll = k_first_flock_poll;
-  for (;;) {
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return ok();
-    if (errno != EWOULDBLOCK && errno != EINTR) return Error::from_errno(errno, "cannot lock " + path);
-    DATAVO_TRY(util::sleep_unless_cancelled(poll, "waiting for the lock " + path));
-    poll = std::min(k_max_flock_poll, Milliseconds(poll.count() * 2));
-  }
-}
-
 Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
   for (;;) {
     // Whether this call created the lock file: if flock then fails, the file is ours to remove.
@@ -339,7 +326,7 @@ Result<FlockFile> acquire_flock_file(const std::string& path, mode_t mode) {
           {}, "cannot open lock " + path + ": " + std::strerror(errno) + "; single flight is per process only"};
     }
     ::fchmod(fd.get(), mode);  // ours or not: a creator with umask 077 must not lock the group out
-    if (auto locked = flock_exclusive(fd.get(), path); !locked) {
+    if (auto locked = util::flock_exclusive(fd.get(), path); !locked) {
       // A stopped waiter leaves the file where it is: another process holds it (even a file we created: it may
       // have locked it first).
       if (locked.error().code == ErrorCode::cancelled) return std::move(locked).error();

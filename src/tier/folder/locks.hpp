@@ -134,11 +134,6 @@ Result<util::UniqueFd> acquire_exclusive_lock_file(const std::string& path, cons
 // Removes the lock file at `path` if it is still the one open as `fd`.
 void release_exclusive_lock_file(const std::string& path, int fd);
 
-// Takes flock(LOCK_EX) on `fd` (the lock file at `path`), waiting for another holder by polling with LOCK_NB, from
-// 2 ms backing off to 50 ms: a release ends the wait at most that late. cancelled when util::must_stop() holds while
-// it waits (the lock is not taken then); the errno of any other failure (sys_errno), naming `path`.
-Result<void> flock_exclusive(int fd, const std::string& path);
-
 // Takes flock(LOCK_EX) on the lock file at `path` (created with `mode` when missing), waiting for its holder, and
 // checks that the inode locked is still the one at the path (a releasing holder unlinks it). The descriptor holds
 // the lock. An invalid descriptor when flock cannot be used there, with `unusable` saying why and what happens

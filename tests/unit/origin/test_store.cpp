@@ -5,6 +5,7 @@
 
 #include "datavo/tar.hpp"
 #include "origin/store.hpp"
+#include "support/stop_wait.hpp"
 #include "unit/origin/origin_test_support.hpp"
 
 namespace datavo::origin {
@@ -206,6 +207,25 @@ TEST(OriginStore, MaterialisedKeyGroupHasItsChunkDigestsBesideIt) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(again->chunks, want);
   EXPECT_EQ(again->sha256, made->sha256);
+}
+
+// A pack waits for another pack of the same dataset (its .pack.lock), and leaves that wait at once when its work is
+// stopped or cancelled (util::flock_exclusive): a Ctrl-C is not ignored until the other pack ends.
+TEST(OriginStore, APackWaitingForTheDatasetsLockLeavesWhenItsWorkIsStopped) {
+  TempDir dir;
+  auto store = Store::open(dir.sub("store"), Store::Create::yes);
+  ASSERT_TRUE(store) << store.error().message;
+  auto held = store->lock_dataset("voice", "train");
+  ASSERT_TRUE(held) << held.error().message;
+  stoptest::expect_stopped(stoptest::wait_and_stop([&]() -> Result<void> {
+    auto waited = store->lock_dataset("voice", "train");
+    if (!waited) return std::move(waited).error();
+    return {};
+  }));
+  auto other = store->lock_dataset("voice", "test");
+  EXPECT_TRUE(other) << "another dataset's lock is another lock";
+  held->reset();
+  EXPECT_TRUE(store->lock_dataset("voice", "train")) << "the lock could not be taken once its holder let it go";
 }
 
 }  // namespace

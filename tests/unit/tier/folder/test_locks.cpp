@@ -9,12 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <future>
 #include <memory>
 #include <thread>
 
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
+#include "support/stop_wait.hpp"
 #include "support/temp_dir.hpp"
 #include "tier/folder/locks.hpp"
 #include "util/cancel.hpp"
@@ -200,34 +200,8 @@ TEST(FolderTierLock, AReadOnlyTiersLockExcludesThisProcessOnlyAndWritesNothing) 
 
 // A waiter whose work is stopped (its thread's util::StopScope token: a SampleStream cancelled or destroyed) leaves
 // the wait with `cancelled` at once instead of waiting for the holder, holding nothing; the holder keeps its lock.
-// `wait` runs on a thread of its own in a StopScope; its token is stopped once it has waited 200 ms.
-template <typename Wait>
-Result<void> wait_and_stop(Wait wait) {
-  util::StopToken token;
-  std::promise<Result<void>> result;
-  std::thread waiter([&] {
-    util::StopScope scope(token);
-    result.set_value(wait());
-  });
-  auto future = result.get_future();
-  const bool returned_early = future.wait_for(200ms) == std::future_status::ready;
-  token.request_stop();
-  const bool returned = future.wait_for(10s) == std::future_status::ready;
-  if (!returned) {
-    ADD_FAILURE() << "the waiter did not leave the wait within 10 s of being stopped";
-    waiter.detach();  // it is stuck; the test has failed
-    return Error{ErrorCode::internal, "stuck"};
-  }
-  waiter.join();
-  if (returned_early) ADD_FAILURE() << "the wait ended before it was stopped, while the lock was held";
-  return future.get();
-}
-
-void expect_stopped(const Result<void>& waited) {
-  ASSERT_FALSE(waited) << "the wait succeeded while the lock was held";
-  EXPECT_EQ(waited.error().code, ErrorCode::cancelled) << waited.error().message;
-  EXPECT_NE(waited.error().message.find("no longer needed"), std::string::npos) << waited.error().message;
-}
+using stoptest::expect_stopped;
+using stoptest::wait_and_stop;
 
 Result<void> lock_once(FolderTier& tier, const ShardKey& key) {
   auto locked = tier.lock_shard(key);
