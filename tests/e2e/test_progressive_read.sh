@@ -145,6 +145,15 @@ read_bg() {
     >"$E2E_TMP/$name.json" 2>"$E2E_TMP/$name.err" &
   BG_PID=$!
 }
+# kill_read_bg PID: kills (-9) the datavo process of a read_bg (PID is its `timeout` wrapper's: killing that one
+# would leave datavo running) and reaps the wrapper.
+kill_read_bg() {
+  local child
+  child=$(pgrep -P "$1" | head -1)
+  [ -n "$child" ] || fail "kill a background read" "no process under its timeout wrapper $1"
+  kill -KILL "$child" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
 # past_chunks N: a staging file holds more than N chunks.
 past_chunks() {
   [ -d "$CACHE/.staging" ] &&
@@ -204,8 +213,7 @@ wait_until 60 past_chunks 1 || fail "the holder killed: its download began" "no 
 read_bg follower_kill --prefetch 0
 pid_b=$BG_PID
 wait_until 60 past_chunks 4 || fail "the holder killed: its download went on" "no staging file past 4 chunks"
-kill -KILL "$pid_a" 2>/dev/null
-wait "$pid_a" 2>/dev/null
+kill_read_bg "$pid_a"
 rc_b=0
 wait "$pid_b" || rc_b=$?
 expect_eq "the holder killed mid-shard: the follower exits 0 with the clean samples" "0 $CLEAN" \
@@ -218,19 +226,21 @@ vout=$(DATAVO_SERVER=$ORIGIN_URL dv --json cache verify 2>&1) || vrc=$?
 expect_eq "the holder killed mid-shard: cache verify re-hashes every shard ok" "$SHARDS 0 0" \
   "$(printf '%s' "$vout" | json '"%d %d" % (sum(r["ok"] for r in j["tiers"]), sum(r["bad"] for r in j["tiers"]))' 2>/dev/null) $vrc"
 
-# The holder killed (-9) mid-shard, alone: the next reader takes its staging file over, checks the bytes there
-# against the chunk list and reads its first sample out of them at once (before the rest of the shard arrives, which
-# at this pace takes seconds); with --limit 1 it then stops, and the shard is never installed.
+# The holder killed (-9) mid-shard, alone, and its progress record gone (gc removes an old one; a holder may die
+# before it writes one): the next reader takes the staging file over, checks the bytes there against the chunk list
+# and reads its first sample out of them at once (before the rest of the shard arrives, which at this pace takes
+# seconds); with --limit 1 it then stops, and the shard is never installed. (With the record there, the reader may
+# also start on the prefix the dead holder had verified.)
 set_mode "slow rate=32768"
 cold
 read_bg holder_dead --prefetch 0
 pid_a=$BG_PID
 wait_until 60 past_chunks 4 || fail "a dead holder's file: its download went on" "no staging file past 4 chunks"
-kill -KILL "$pid_a" 2>/dev/null
-wait "$pid_a" 2>/dev/null
+kill_read_bg "$pid_a"
 left=$(staging_files "$CACHE")
 expect_eq "a dead holder's file: the killed holder left its staging file" 1 "$(wc -w <<<"$left")"
 left_size=$(file_size "$CACHE/.staging/$left")
+rm -f "$CACHE"/.locks/*.progress
 set_mode "slow rate=32768" # its counters from 0
 read_via "$PROXY_URL" "$E2E_TMP/takeover.json" --limit 1 --prefetch 0
 expect_eq "a dead holder's file, the next reader with --limit 1: one sample, out of the file it took over (read while fetching), no refetch, nothing installed" \
