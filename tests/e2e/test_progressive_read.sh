@@ -17,7 +17,9 @@
 #     holder's staging file (its counter, and it fetched nothing itself), with `--limit 1` it exits before the
 #     holder's install (it stops waiting for the lock), and it reads the clean samples; a flipped
 #     byte in chunk 2 of the holder's download while it follows: both end with the clean samples; the holder killed
-#     -9 mid-shard: the follower takes over and ends right, no staging file or progress record left;
+#     -9 mid-shard: the follower takes over and ends right, no staging file or progress record left; a dead holder's
+#     staging file (its progress record gone): the next reader continues it and reads its first sample out of the
+#     inherited bytes (checked against the chunk list) before the rest arrives;
 #   - the origin killed mid-shard while two processes stream it: both fail, naming the shard; no staging file is
 #     left and whatever was installed before the kill re-hashes ok.
 #
