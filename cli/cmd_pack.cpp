@@ -8,6 +8,7 @@ namespace datavo::cli {
 namespace {
 
 void cmd_pack(const GlobalOptions& global, const PackOptions& options) {
+  InterruptOnSignal interrupt;
   PackReport report = require(pack_dataset(options));
   if (report.skipped.notable() > 0) {
     std::cerr << "datavo: WARNING: " << options.source << ": skipped " << report.skipped.notable()

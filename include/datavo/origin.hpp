@@ -50,8 +50,10 @@ struct PackReport {
 // Errors: invalid_argument for bad input (a bad dataset name, a file not named <sample_id>.<key>, an invalid id or
 // key, a sample without exactly the dataset's keys, a repeated sample id, an empty source, a malformed, truncated or
 // bzip2/xz-compressed source tar), naming the offending file or sample; integrity for a malformed store; io /
-// permission_denied / no_space from the filesystem. A failed pack publishes nothing (it may leave unreferenced
-// objects, which are harmless).
+// permission_denied / no_space from the filesystem; cancelled when the process is cancelled (util/cancel.hpp: the
+// CLI's Ctrl-C) or the calling thread's work is stopped, while it waits for the dataset's lock, between source tars
+// or between samples. A failed or cancelled pack publishes nothing (it may leave unreferenced objects, which are
+// harmless: complete, content-addressed, and reused by the next pack of the same bytes).
 // Concurrent packs of one dataset are serialised with a lock file in the store (the second waits).
 Result<PackReport> pack_dataset(const PackOptions& options);
 

@@ -16,6 +16,7 @@
 #include "datavo/protocol.hpp"
 #include "datavo/tar.hpp"
 #include "origin/store.hpp"
+#include "util/cancel.hpp"
 #include "util/compression.hpp"
 #include "util/fs.hpp"
 #include "util/temp_name.hpp"
@@ -243,6 +244,7 @@ Result<void> add_tar_member(const std::string& path, const TarMember& member, co
 Result<void> read_tars(const std::vector<std::string>& tars, const TarSettings& settings, Source& source) {
   SampleIndex index;
   for (const auto& path : tars) {
+    if (util::must_stop()) return util::stopped_error("pack: reading " + path);
     std::string label;
     auto mapped = map_tar(path, settings, label);
     if (!mapped) return mapped.error();
@@ -370,6 +372,7 @@ Revision next_revision(std::optional<Revision> current, const std::string& datas
 Result<void> add_samples(const Store& store, const std::vector<const SourceSample*>& fresh, std::size_t per_shard,
                          Revision& next, PackReport& report) {
   for (std::size_t i = 0; i < fresh.size(); ++i) {
+    if (util::must_stop()) return util::stopped_error("pack: storing sample " + fresh[i]->id);
     if (i % per_shard == 0) {
       next.shards.emplace_back();
       ++report.shards_added;

@@ -5,6 +5,7 @@
 # under --json, an error object with code "cancelled"), closes the progress bar's line, and leaves no staging file,
 # no per-shard lock and no entry behind. A SIGINT ends a wait for another process's per-shard lock at once. A second
 # SIGINT ends a process whose clean stop waits (here for the tier's stats lock, held by the test) at once, saying so.
+# A SIGINT ends `datavo pack`'s wait for another pack of the same dataset the same way.
 . "$(dirname "$0")/lib.sh"
 unset DATAVO_OFFLINE DATAVO_MANIFEST_CACHE_DIR
 PROXY_SCRIPT="$DATAVO_SOURCE_DIR/tests/support/fault_proxy.py"
@@ -192,5 +193,36 @@ wait "$stats_holder" 2>/dev/null
 kill -KILL "$holder"
 kill -CONT "$holder"
 wait "$holder" 2>/dev/null
+
+
+# A SIGINT ends a pack's wait for another pack of the same dataset at once: a process of the test holds the dataset's
+# .pack.lock; the pack waits with it open, exits 130 at the first SIGINT, says so, publishes no revision and leaves
+# no temporary file in the store.
+latest="$E2E_TMP/store/datasets/slow/train/LATEST"
+latest_before=$(cat "$latest")
+python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(120)' \
+  "$E2E_TMP/store/datasets/slow/train/.pack.lock" "$E2E_TMP/pack_lock.held" &
+pack_holder=$!
+track_pid "$pack_holder"
+wait_until 10 test -e "$E2E_TMP/pack_lock.held" || fail "pack lock: the test holds the dataset's lock" "no marker"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset slow/train \
+  --samples-per-shard 2 >"$E2E_TMP/pack.out" 2>"$E2E_TMP/pack.err" &
+packer=$!
+track_pid "$packer"
+waits_for_pack_lock() { ls -l /proc/"$1"/fd 2>/dev/null | grep -q -- "/datasets/slow/train/.pack.lock"; }
+wait_until 30 waits_for_pack_lock "$packer" ||
+  fail "pack lock: the pack waits for the dataset's lock" "$(ls -l /proc/$packer/fd 2>&1; cat "$E2E_TMP/pack.err")"
+start=$(date +%s%N)
+kill -INT "$packer"
+wait_until 10 eval '! alive '"$packer"
+wait "$packer" && RC=0 || RC=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+expect_eq "pack lock: one SIGINT ends a pack's wait for another pack of the dataset: exit 130" 130 "$RC"
+expect_cmp "pack lock: the pack exits within seconds of the SIGINT (${ms} ms)" "$ms" -le 5000
+expect_contains "pack lock: the pack says it was interrupted" "interrupted by SIGINT" "$(cat "$E2E_TMP/pack.err")"
+expect_eq "pack lock: no revision published" "$latest_before" "$(cat "$latest")"
+expect_eq "pack lock: no temporary file left in the store" "" "$(find "$E2E_TMP/store" -name '*.tmp*')"
+kill "$pack_holder" 2>/dev/null
+wait "$pack_holder" 2>/dev/null
 
 finish

@@ -8,6 +8,7 @@
 #include "datavo/tar.hpp"
 #include "origin/store.hpp"
 #include "unit/origin/origin_test_support.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
@@ -205,6 +206,31 @@ TEST(OriginPack, FromGnuTarInGnuAndPaxFormats) {
         << format;
     EXPECT_EQ(object_text(dir.sub("store"), rev, long_dir + "/utt_2", "audio.wav"), payload("utt_2", "audio.wav"));
   }
+}
+
+// A pack whose work is stopped (a Ctrl-C in the CLI, a stopped StopScope) ends with cancelled before its next
+// sample: no revision is published and no temporary file is left in the store.
+TEST(OriginPack, AStoppedPackPublishesNothingAndLeavesNoTemporaryFile) {
+  TempDir dir;
+  make_sample_dir(dir.sub("src"), sample_ids(0, 5));
+  util::StopToken token;
+  token.request_stop();
+  Result<PackReport> report = Error{ErrorCode::internal, "not run"};
+  {
+    util::StopScope scope(token);
+    report = pack(dir.sub("src"), dir.sub("store"));
+  }
+  ASSERT_FALSE(report) << "a stopped pack published revision " << report->revision;
+  EXPECT_EQ(report.error().code, ErrorCode::cancelled) << report.error().message;
+  EXPECT_NE(report.error().message.find("pack: storing sample utt_0000"), std::string::npos) << report.error().message;
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("store/datasets/voice/train/LATEST")));
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.sub("store"))) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+  // Nothing is held: the same pack, not stopped, publishes revision 1.
+  auto again = pack(dir.sub("src"), dir.sub("store"));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->revision, 1u);
 }
 
 TEST(OriginPack, RefusesSamplesWithoutEveryKey) {
