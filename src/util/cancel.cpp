@@ -34,8 +34,11 @@ struct Wakeup {
   std::condition_variable cv;
 };
 Wakeup& wakeup() {
-  static Wakeup instance;
-  return instance;
+  // Never destroyed. A thread may still sleep on it at exit; and a child forked while a thread of its parent slept on
+  // it (a SampleStream's prefetcher in a backoff) holds a copy that counts that sleeper, who does not exist there, so
+  // destroying it at the child's exit (pthread_cond_destroy) would wait for ever.
+  static Wakeup* const instance = new Wakeup;
+  return *instance;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -134,6 +137,37 @@ TEST(StopScope, AStoppedTokenDoesNotStopACleanup) {
     EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(must_stop());
+}
+
+// A child forked while a thread of its parent sleeps in sleep_unless_cancelled (a SampleStream's prefetcher in a
+// backoff, when a Python training script forks) exits normally: the sleepers' wakeup is never destroyed, so the
+// child's exit does not wait for a sleeper that does not exist there (pthread_cond_destroy of the copy would).
+TEST(Cancel, AChildForkedWhileAThreadSleepsExitsNormally) {
+  StopToken token;
+  std::atomic<bool> sleeping{false};
+  std::thread sleeper([&] {
+    StopScope scope(token);
+    sleeping = true;
+    (void)sleep_unless_cancelled(Milliseconds(30'000), "a long sleep");
+  });
+  while (!sleeping.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // in its wait by now
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) std::exit(0);  // runs the static destructors, as Python's sys.exit does
+  int status = 0;
+  pid_t done = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  token.request_stop();
+  sleeper.join();
+  EXPECT_EQ(done, child) << "the child hung in its exit";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 }  // namespace
