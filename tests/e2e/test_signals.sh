@@ -147,17 +147,32 @@ start_waiting_warm() {
   wait_until 30 waits_for_lock "$waiter" ||
     fail "$2: warm B ($waiter) waits for A's lock ($holder)" "$(ls -l /proc/$waiter/fd; cat "$E2E_TMP/$1.err")"
 }
+# sigint_and_reap PID BOUND: sends PID a SIGINT, waits up to BOUND s for it to end and reaps it; sets RC and ms (the
+# time from the signal to the exit).
+sigint_and_reap() {
+  local start
+  start=$(date +%s%N)
+  kill -INT "$1"
+  wait_until "$2" eval '! alive '"$1"
+  wait "$1" && RC=0 || RC=$?
+  ms=$((($(date +%s%N) - start) / 1000000))
+}
+# hold_flock FILE MARKER: a process of the test takes flock(LOCK_EX) on FILE, creates MARKER once it holds it, and
+# keeps it for 120 s; sets flock_holder to its pid.
+hold_flock() {
+  python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(120)' \
+    "$1" "$2" &
+  flock_holder=$!
+  track_pid "$flock_holder"
+  wait_until 10 test -e "$2" || fail "the test holds $1" "no marker"
+}
 sigint_taken() {
   local pending
   pending=$(awk '/^ShdPnd:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
   (((16#$pending & 2) == 0))
 }
 start_waiting_warm waiter "lock wait"
-start=$(date +%s%N)
-kill -INT "$waiter"
-wait_until 10 eval '! alive '"$waiter"
-wait "$waiter" && RC=0 || RC=$?
-ms=$((($(date +%s%N) - start) / 1000000))
+sigint_and_reap "$waiter" 10
 expect_eq "lock wait: one SIGINT ends B's wait for A's lock: exit 130" 130 "$RC"
 expect_cmp "lock wait: B exits within seconds of the SIGINT (${ms} ms)" "$ms" -le 5000
 expect_contains "lock wait: B says it was interrupted" "interrupted by SIGINT" "$(cat "$E2E_TMP/waiter.err")"
@@ -167,10 +182,8 @@ expect_eq "lock wait: A still holds its 3 locks (B took none, removed none)" 3 "
 # flush its counters into the tier's stats under .locks/.stats.lock, which a process of the test holds here for the whole case.
 # B takes the first SIGINT (no longer pending: /proc/PID/status ShdPnd), leaves the shard lock wait, then waits for
 # the stats lock, and exits at the second.
-python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(120)' \
-  "$cache/.locks/.stats.lock" &
-stats_holder=$!
-track_pid "$stats_holder"
+hold_flock "$cache/.locks/.stats.lock" "$E2E_TMP/stats_lock.held"
+stats_holder=$flock_holder
 start_waiting_warm second "second signal"
 # waits_for_stats PID: PID has the stats lock file open (blocked in its flock: the test's process holds it).
 waits_for_stats() { ls -l /proc/"$1"/fd 2>/dev/null | grep -q -- "$cache/.locks/.stats.lock"; }
@@ -180,11 +193,7 @@ wait_until 10 waits_for_stats "$waiter" || fail "second signal: after the first 
   "$(ls -l /proc/$waiter/fd 2>&1; cat "$E2E_TMP/second.err")"
 expect_eq "second signal: after the first, B is still running (its clean stop waits for the stats lock)" yes \
   "$(alive "$waiter" && waits_for_stats "$waiter" && echo yes)"
-start=$(date +%s%N)
-kill -INT "$waiter"
-wait_until 5 eval '! alive '"$waiter"
-wait "$waiter" && RC=0 || RC=$?
-ms=$((($(date +%s%N) - start) / 1000000))
+sigint_and_reap "$waiter" 5
 expect_eq "second signal: exit 130" 130 "$RC"
 expect_cmp "second signal: exits at once (${ms} ms)" "$ms" -le 2000
 expect_contains "second signal: says so" "datavo: SIGINT again: exiting at once" "$(cat "$E2E_TMP/second.err")"
@@ -200,11 +209,8 @@ wait "$holder" 2>/dev/null
 # no temporary file in the store.
 latest="$E2E_TMP/store/datasets/slow/train/LATEST"
 latest_before=$(cat "$latest")
-python3 -c 'import fcntl, sys, time; f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(120)' \
-  "$E2E_TMP/store/datasets/slow/train/.pack.lock" "$E2E_TMP/pack_lock.held" &
-pack_holder=$!
-track_pid "$pack_holder"
-wait_until 10 test -e "$E2E_TMP/pack_lock.held" || fail "pack lock: the test holds the dataset's lock" "no marker"
+hold_flock "$E2E_TMP/store/datasets/slow/train/.pack.lock" "$E2E_TMP/pack_lock.held"
+pack_holder=$flock_holder
 "${WITH_SIGINT[@]}" "$DATAVO_BIN" pack "$E2E_TMP/src" --root "$E2E_TMP/store" --dataset slow/train \
   --samples-per-shard 2 >"$E2E_TMP/pack.out" 2>"$E2E_TMP/pack.err" &
 packer=$!
@@ -212,11 +218,7 @@ track_pid "$packer"
 waits_for_pack_lock() { ls -l /proc/"$1"/fd 2>/dev/null | grep -q -- "/datasets/slow/train/.pack.lock"; }
 wait_until 30 waits_for_pack_lock "$packer" ||
   fail "pack lock: the pack waits for the dataset's lock" "$(ls -l /proc/$packer/fd 2>&1; cat "$E2E_TMP/pack.err")"
-start=$(date +%s%N)
-kill -INT "$packer"
-wait_until 10 eval '! alive '"$packer"
-wait "$packer" && RC=0 || RC=$?
-ms=$((($(date +%s%N) - start) / 1000000))
+sigint_and_reap "$packer" 10
 expect_eq "pack lock: one SIGINT ends a pack's wait for another pack of the dataset: exit 130" 130 "$RC"
 expect_cmp "pack lock: the pack exits within seconds of the SIGINT (${ms} ms)" "$ms" -le 5000
 expect_contains "pack lock: the pack says it was interrupted" "interrupted by SIGINT" "$(cat "$E2E_TMP/pack.err")"

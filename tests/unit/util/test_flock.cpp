@@ -24,6 +24,15 @@ UniqueFd open_lock(const std::string& path) {
   return UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
 }
 
+// A lock file that `held` holds and `waiting` (another open file description of it) will wait for.
+struct HeldLock {
+  TempDir dir;
+  std::string path = dir.path() + "/x.lock";
+  UniqueFd held = open_lock(path);
+  UniqueFd waiting = open_lock(path);
+  bool taken = held.valid() && waiting.valid() && ::flock(held.get(), LOCK_EX | LOCK_NB) == 0;
+};
+
 TEST(FlockExclusive, TakesAFreeLockAndExcludesAnotherHolder) {
   TempDir dir;
   const std::string path = dir.path() + "/x.lock";
@@ -35,34 +44,28 @@ TEST(FlockExclusive, TakesAFreeLockAndExcludesAnotherHolder) {
 }
 
 TEST(FlockExclusive, WaitsForTheHolderAndTakesTheLockOnceItLetsGo) {
-  TempDir dir;
-  const std::string path = dir.path() + "/x.lock";
-  UniqueFd held = open_lock(path);
-  UniqueFd waiting = open_lock(path);
-  ASSERT_EQ(::flock(held.get(), LOCK_EX | LOCK_NB), 0);
+  HeldLock lock;
+  ASSERT_TRUE(lock.taken);
   std::atomic<bool> done{false};
   Result<void> got = Error{ErrorCode::internal, "not run"};
   std::thread waiter([&] {
-    got = flock_exclusive(waiting.get(), path);
+    got = flock_exclusive(lock.waiting.get(), lock.path);
     done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   EXPECT_FALSE(done.load()) << "flock_exclusive returned while another holder held the lock";
-  ::flock(held.get(), LOCK_UN);
+  ::flock(lock.held.get(), LOCK_UN);
   waiter.join();
   EXPECT_TRUE(got) << got.error().message;
-  EXPECT_NE(::flock(held.get(), LOCK_EX | LOCK_NB), 0) << "the waiter does not hold the lock";
+  EXPECT_NE(::flock(lock.held.get(), LOCK_EX | LOCK_NB), 0) << "the waiter does not hold the lock";
 }
 
 TEST(FlockExclusive, AWaiterWhoseWorkIsStoppedLeavesWithCancelledAndTakesNothing) {
-  TempDir dir;
-  const std::string path = dir.path() + "/x.lock";
-  UniqueFd held = open_lock(path);
-  UniqueFd waiting = open_lock(path);
-  ASSERT_EQ(::flock(held.get(), LOCK_EX | LOCK_NB), 0);
-  stoptest::expect_stopped(stoptest::wait_and_stop([&] { return flock_exclusive(waiting.get(), path); }));
-  ::flock(held.get(), LOCK_UN);
-  EXPECT_EQ(::flock(held.get(), LOCK_EX | LOCK_NB), 0) << "the stopped waiter took the lock";
+  HeldLock lock;
+  ASSERT_TRUE(lock.taken);
+  stoptest::expect_stopped(stoptest::wait_and_stop([&] { return flock_exclusive(lock.waiting.get(), lock.path); }));
+  ::flock(lock.held.get(), LOCK_UN);
+  EXPECT_EQ(::flock(lock.held.get(), LOCK_EX | LOCK_NB), 0) << "the stopped waiter took the lock";
 }
 
 TEST(FlockExclusive, AnyOtherFailureIsAnErrorNamingTheFileWithItsErrno) {
