@@ -30,6 +30,8 @@ void print_tier(const TierCheckReport& tier) {
 }
 
 void cmd_check(const GlobalOptions& global) {
+  // A check stopped by a signal still removes its probe object (BlobTier::check).
+  InterruptOnSignal interrupt;
   const CacheConfig config = require(resolve_config(global.config_path));
   auto cache = require(build_hierarchy(config));
   const CacheCheckReport report = cache_check(*cache);

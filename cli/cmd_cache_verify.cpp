@@ -67,6 +67,7 @@ nlohmann::json object_rows(const CacheVerifyReport& report, bool text) {
 }
 
 void cmd_verify(const GlobalOptions& global, bool repair, bool full) {
+  InterruptOnSignal interrupt;
   CacheSession session = open_session(global);
   const CacheVerifyReport report =
       cache_verify(*session.cache, repair ? Repair::yes : Repair::no, full ? VerifyDepth::full : VerifyDepth::metadata);

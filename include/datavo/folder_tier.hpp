@@ -40,7 +40,6 @@
 
 namespace datavo {
 
-enum class DryRun { no, yes };
 // Whether a staged entry's data is flushed to stable storage before the rename that commits it.
 enum class Durability { fsync_before_commit, no_sync };
 // How much a hit checks of the entry against what was recorded at install.

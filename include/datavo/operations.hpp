@@ -245,6 +245,9 @@ struct TierGcReport {
   // run would delete), bytes_freed, and used_after == entries_bytes_after, the bytes of the entries left (of every
   // instance under the tier's prefix). lifecycle and read_only: zeros.
   EvictionReport eviction;
+  // A writable remote tier (expire and lifecycle): the leases and check probes that killed processes left, found
+  // and (unless a dry run) deleted. Zeros for other tiers, whose gc sweeps their own leftovers (eviction).
+  LeftoverReport leftovers;
 };
 
 struct CacheGcReport {
@@ -258,7 +261,9 @@ struct CacheGcReport {
 // entries of each writable remote tier with a max_age that were last modified longer ago than it (by the service's
 // Last-Modified against this machine's clock). Size limits of a remote tier are left to its bucket's lifecycle
 // rules (docs/config.md). A remote entry that another machine reads meanwhile is fetched again: gc trades that for
-// the space.
+// the space. Each writable remote tier is also swept of what killed processes left in it (LeftoverSweeper: expired
+// leases, stale check probes). A stop or a cancellation (util/cancel.hpp) ends the pass between objects, with
+// error cancelled.
 CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run);
 
 // ---- verify ------------------------------------------------------------------------------------------------------

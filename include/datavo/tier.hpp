@@ -237,6 +237,36 @@ class ObjectVerifier {
   virtual Result<ObjectVerifyReport> verify_objects(VerifyDepth depth, Repair repair) = 0;
 };
 
+// Whether a maintenance pass (`datavo cache gc`) only reports what it would remove.
+enum class DryRun { no, yes };
+
+// What processes that were killed (SIGKILL, a lost VM) left in a shared tier, found by
+// LeftoverSweeper::sweep_leftovers. A process that ends in any other way removes these itself.
+struct LeftoverReport {
+  // Lease objects whose holder's recorded expiry passed over a lease_duration ago and that nobody has written for
+  // a lease_duration: their holders died, and no reader of those shards has taken them over since.
+  std::uint64_t expired_leases = 0;
+  // `datavo cache check` probe objects written over k_stale_probe_age ago (a check takes seconds).
+  std::uint64_t stale_probes = 0;
+  // Of those, the ones deleted (DryRun::no).
+  std::uint64_t removed = 0;
+  // A lease that could not be read or a leftover that could not be deleted: the others are still tried.
+  std::vector<Error> failures;
+};
+inline constexpr Seconds k_stale_probe_age{600};
+
+// The sweep of a writable shared tier's leftovers, offered by the cloud tiers (Tier::sweeper): one listing, one
+// small GET per lease object not written for a lease_duration, one DELETE per leftover. Entries are never touched.
+// An expired lease is deleted as a waiting reader takes it over (a plain DELETE: a reader that takes it over in the
+// milliseconds between the GET and the DELETE loses its new lease, which costs at most one more fetch from the
+// origin, never a wrong entry: entries are conditional creates). An Error when the tier cannot be listed;
+// cancelled when a stop or a cancellation came (checked between objects).
+class LeftoverSweeper {
+ public:
+  virtual ~LeftoverSweeper() = default;
+  virtual Result<LeftoverReport> sweep_leftovers(DryRun dry_run) = 0;
+};
+
 // When an upload to a remote tier runs: after the local install, in the hierarchy's bounded background queue
 // (the reader gets its local path at once), or before get_or_fetch() returns.
 enum class UploadMode { background, sync };
@@ -299,6 +329,9 @@ class Tier {
   // The check of this tier's objects for `datavo cache verify`, or nullptr when it offers none (folder tiers have
   // FolderTier::verify instead; the memory double has none).
   virtual ObjectVerifier* verifier() { return nullptr; }
+  // The sweep of what killed processes left in this tier for `datavo cache gc`, or nullptr when it offers none
+  // (local tiers sweep their own leftovers in FolderTier::gc; read-only tiers are never written).
+  virtual LeftoverSweeper* sweeper() { return nullptr; }
   // Who reaches this tier's entries: this machine alone (folder and memory tiers), or other machines as well (a
   // bucket). `datavo cache rm` leaves shared tiers alone unless they are asked for.
   virtual TierReach reach() const { return TierReach::this_machine; }

@@ -292,7 +292,8 @@ class RmReport(_Report):
 class TierGc:
     """What gc did with one tier. ``policy``: "evict" (a writable folder tier: max_bytes, max_age, leftover files),
     "expire" (a writable cloud tier with max_age: its older objects deleted; its size is left to the bucket's
-    lifecycle rules), "lifecycle" (a writable cloud tier without max_age: nothing) or "read_only"."""
+    lifecycle rules), "lifecycle" (a writable cloud tier without max_age: no entry deleted) or "read_only". A writable
+    cloud tier is also swept of the leases and check probes that killed processes left in it."""
 
     tier: str
     type: str  #: folder, s3, gcs or azure_blob
@@ -305,6 +306,9 @@ class TierGc:
     locks_swept: int
     used_bytes: int  #: after the gc
     entries_bytes: int  #: of committed entries, after the gc
+    expired_leases: int  #: a writable cloud tier: lease objects that killed processes left (their expiry long past)
+    stale_probes: int  #: a writable cloud tier: ``cache check`` probe objects that killed checks left
+    leftovers_removed: int  #: of those two, deleted (none in a dry run)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -324,6 +324,9 @@ py::dict gc_dict(ShardCacheHierarchy& cache, bool dry_run) {
     row["locks_swept"] = t.eviction.locks_swept;
     row["used_bytes"] = t.eviction.used_after.count();
     row["entries_bytes"] = t.eviction.entries_bytes_after.count();
+    row["expired_leases"] = t.leftovers.expired_leases;
+    row["stale_probes"] = t.leftovers.stale_probes;
+    row["leftovers_removed"] = t.leftovers.removed;
     tiers.append(row);
   }
   out["tiers"] = tiers;

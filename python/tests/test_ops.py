@@ -5,6 +5,7 @@ import _thread
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -241,6 +242,40 @@ def test_uploads_to_a_remote_tier_are_summarised(env, tmp_path, monkeypatch):
     assert second.tiers[1].uploads.already_present == SHARDS and second.tiers[1].held == SHARDS
 
 
+def test_gc_sweeps_the_lease_a_killed_vm_left_in_a_bucket(env, tmp_path, monkeypatch):
+    endpoint, bucket = moto_bucket(monkeypatch)
+
+    def url(key=""):
+        return "%s/%s/%s" % (endpoint, bucket, key)
+
+    def keys():
+        listing = urllib.request.urlopen(url("?list-type=2"), timeout=10).read().decode()
+        return sorted(re.findall(r"<Key>([^<]*)</Key>", listing))
+
+    # A dead VM's lease (its expiry an hour past) and a live VM's (an hour ahead), as the leases' holders write them.
+    dead, live = "local/.leases/" + "d" * 64, "local/.leases/" + "e" * 64
+    now = int(time.time())
+    for key, expires in ((dead, now - 3600), (live, now + 3600)):
+        body = ("vm-%s 4242 %d\n" % (key[-1], expires)).encode()
+        urllib.request.urlopen(urllib.request.Request(url(key), data=body, method="PUT", headers={
+            "Content-Type": "application/octet-stream"}), timeout=10).read()  # not a form, which moto would parse
+    time.sleep(4)  # both unwritten for longer than the tier's lease_duration, 3 s: both are read
+    cache = ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "local"), name="local"),
+        S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=endpoint,
+                         addressing_style="path", lease_duration="3s"),
+    ])
+    dry = cache.gc(dry_run=True)
+    assert dry.error is None and dry.failures == []
+    assert [(t.tier, t.expired_leases, t.stale_probes, t.leftovers_removed) for t in dry.tiers] == [
+        ("local", 0, 0, 0), ("region", 1, 0, 0)]
+    assert keys() == [dead, live]
+    swept = cache.gc()
+    assert swept.error is None
+    assert (swept.tiers[1].expired_leases, swept.tiers[1].leftovers_removed) == (1, 1)
+    assert keys() == [live]
+
+
 def warmed_cache(tmp_path, max_bytes=None):
     cache = ShardCacheHierarchy([ShardCacheTier(str(tmp_path / "tier"), max_bytes, name="local")])
     return cache, warm(DATASET, ["audio.wav"], cache, progress=False)
@@ -343,10 +378,13 @@ def test_gc_and_verify_say_what_they_do_with_a_cloud_tier(env, tmp_path, monkeyp
             S3ShardCacheTier(bucket="b-1", region="us-east-1", endpoint_url="http://127.0.0.1:9", name="bucket",
                              **bucket_options)])
 
+    # Without max_age no entry is deleted, but the bucket is still listed for the leases and check probes that killed
+    # processes left in it: a bucket it cannot reach is the report's failure, naming the tier.
     lifecycle = hierarchy().gc()
-    assert lifecycle.error is None and lifecycle.failures == []
+    assert [t.tier for t in lifecycle.failures] == ["bucket"] and lifecycle.error is not None
     assert [(t.tier, t.type, t.policy, t.max_age_seconds) for t in lifecycle.tiers] == [
         ("local", "folder", "evict", None), ("bucket", "s3", "lifecycle", None)]
+    assert [(t.expired_leases, t.stale_probes, t.leftovers_removed) for t in lifecycle.tiers] == [(0, 0, 0)] * 2
     expiring = hierarchy(max_age="2d").gc(dry_run=True)
     assert [t.tier for t in expiring.failures] == ["bucket"] and expiring.error is not None
     assert [(t.tier, t.policy, t.max_age_seconds) for t in expiring.tiers] == [

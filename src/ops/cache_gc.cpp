@@ -1,22 +1,29 @@
 #include <chrono>
+#include <optional>
 
 #include "datavo/operations.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
 
 // The remote tier's expiry: list, then delete what is older than max_age. An entry that fails to delete is
 // reported and the others are still tried: a gc that stops at the first failure would leave the rest for ever.
-TierGcReport expire_remote(Tier& tier, Seconds max_age, DryRun dry_run, CacheGcReport& report) {
-  TierGcReport out{tier.name(), std::string(tier.type()), GcPolicy::expire, max_age, {}};
+// nullopt when the tier could not be listed (the failure is in `report`).
+std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dry_run, CacheGcReport& report) {
+  TierGcReport out{tier.name(), std::string(tier.type()), GcPolicy::expire, max_age, {}, {}};
   auto entries = tier.list();
   if (!entries) {
     report.failures.push_back(TierError{tier.name(), std::move(entries).error()});
-    return out;
+    return std::nullopt;
   }
   const auto cutoff = std::chrono::system_clock::now() - max_age;
   EvictionReport& e = out.eviction;
   for (const auto& entry : *entries) {
+    if (util::must_stop()) {
+      report.failures.push_back(TierError{tier.name(), util::stopped_error("gc of tier '" + tier.name() + "'")});
+      break;
+    }
     if (entry.last_access >= cutoff) {
       e.entries_bytes_after += entry.size;
       continue;
@@ -39,6 +46,18 @@ TierGcReport expire_remote(Tier& tier, Seconds max_age, DryRun dry_run, CacheGcR
   return out;
 }
 
+// What killed processes left in a remote tier: its failures join the report's, the pass goes on.
+void sweep_remote(Tier& tier, LeftoverSweeper& sweeper, DryRun dry_run, TierGcReport& row, CacheGcReport& report) {
+  auto swept = sweeper.sweep_leftovers(dry_run);
+  if (!swept) {
+    report.failures.push_back(TierError{tier.name(), std::move(swept).error()});
+    return;
+  }
+  for (auto& failure : swept->failures) report.failures.push_back(TierError{tier.name(), std::move(failure)});
+  swept->failures.clear();
+  row.leftovers = std::move(*swept);
+}
+
 }  // namespace
 
 const char* to_string(GcPolicy policy) {
@@ -55,7 +74,7 @@ CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run) {
   CacheGcReport report;
   report.dry_run = dry_run;
   for (const auto& tier : cache.tiers()) {
-    TierGcReport row{tier->name(), std::string(tier->type()), GcPolicy::read_only, tier->max_age(), {}};
+    TierGcReport row{tier->name(), std::string(tier->type()), GcPolicy::read_only, tier->max_age(), {}, {}};
     if (tier->read_only()) {
       report.tiers.push_back(std::move(row));
     } else if (FolderTier* folder = tier->as_folder()) {
@@ -67,15 +86,23 @@ CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run) {
       row.policy = GcPolicy::evict;
       row.eviction = *eviction;
       report.tiers.push_back(std::move(row));
-    } else if (tier->max_age()) {
-      report.tiers.push_back(expire_remote(*tier, *tier->max_age(), dry_run, report));
     } else {
-      row.policy = GcPolicy::lifecycle;
+      row.policy = tier->max_age() ? GcPolicy::expire : GcPolicy::lifecycle;
+      auto expired = tier->max_age() ? expire_remote(*tier, *tier->max_age(), dry_run, report) : row;
+      if (expired) row = std::move(*expired);
+      // A tier that could not be listed is not listed a second time for its leftovers.
+      LeftoverSweeper* sweeper = tier->sweeper();
+      if (expired && sweeper != nullptr && !util::must_stop()) sweep_remote(*tier, *sweeper, dry_run, row, report);
       report.tiers.push_back(std::move(row));
     }
+    if (util::must_stop()) break;
   }
   cache.flush_stats();
-  if (!report.failures.empty()) report.error = Error{ErrorCode::io, "gc failed on at least one tier"};
+  if (util::must_stop()) {
+    report.error = util::stopped_error("gc");
+  } else if (!report.failures.empty()) {
+    report.error = Error{ErrorCode::io, "gc failed on at least one tier"};
+  }
   return report;
 }
 

@@ -6,7 +6,10 @@
 #      ones and deletes nothing; gc deletes exactly those two from the bucket (seen with boto3), leaves the young one
 #      and the local copies (the folder tier has no max_age), and says so per tier in text and JSON;
 #   2. the same bucket without max_age: gc does nothing to it and says that its lifecycle rules reclaim it;
-#   3. a bucket that cannot be reached: exit 1, naming the tier; the folder tier is still collected.
+#   3. what killed processes left: a lease whose expiry is long past and that nobody has written for a
+#      lease_duration is found (--dry-run) and deleted; a live lease, a fresh check probe and another tool's object
+#      under a lease-like name stay;
+#   4. a bucket that cannot be reached: exit 1, naming the tier; the folder tier is still collected.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -77,13 +80,41 @@ config_with
 run cache gc
 expect_eq "gc without max_age: exit 0" 0 "$RC"
 expect_contains "gc without max_age (text): says the lifecycle rules reclaim the bucket" \
-  "bucket (s3): nothing to do: no max_age, and its size is left to the bucket's lifecycle rules" "$OUT"
+  "bucket (s3): no entry deleted: no max_age, and its size is left to the bucket's lifecycle rules" "$OUT"
 run --json cache gc
 expect_eq "gc without max_age (JSON): policy lifecycle, nothing expired" '["lifecycle", null, 0]' \
   "$(json "[j['tiers'][1][k] for k in ('policy', 'max_age_seconds', 'expired')]" <<<"$OUT")"
 expect_eq "gc without max_age: the object is still there" "$(entry_key "$INSTANCE" "${H[young]}")" "$(objects)"
 
-# --- 3. a bucket that cannot be reached ---------------------------------------------------------------------------
+# --- 3. what killed processes left: leases and check probes -------------------------------------------------------
+
+# A dead VM's lease (its expiry an hour past), a live VM's (its expiry an hour ahead), a running check's probe, and
+# an object of another tool under a lease-like name. lease_duration 3s: a lease not written for 3 s is read.
+config_with 'lease_duration: 3s'
+now=$(date +%s)
+printf 'dead-vm 4242 %s\n' $((now - 3600)) >"$E2E_TMP/dead.lease"
+printf 'live-vm 77 %s\n' $((now + 3600)) >"$E2E_TMP/live.lease"
+echo "datavo cache check" >"$E2E_TMP/probe"
+DEAD_LEASE="$INSTANCE/.leases/${H[old1]}"
+LIVE_LEASE="$INSTANCE/.leases/${H[old2]}"
+s3tool "$MOTO_S3_ENDPOINT" put gc-bucket "$DEAD_LEASE" "$E2E_TMP/dead.lease" >/dev/null
+s3tool "$MOTO_S3_ENDPOINT" put gc-bucket "$LIVE_LEASE" "$E2E_TMP/live.lease" >/dev/null
+s3tool "$MOTO_S3_ENDPOINT" put gc-bucket ".datavo-check/other-host.1.abcdef" "$E2E_TMP/probe" >/dev/null
+s3tool "$MOTO_S3_ENDPOINT" put gc-bucket "$INSTANCE/.leases/notes.txt" "$E2E_TMP/probe" >/dev/null
+BEFORE=$(objects)
+sleep 4
+run --json cache gc --dry-run
+expect_eq "leftovers, dry run: the dead VM's lease is found and nothing removed" "0 1 0 0" \
+  "$RC $(json "' '.join(str(j['tiers'][1][k]) for k in ('expired_leases', 'stale_probes', 'leftovers_removed'))" <<<"$OUT")"
+expect_eq "leftovers, dry run: the bucket is unchanged" "$BEFORE" "$(objects)"
+run cache gc
+expect_eq "leftovers: exit 0" 0 "$RC"
+expect_contains "leftovers (text): the bucket's line says what was swept" \
+  "bucket (s3): no entry deleted: no max_age, and its size is left to the bucket's lifecycle rules (docs/config.md); removed 1 of 1 expired leases and 0 check probes left by killed processes" "$OUT"
+expect_eq "leftovers: only the dead VM's lease is gone" \
+  "$(tr ' ' '\n' <<<"$BEFORE" | grep -v -x -F "$DEAD_LEASE" | tr '\n' ' ' | sed 's/ $//')" "$(objects)"
+
+# --- 4. a bucket that cannot be reached ---------------------------------------------------------------------------
 
 DEAD=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 write_config <<YAML

@@ -10,7 +10,9 @@
 #      then a second VM warms. It says once per shard, at the default level, that the killed VM holds the shard's
 #      lease and when it expires; takes each lease over once it has expired; fetches each shard from the origin
 #      once; and leaves no `.leases/` object and no incomplete multipart upload behind.
-#   4. SIGTERM (what a scheduler sends) cleans up as SIGINT does, and exits 143.
+#   4. SIGTERM (what a scheduler sends) cleans up as SIGINT does, and exits 143;
+#   5. `datavo cache check` interrupted while its probe object is stored (the proxy holds its read-back): it exits
+#      130, deletes the probe and begins no other step (it was killed by the signal before, leaving the probe).
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -159,5 +161,33 @@ expect_eq "SIGTERM: every multipart upload begun was aborted" "$(proxy_op "$MOTO
   "$(proxy_op "$MOTO_URL" AbortMultipartUpload)"
 expect_eq "SIGTERM: nothing left in the bucket (no .leases/ object, no incomplete upload)" "0 0" \
   "$(leases_in interrupt-term) $(s3tool "$MOTO_S3_ENDPOINT" uploads interrupt-term)"
+
+# --- 5. `cache check` interrupted with its probe object stored ---------------------------------------------------
+
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "delay seconds=120 op=Probe:GetObject"  # the probe is stored; its read-back is held
+make_bucket "$MOTO_S3_ENDPOINT" interrupt-check
+printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/check.cache" \
+  "$(s3_tier_yaml region interrupt-check "$MOTO_URL")" >"$E2E_TMP/check.yaml"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/check.yaml" cache check >"$E2E_TMP/check.out" 2>"$E2E_TMP/check.err" &
+pid=$!
+track_pid "$pid"
+wait_until 60 ready "j['ops'].get('Probe:GetObject', 0) >= 1" || fail "check: its probe was stored and is being read back" \
+  "$(proxy_json "$MOTO_URL" "j['ops']")"
+start=$(date +%s%N)
+kill -INT "$pid"
+deadline=$(($(date +%s) + 30))
+while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+alive "$pid" && kill -KILL "$pid"
+wait "$pid" && RC=0 || RC=$?
+MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+proxy_mode "$MOTO_URL" ok
+expect_eq "check: exit 130" 130 "$RC"
+expect_cmp "check: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+expect_eq "check: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/check.err")"
+expect_eq "check: one probe stored, one deleted, no conditional put begun after the signal" "1 1" \
+  "$(proxy_op "$MOTO_URL" Probe:PutObject) $(proxy_op "$MOTO_URL" Probe:DeleteObject)"
+expect_eq "check: no probe object left in the bucket" 0 \
+  "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-check | json "len([o for o in j if o['key'].startswith('.datavo-check/')])")"
 
 finish

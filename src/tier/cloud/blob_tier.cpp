@@ -85,6 +85,30 @@ std::string describe_remote(const std::string& name, std::string_view type) {
   return "tier '" + name + "' (" + std::string(type) + ")";
 }
 
+// The probe object of one `cache check`: removed on every way out of BlobTier::check(), also after a cancellation
+// (in a CleanupScope, within its budget), so that an interrupted check leaves nothing in the bucket. A probe that
+// a killed check left behind is swept by `cache gc` (sweep_leftovers).
+class ProbeObject {
+ public:
+  ProbeObject(BlobBackend& backend, std::string object) : backend_(backend), object_(std::move(object)) {}
+  ~ProbeObject() {
+    if (!removed_) (void)remove();
+  }
+  ProbeObject(const ProbeObject&) = delete;
+  ProbeObject& operator=(const ProbeObject&) = delete;
+
+  Result<bool> remove() {
+    removed_ = true;
+    util::CleanupScope cleanup;
+    return backend_.remove(object_);
+  }
+
+ private:
+  BlobBackend& backend_;
+  const std::string object_;
+  bool removed_ = false;
+};
+
 class BlobTier;
 
 // A held lease: renewed by its own thread until destroyed, then deleted.
@@ -142,7 +166,7 @@ class HeldLease final : public Lease {
   std::thread renewer_;
 };
 
-class BlobTier final : public Tier, public RemoteCoordination, public ObjectVerifier {
+class BlobTier final : public Tier, public RemoteCoordination, public ObjectVerifier, public LeftoverSweeper {
  public:
   BlobTier(CloudTierOptions options, std::unique_ptr<BlobBackend> backend)
       : options_(std::move(options)),
@@ -163,6 +187,7 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
   TierReach reach() const override { return TierReach::shared; }
   std::optional<Seconds> max_age() const override { return options_.max_age; }
   ObjectVerifier* verifier() override { return this; }
+  LeftoverSweeper* sweeper() override { return read_only() ? nullptr : this; }
 
   Result<bool> contains(const ShardKey& key) override {
     auto info = backend_->head(entry_object_name(options_, key));
@@ -215,6 +240,8 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
   CheckReport check() override;
 
   Result<ObjectVerifyReport> verify_objects(VerifyDepth depth, Repair repair) override;
+
+  Result<LeftoverReport> sweep_leftovers(DryRun dry_run) override;
 
   Result<LeaseAttempt> try_lease(const ShardKey& key) override {
     const std::string object = lease_object_name(options_, key);
@@ -282,6 +309,23 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
     if (!instance || !hash) return std::nullopt;
     return ShardKey{*instance, *hash};
   }
+
+  enum class Leftover { lease, probe };
+  // What `name` is among the objects a killed process can leave: a lease (<instance>/.leases/<hash> under the
+  // prefix) or a check's probe (.datavo-check/...); nullopt for entries and other tools' objects.
+  std::optional<Leftover> leftover_kind(std::string_view name) const {
+    std::string_view rest(name);
+    if (!rest.starts_with(prefix_)) return std::nullopt;
+    rest.remove_prefix(prefix_.size());
+    if (rest.starts_with(k_check_dir)) return Leftover::probe;
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || !rest.substr(slash + 1).starts_with(k_leases_dir)) return std::nullopt;
+    const std::string_view hash = rest.substr(slash + 1 + std::string_view(k_leases_dir).size());
+    if (!Instance::parse(rest.substr(0, slash)) || !ContentHash::parse(hash)) return std::nullopt;
+    return Leftover::lease;
+  }
+  // Whether the listed `object` is a leftover to sweep at `now`; an Error when its lease cannot be read.
+  Result<bool> is_stale(const ListedObject& object, Leftover kind, std::chrono::system_clock::time_point now);
 
   // One object's judgement for verify_objects(); nullopt when the object is gone.
   Result<std::optional<ObjectJudgement>> verify_object(const std::string& object, VerifyDepth depth);
@@ -503,7 +547,7 @@ Result<ObjectVerifyReport> BlobTier::verify_objects(VerifyDepth depth, Repair re
   report.depth = depth;
   for (const auto& object : *listed) {
     if (!entry_key(object.name)) continue;
-    if (util::cancel_requested()) return util::cancelled_error("verify of " + describe_remote(name(), type()));
+    if (util::must_stop()) return util::stopped_error("verify of " + describe_remote(name(), type()));
     auto judged = verify_object(object.name, depth);
     if (!judged) return std::move(judged).error();
     if (!*judged) continue;  // removed since the listing (gc, another VM's repair)
@@ -549,6 +593,48 @@ void BlobTier::record_bad(ObjectVerifyReport& report, const std::string& object,
   report.bad_objects.push_back(std::move(bad));
 }
 
+Result<bool> BlobTier::is_stale(const ListedObject& object, Leftover kind, std::chrono::system_clock::time_point now) {
+  if (kind == Leftover::probe) return now - object.last_modified >= k_stale_probe_age;
+  // A live holder rewrites its lease every third of lease_duration: one not written for a whole one has lapsed.
+  if (now - object.last_modified < options_.lease_duration) return false;
+  StringBody holder;
+  auto read = backend_->get(object.name, std::nullopt, nullptr, holder);
+  if (!read) return std::move(read).error();
+  if (!*read) return false;  // released meanwhile
+  // A lease_duration past its expiry, so that no skew of the holder's clock under that makes a live lease stale.
+  return now - parse_lease(holder.text).expires >= options_.lease_duration;
+}
+
+Result<LeftoverReport> BlobTier::sweep_leftovers(DryRun dry_run) {
+  const std::string what = "the sweep of " + describe_remote(name(), type());
+  auto listed = backend_->list(prefix_);
+  if (!listed) return std::move(listed).error();
+  LeftoverReport report;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& object : *listed) {
+    const auto kind = leftover_kind(object.name);
+    if (!kind) continue;
+    if (util::must_stop()) return util::stopped_error(what);
+    auto stale = is_stale(object, *kind, now);
+    if (!stale) {
+      report.failures.push_back(
+          Error{stale.error().code, "cannot read the lease " + object.name + ": " + stale.error().message});
+      continue;
+    }
+    if (!*stale) continue;
+    ++(*kind == Leftover::lease ? report.expired_leases : report.stale_probes);
+    if (dry_run == DryRun::yes) continue;
+    auto removed = backend_->remove(object.name);
+    if (!removed) {
+      report.failures.push_back(
+          Error{removed.error().code, "cannot delete " + object.name + ": " + removed.error().message});
+    } else if (*removed) {
+      ++report.removed;
+    }
+  }
+  return report;
+}
+
 CheckReport BlobTier::check() {
   CheckReport report;
   auto step = [&report](std::string name, bool ok, std::string detail) {
@@ -569,12 +655,14 @@ CheckReport BlobTier::check() {
         step("get", got && !*got, got ? "a missing object is a miss (404), as it should be" : got.error().message);
     return report;
   }
+  // From the put on, the probe may exist (also when the put failed or was cut short: a server may store it and
+  // still say no), so it is removed on every way out. No step begins after a cancellation.
+  ProbeObject probe(*backend_, object);
   auto put = backend_->put(object, std::string(payload), std::nullopt, Overwrite::no);
   if (!step("put", put && *put == InstallOutcome::installed,
             put ? (*put == InstallOutcome::installed ? "stored a probe object" : "the probe object already existed")
-                : put.error().message)) {
-    // Nothing was stored, except maybe by a server that said no after all: try to leave nothing behind.
-    (void)backend_->remove(object);
+                : put.error().message) ||
+      util::must_stop()) {
     return report;
   }
   StringBody body;
@@ -584,6 +672,7 @@ CheckReport BlobTier::check() {
                          : !*got                ? "the probe object just stored is not there"
                          : body.text == payload ? "read the probe back"
                                                 : "the probe came back with other bytes");
+  if (util::must_stop()) return report;
   auto again = backend_->put(object, std::string("second writer\n"), std::nullopt, Overwrite::no);
   if (!again) {
     step("conditional put", false, again.error().message);
@@ -600,7 +689,8 @@ CheckReport BlobTier::check() {
         "the server ignores conditional writes; with single_flight: false that costs at most "
         "one redundant upload per VM");
   }
-  auto removed = backend_->remove(object);
+  if (util::must_stop()) return report;
+  auto removed = probe.remove();
   const bool deleted = step("delete", removed && *removed,
                             removed ? (*removed ? "removed the probe object" : "the probe object was already gone")
                                     : removed.error().message);

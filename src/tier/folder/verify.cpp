@@ -6,6 +6,7 @@
 
 #include "datavo/folder_tier.hpp"
 #include "tier/folder/internal.hpp"
+#include "util/cancel.hpp"
 #include "util/fs.hpp"
 #include "util/log.hpp"
 
@@ -16,6 +17,8 @@ Result<VerifyReport> FolderTier::verify(Repair repair) {
   auto entries = list();
   if (!entries) return std::move(entries).error();
   for (const auto& e : *entries) {
+    // Between entries: a stop leaves nothing half-done (a quarantine is one rename).
+    if (util::must_stop()) return util::stopped_error("verify of tier '" + name() + "'");
     auto instance = Instance::parse(e.instance);
     if (!instance) continue;
     ShardKey key{*instance, e.hash};

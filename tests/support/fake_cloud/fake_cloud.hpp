@@ -121,6 +121,8 @@ class ObjectStore {
   void put_object_with_sha256(const std::string& bucket, const std::string& name, const std::string& bytes,
                               std::map<std::string, std::string> metadata, std::string sha256_base64);
   std::optional<StoredObject> object(const std::string& bucket, const std::string& name);
+  // Makes an existing object look written `age` ago (its Last-Modified in reads and listings).
+  void backdate(const std::string& bucket, const std::string& name, std::chrono::seconds age);
   std::size_t object_count(const std::string& bucket);
   // Uploads in parts that are neither completed nor aborted (S3 multipart uploads, GCS resumable sessions).
   int open_uploads();

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <stdexcept>
 
 #include "support/fake_cloud/store_state.hpp"
 #include "tier/cloud/checksums.hpp"
@@ -116,6 +117,15 @@ void ObjectStore::put_object_with_sha256(const std::string& bucket, const std::s
   StoredObject object = object_of(bytes, std::move(metadata));
   object.client_checksums["sha256"] = std::move(sha256);
   lock()->store(bucket, name, std::move(object));
+}
+
+void ObjectStore::backdate(const std::string& bucket, const std::string& name, std::chrono::seconds age) {
+  auto state = lock();
+  ObjectPtr found = state->find(bucket, name);
+  if (!found) throw std::logic_error("backdate: no object " + name);
+  StoredObject older = *found;
+  older.last_modified = std::chrono::system_clock::now() - age;
+  state->buckets[bucket][name] = std::make_shared<const StoredObject>(std::move(older));
 }
 
 std::optional<StoredObject> ObjectStore::object(const std::string& bucket, const std::string& name) {

@@ -19,6 +19,7 @@
 #include "tier/cloud/blob_tier.hpp"
 #include "unit/tier/cloud/tiers_on_fake.hpp"
 #include "util/base64.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo::fakecloud {
 namespace {
@@ -268,6 +269,90 @@ TEST_P(BlobTierTest, CheckPassesWhereCreatesAreConditionalAndSaysSoWhereTheyAreI
   ASSERT_EQ(report.warnings.size(), 1u);
   EXPECT_THAT(report.warnings[0], HasSubstr("ignores conditional writes"));
   EXPECT_EQ(cloud_.object_count(k_bucket), 0u);
+}
+
+TEST_P(BlobTierTest, ACheckStoppedAfterItsPutRemovesItsProbeAndBeginsNoOtherStep) {
+  auto tier = make();
+  util::StopToken token;
+  // Stopped while the probe is read back: the put has stored it.
+  cloud_.on_request([&token](const SeenRequest& r) {
+    if (r.op == "GetObject" && r.object.find(".datavo-check/") != std::string::npos) token.request_stop();
+  });
+  CheckReport report;
+  {
+    util::StopScope scope(token);
+    report = tier->check();
+  }
+  cloud_.on_request(nullptr);
+  EXPECT_EQ(cloud_.object_count(k_bucket), 0u) << "the probe object is removed";
+  std::vector<std::string> steps;
+  for (const auto& step : report.steps) steps.push_back(step.name);
+  EXPECT_EQ(steps, (std::vector<std::string>{"credentials", "put", "get"})) << "no step after the stop";
+  EXPECT_FALSE(report.writable);
+  std::vector<std::string> ops;
+  for (const auto& r : cloud_.requests()) ops.push_back(r.op);
+  EXPECT_EQ(ops.back(), "DeleteObject") << "the probe's delete is sent although the check was stopped";
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "PutObject"), 1) << "the conditional put is not begun";
+}
+
+// The leftovers of killed processes, and what must survive the sweep beside them.
+TEST_P(BlobTierTest, TheSweepRemovesOnlyExpiredLeasesAndStaleProbesAndADryRunRemovesNothing) {
+  auto tier = make();
+  const auto now = std::chrono::system_clock::now();
+  auto lease_body = [now](std::chrono::seconds from_now) {
+    return "host-a 4242 " +
+           std::to_string(
+               std::chrono::duration_cast<std::chrono::seconds>((now + from_now).time_since_epoch()).count()) +
+           "\n";
+  };
+  const std::string hash_a(64, 'a'), hash_b(64, 'b'), hash_c(64, 'c');
+  using std::chrono::hours;
+  using std::chrono::minutes;
+  using std::chrono::seconds;
+  // A dead holder's lease: not written for an hour, expired 59 minutes ago.
+  cloud_.put_object(k_bucket, "local/.leases/" + hash_a, lease_body(-minutes(59)));
+  cloud_.backdate(k_bucket, "local/.leases/" + hash_a, hours(1));
+  // A live holder's lease, just renewed.
+  cloud_.put_object(k_bucket, "local/.leases/" + hash_b, lease_body(seconds(60)));
+  // A lease not rewritten for 2 minutes but whose holder's clock says it runs for another minute (skew, a long
+  // lease): not stale.
+  cloud_.put_object(k_bucket, "local/.leases/" + hash_c, lease_body(seconds(60)));
+  cloud_.backdate(k_bucket, "local/.leases/" + hash_c, minutes(2));
+  // A killed check's probe, and a running check's.
+  cloud_.put_object(k_bucket, ".datavo-check/host-a.4242.aaaaaa", "datavo cache check\n");
+  cloud_.backdate(k_bucket, ".datavo-check/host-a.4242.aaaaaa", minutes(11));
+  cloud_.put_object(k_bucket, ".datavo-check/host-b.77.bbbbbb", "datavo cache check\n");
+  // An old entry and other tools' old objects, lease-like names among them.
+  const ShardKey key = make_key(7);
+  put(key, "old entry");
+  cloud_.backdate(k_bucket, object_name(key), hours(48));
+  for (const std::string& other :
+       std::vector<std::string>{"local/.leases/" + hash_a + ".bak", "local/.leases/not-a-hash", "local/readme.txt"}) {
+    cloud_.put_object(k_bucket, other, "other tool");
+    cloud_.backdate(k_bucket, other, hours(48));
+  }
+  const std::size_t objects = cloud_.object_count(k_bucket);
+  LeftoverSweeper* sweeper = tier->sweeper();
+  ASSERT_NE(sweeper, nullptr);
+
+  auto dry = sweeper->sweep_leftovers(DryRun::yes);
+  ASSERT_TRUE(dry) << dry.error().message;
+  EXPECT_EQ((std::vector<std::uint64_t>{dry->expired_leases, dry->stale_probes, dry->removed}),
+            (std::vector<std::uint64_t>{1, 1, 0}));
+  EXPECT_EQ(cloud_.object_count(k_bucket), objects) << "a dry run removes nothing";
+
+  auto swept = sweeper->sweep_leftovers(DryRun::no);
+  ASSERT_TRUE(swept) << swept.error().message;
+  EXPECT_EQ((std::vector<std::uint64_t>{swept->expired_leases, swept->stale_probes, swept->removed}),
+            (std::vector<std::uint64_t>{1, 1, 2}));
+  EXPECT_TRUE(swept->failures.empty());
+  EXPECT_FALSE(cloud_.object(k_bucket, "local/.leases/" + hash_a));
+  EXPECT_FALSE(cloud_.object(k_bucket, ".datavo-check/host-a.4242.aaaaaa"));
+  EXPECT_EQ(cloud_.object_count(k_bucket), objects - 2);
+  // Only the two leases not rewritten for a lease_duration were read; the fresh one was judged by its listing.
+  EXPECT_EQ(matching(cloud_.requests(), [](const SeenRequest& r) { return is_get(r); }).size(), 2u * 2u);
+
+  EXPECT_EQ(make({.access = Access::read_only})->sweeper(), nullptr) << "a read-only tier is never swept";
 }
 
 bool is_head(const SeenRequest& r) { return r.op == "HeadObject"; }

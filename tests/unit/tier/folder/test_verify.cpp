@@ -10,6 +10,7 @@
 #include "datavo/folder_tier.hpp"
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
@@ -67,4 +68,24 @@ TEST(FolderTier, VerifyFindsACorruptedEntryAndRepairQuarantinesIt) {
 }
 
 }  // namespace
+TEST(FolderTier, AStoppedVerifyEndsCancelledBeforeItsNextEntryAndMovesNothing) {
+  TempDir dir;
+  auto tier = make_folder(tier_root(dir));
+  const ShardKey bad = make_key(52);
+  ASSERT_TRUE(commit_bytes(*tier, bad, random_bytes(4000, 52)));
+  {
+    int fd = ::open(tier->entry_path(bad).c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "damage", 6, 0), 6);
+    ::close(fd);
+  }
+  util::StopToken token;
+  token.request_stop();
+  util::StopScope scope(token);
+  auto verified = tier->verify(Repair::yes);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code, ErrorCode::cancelled) << verified.error().message;
+  EXPECT_TRUE(path_exists(tier->entry_path(bad))) << "nothing quarantined after the stop";
+}
+
 }  // namespace datavo
