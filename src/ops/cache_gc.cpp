@@ -20,10 +20,7 @@ std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dr
   const auto cutoff = std::chrono::system_clock::now() - max_age;
   EvictionReport& e = out.eviction;
   for (const auto& entry : *entries) {
-    if (util::must_stop()) {
-      report.failures.push_back(TierError{tier.name(), util::stopped_error("gc of tier '" + tier.name() + "'")});
-      break;
-    }
+    if (util::must_stop()) break;  // said once, as the report's error
     if (entry.last_access >= cutoff) {
       e.entries_bytes_after += entry.size;
       continue;
@@ -32,6 +29,7 @@ std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dr
       auto instance = Instance::parse(entry.instance);
       auto removed = instance ? tier.remove(ShardKey{*instance, entry.hash}) : Result<bool>(instance.error());
       if (!removed) {
+        if (util::must_stop()) break;
         report.failures.push_back(TierError{tier.name(), std::move(removed).error()});
         e.entries_bytes_after += entry.size;
         continue;
@@ -50,7 +48,7 @@ std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dr
 void sweep_remote(Tier& tier, LeftoverSweeper& sweeper, DryRun dry_run, TierGcReport& row, CacheGcReport& report) {
   auto swept = sweeper.sweep_leftovers(dry_run);
   if (!swept) {
-    report.failures.push_back(TierError{tier.name(), std::move(swept).error()});
+    if (!util::must_stop()) report.failures.push_back(TierError{tier.name(), std::move(swept).error()});
     return;
   }
   for (auto& failure : swept->failures) report.failures.push_back(TierError{tier.name(), std::move(failure)});

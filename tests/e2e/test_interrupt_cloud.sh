@@ -12,7 +12,9 @@
 #      once; and leaves no `.leases/` object and no incomplete multipart upload behind.
 #   4. SIGTERM (what a scheduler sends) cleans up as SIGINT does, and exits 143;
 #   5. `datavo cache check` interrupted while its probe object is stored (the proxy holds its read-back): it exits
-#      130, deletes the probe and begins no other step (it was killed by the signal before, leaving the probe).
+#      130, deletes the probe and begins no other step (it was killed by the signal before, leaving the probe);
+#   6. `datavo cache gc` interrupted while the proxy holds its first delete of an expired object: it exits 130 with
+#      the one line and no ERROR, begins no other delete, and leaves the objects it did not reach.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -189,5 +191,40 @@ expect_eq "check: one probe stored, one deleted, no conditional put begun after 
   "$(proxy_op "$MOTO_URL" Probe:PutObject) $(proxy_op "$MOTO_URL" Probe:DeleteObject)"
 expect_eq "check: no probe object left in the bucket" 0 \
   "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-check | json "len([o for o in j if o['key'].startswith('.datavo-check/')])")"
+
+
+# --- 6. `cache gc` interrupted while it deletes expired objects -------------------------------------------------
+
+make_bucket "$MOTO_S3_ENDPOINT" interrupt-gc
+printf 'x\n' >"$E2E_TMP/object"
+for n in 1 2 3; do
+  s3tool "$MOTO_S3_ENDPOINT" put interrupt-gc "gc/$(printf '%064d' "$n").tar" "$E2E_TMP/object" >/dev/null
+done
+sleep 2
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "delay seconds=120 op=DeleteObject"  # the first delete is held
+printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/gc.cache" \
+  "$(s3_tier_yaml region interrupt-gc "$MOTO_URL" 'max_age: 1s')" >"$E2E_TMP/gc.yaml"
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/gc.yaml" cache gc >"$E2E_TMP/gc.out" 2>"$E2E_TMP/gc.err" &
+pid=$!
+track_pid "$pid"
+wait_until 60 ready "j['ops'].get('DeleteObject', 0) >= 1" || fail "gc: its first delete was sent" \
+  "$(proxy_json "$MOTO_URL" "j['ops']")"
+start=$(date +%s%N)
+kill -INT "$pid"
+deadline=$(($(date +%s) + 30))
+while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+alive "$pid" && kill -KILL "$pid"
+wait "$pid" && RC=0 || RC=$?
+MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+deletes=$(proxy_op "$MOTO_URL" DeleteObject)
+proxy_mode "$MOTO_URL" ok
+expect_eq "gc: exit 130" 130 "$RC"
+expect_cmp "gc: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+expect_eq "gc: one line says it was interrupted, and no ERROR line" "1 0" \
+  "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/gc.err") $(grep -c 'ERROR' "$E2E_TMP/gc.err")"
+expect_eq "gc: no delete begun after the signal" 1 "$deletes"
+expect_cmp "gc: the objects it did not reach are still in the bucket" \
+  "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-gc | json "len([o for o in j if o['key'].startswith('gc/')])")" -ge 2
 
 finish
