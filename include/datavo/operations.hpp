@@ -8,10 +8,15 @@
 // says what was done. What failed on a single tier is in the report as well (`TierError`), so that a front end can
 // show each one.
 //
+// Stopping: check, gc and verify take a caller's `stop` flag (Python sets it on KeyboardInterrupt; nullptr: none), and
+// the CLI's SIGINT/SIGTERM (util/cancel.hpp) stops them too. A stopped operation ends between objects, undoes what
+// it began (a check's probe object is deleted), and returns its report with `error` cancelled.
+//
 // Thread safety: an operation may run alongside reads and other operations, in this process and others (the tiers
 // are safe for that). Reports are plain values.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -262,9 +267,8 @@ struct CacheGcReport {
 // Last-Modified against this machine's clock). Size limits of a remote tier are left to its bucket's lifecycle
 // rules (docs/config.md). A remote entry that another machine reads meanwhile is fetched again: gc trades that for
 // the space. Each writable remote tier is also swept of what killed processes left in it (LeftoverSweeper: expired
-// leases, stale check probes). A stop or a cancellation (util/cancel.hpp) ends the pass between objects, with
-// error cancelled.
-CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run);
+// leases, stale check probes). A stop (above) ends the pass between objects.
+CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run, const std::atomic<bool>* stop = nullptr);
 
 // ---- verify ------------------------------------------------------------------------------------------------------
 
@@ -312,7 +316,8 @@ struct CacheVerifyReport {
 // counted as metadata_only; with VerifyDepth::full every object is downloaded and hashed. Repair::yes deletes bad
 // objects from writable cloud tiers. A cloud tier that cannot be checked is reported with its error, and the
 // other tiers are still checked. Other tiers without a verification are listed in not_verified.
-CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair, VerifyDepth depth = VerifyDepth::metadata);
+CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair, VerifyDepth depth = VerifyDepth::metadata,
+                               const std::atomic<bool>* stop = nullptr);
 
 // ---- check -------------------------------------------------------------------------------------------------------
 
@@ -333,7 +338,7 @@ struct CacheCheckReport {
 
 // Probes every tier once (Tier::check: a probe object's put, get, conditional put and delete for a cloud tier; write,
 // sync and read back for a folder tier).
-CacheCheckReport cache_check(ShardCacheHierarchy& cache);
+CacheCheckReport cache_check(ShardCacheHierarchy& cache, const std::atomic<bool>* stop = nullptr);
 
 // ---- stats -------------------------------------------------------------------------------------------------------
 

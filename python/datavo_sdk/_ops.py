@@ -186,14 +186,7 @@ def warm(
     bar = _ProgressBar(_progress.wanted(progress), "warm " + dataset)
     job = _datavo.WarmJob(args)
     try:
-        while not job.wait(0.1):
-            bar.update(*job.progress()[:3])
-        bar.update(*job.progress()[:3])
-    except KeyboardInterrupt:
-        job.stop()
-        while not job.wait(0.5):
-            pass
-        raise
+        _wait(job, lambda: bar.update(*job.progress()[:3]))
     finally:
         bar.close()
     report = _report(job.report())
@@ -427,9 +420,27 @@ def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing
     return RmReport(entry_list=entries, tiers=tiers, **answer)
 
 
+def _wait(job: typing.Any, poll: typing.Optional[typing.Callable[[], None]] = None) -> typing.Any:
+    """Waits for an operation that runs on a thread of the extension (warm, check, gc, verify), calling ``poll``
+    every 0.1 s. Ctrl-C stops the operation (it ends between objects and undoes what it began: a check deletes its
+    probe object) and, once it has stopped, raises KeyboardInterrupt. Returns ``job``."""
+    try:
+        while not job.wait(0.1):
+            if poll is not None:
+                poll()
+        if poll is not None:
+            poll()
+    except KeyboardInterrupt:
+        job.stop()
+        while not job.wait(0.5):
+            pass
+        raise
+    return job
+
+
 def gc(cache: ShardCacheHierarchy, dry_run: bool) -> GcReport:
     _logging.sync_level()
-    answer = _datavo.cache_gc(cache._native, dry_run)
+    answer = _wait(_datavo.cache_gc(cache._native, dry_run)).report()
     tiers = [TierGc(**row) for row in answer.pop("tiers")]
     return GcReport(tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
 
@@ -441,7 +452,7 @@ def _object_verify(row: typing.Dict[str, typing.Any]) -> TierObjectVerify:
 
 def verify(cache: ShardCacheHierarchy, repair: bool, full: bool) -> VerifyReport:
     _logging.sync_level()
-    answer = _datavo.cache_verify(cache._native, repair, full)
+    answer = _wait(_datavo.cache_verify(cache._native, repair, full)).report()
     return VerifyReport(tiers=[TierVerify(**row) for row in answer.pop("tiers")],
                         objects=[_object_verify(row) for row in answer.pop("objects")],
                         not_verified=[TierNotVerified(**row) for row in answer.pop("not_verified")], **answer)
@@ -449,7 +460,7 @@ def verify(cache: ShardCacheHierarchy, repair: bool, full: bool) -> VerifyReport
 
 def check(cache: ShardCacheHierarchy) -> CheckReport:
     _logging.sync_level()
-    answer = _datavo.cache_check(cache._native)
+    answer = _wait(_datavo.cache_check(cache._native)).report()
     tiers = []
     for row in answer.pop("tiers"):
         steps = [CheckStep(**step) for step in row.pop("steps")]

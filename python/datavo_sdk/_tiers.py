@@ -456,7 +456,8 @@ class ShardCacheHierarchy:
     def gc(self, *, dry_run: bool = False) -> "GcReport":
         """``datavo cache gc [--dry-run]``: evicts each writable folder tier to its max_bytes and max_age and sweeps
         leftover staging and lock files; deletes a writable cloud tier's objects older than its max_age (its size is
-        left to the bucket's lifecycle rules). The report says what was done with each tier."""
+        left to the bucket's lifecycle rules), and the leases and check probes that killed processes left in it.
+        The report says what was done with each tier. Ctrl-C stops it between objects and raises KeyboardInterrupt."""
         from . import _ops
 
         return _ops.gc(self, bool(dry_run))
@@ -465,14 +466,16 @@ class ShardCacheHierarchy:
         """``datavo cache verify [--repair] [--full]``: re-hashes every entry of the folder tiers against its recorded
         SHA-256, and checks every object of the cloud tiers against its recorded size and SHA-256 (a HEAD each,
         proven by the service's own SHA-256 where it keeps one: S3; ``full=True`` downloads and hashes every
-        object). ``repair=True`` quarantines bad entries and deletes bad objects from writable cloud tiers."""
+        object). ``repair=True`` quarantines bad entries and deletes bad objects from writable cloud tiers. Ctrl-C
+        stops it between entries and raises KeyboardInterrupt."""
         from . import _ops
 
         return _ops.verify(self, bool(repair), bool(full))
 
     def check(self) -> "CheckReport":
         """``datavo cache check``: probes every tier once (write, sync and read back for a folder tier; put, get,
-        conditional put and delete of a probe object for a cloud tier)."""
+        conditional put and delete of a probe object for a cloud tier). Ctrl-C stops it, deletes the probe object and
+        raises KeyboardInterrupt."""
         from . import _ops
 
         return _ops.check(self)

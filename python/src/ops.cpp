@@ -1,11 +1,13 @@
-// The cache's operations for Python: datavo::warm (warm.hpp) as a WarmJob that runs on a thread of its own while the
-// calling Python thread polls its progress (for a tqdm bar) without holding the GIL in between; and ls, rm, gc,
-// verify, check and stats (operations.hpp), each called without the GIL, its report handed over as a dict of the
-// fields of the CLI's JSON (docs/cli.md) that datavo_sdk/_ops.py turns into dataclasses.
+// The cache's operations for Python: datavo::warm (warm.hpp), check, gc and verify (operations.hpp) as OpJobs that
+// run on a thread of their own while the calling Python thread waits without the GIL, polls a warm's progress (for a
+// tqdm bar) and can take a KeyboardInterrupt, which stops the operation; ls, rm and stats, which are quick, called in
+// place without the GIL. Each report is handed over as a dict of the fields of the CLI's JSON (docs/cli.md) that
+// datavo_sdk/_ops.py turns into dataclasses.
 //
-// Why a thread: warm() reports progress through a WarmObserver called from its worker threads. Calling into Python
-// from there would take the GIL inside a datavo worker, which can deadlock against a Python thread that waits for
-// that worker (bindings.hpp, logging). So the observer only counts, in atomics, and Python reads the counts.
+// Why a thread: a call made in place holds a KeyboardInterrupt until it returns. And warm() reports progress through
+// a WarmObserver called from its worker threads: calling into Python from there would take the GIL inside a datavo
+// worker, which can deadlock against a Python thread that waits for that worker (bindings.hpp, logging). So the
+// observer only counts, in atomics, and Python reads the counts.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
@@ -13,9 +15,11 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,11 +62,86 @@ class CountingObserver final : public WarmObserver {
   std::atomic<std::uint64_t> served_bytes_{0};
 };
 
-// One warm() on its own thread. Contract: made, polled and destroyed by Python threads holding the GIL; the
-// destructor stops the warm (WarmRequest::stop) and joins the thread without the GIL.
+// One operation (warm, check, gc, verify) on a thread of its own, so that the Python thread that waits for it can
+// take a KeyboardInterrupt and stop it through the operation's stop flag: a call made in place would hold the
+// interrupt until the whole operation ended. Contract: made, polled and destroyed by Python threads holding the GIL;
+// the destructor stops the operation and joins its thread without the GIL.
+class OpJob {
+ public:
+  // What makes the report's dict, called by the thread that asks for it (with the GIL); it may raise.
+  using Presenter = std::function<py::dict()>;
+  // The operation: runs without the GIL, stops when the flag turns true, returns its Presenter.
+  using Run = std::function<Presenter(const std::atomic<bool>* stop)>;
+
+  explicit OpJob(Run run)
+      : thread_([this, run = std::move(run)] {
+          Presenter presenter;
+          try {
+            presenter = run(&stop_);
+          } catch (const std::exception& e) {
+            presenter = [what = std::string(e.what())]() -> py::dict { throw std::runtime_error(what); };
+          }
+          std::lock_guard lock(mu_);
+          presenter_ = std::move(presenter);
+          cv_.notify_all();
+        }) {}
+  ~OpJob() {
+    stop();
+    py::gil_scoped_release release;
+    thread_.join();
+  }
+  OpJob(const OpJob&) = delete;
+  OpJob& operator=(const OpJob&) = delete;
+
+  // Waits up to `seconds` for the operation to end, without the GIL; whether it has.
+  bool wait(double seconds) {
+    return blocking([&] {
+      std::unique_lock lock(mu_);
+      return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return presenter_ != nullptr; });
+    });
+  }
+
+  // Stops the operation: it ends between objects, undoing what it began. Idempotent.
+  void stop() { stop_.store(true); }
+
+  // The report's dict. REQUIRES: wait() returned true.
+  py::dict report() {
+    Presenter presenter;
+    {
+      std::lock_guard lock(mu_);
+      if (!presenter_) throw py::value_error("the operation is still running");
+      presenter = presenter_;
+    }
+    drain_logs();
+    return presenter();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Presenter presenter_;  // guarded by mu_; set once, when the operation ends
+  std::thread thread_;   // last: started once everything it uses exists
+};
+
+// A warm() as an OpJob, with the counts that Python polls for its progress bar.
 class WarmJob {
  public:
-  explicit WarmJob(const WarmArgs& args) {
+  explicit WarmJob(const WarmArgs& args) : job_(run(request_of(args))) {}
+
+  // (shards in the dataset, 0 until its manifest is resolved; shards done; bytes from the origin; bytes warmed)
+  py::tuple progress() const {
+    return py::make_tuple(observer_.total(), observer_.done(), observer_.origin_bytes(), observer_.served_bytes());
+  }
+  bool wait(double seconds) { return job_.wait(seconds); }
+  void stop() { job_.stop(); }
+  // The fields of `datavo warm --json` (docs/cli.md), its errors as exception objects (not raised); raises the
+  // Error of a warm that could not run.
+  py::dict report() { return job_.report(); }
+
+ private:
+  static py::dict report_dict(const WarmReport& r);
+  static WarmRequest request_of(const WarmArgs& args) {
     WarmRequest request;
     request.dataset = args.dataset;
     request.keys = args.keys;
@@ -78,60 +157,22 @@ class WarmJob {
       share->wait = Seconds(args.share_wait_seconds);
       request.share = *share;
     }
-    request.observer = &observer_;
-    request.stop = &stop_;
-    thread_ = std::thread([this, request = std::move(request)] {
-      Result<WarmReport> report = warm(request);
-      std::lock_guard lock(mu_);
-      report_.emplace(std::move(report));
-      cv_.notify_all();
-    });
+    return request;
   }
-  ~WarmJob() { stop_and_join(); }
-  WarmJob(const WarmJob&) = delete;
-  WarmJob& operator=(const WarmJob&) = delete;
-
-  // (shards in the dataset, 0 until its manifest is resolved; shards done; bytes from the origin; bytes warmed)
-  py::tuple progress() const {
-    return py::make_tuple(observer_.total(), observer_.done(), observer_.origin_bytes(), observer_.served_bytes());
-  }
-
-  // Waits up to `seconds` for the warm to end, without the GIL; whether it has.
-  bool wait(double seconds) {
-    return blocking([&] {
-      std::unique_lock lock(mu_);
-      return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return report_.has_value(); });
-    });
-  }
-
-  // Stops the warm: no shard is started, downloads in progress fail at their next chunk. Idempotent.
-  void stop() { stop_.store(true); }
-
-  // The report as a dict (the fields of `datavo warm --json`, docs/cli.md), its errors as exception objects (not
-  // raised); raises the Error of a warm that could not run. REQUIRES: wait() returned true.
-  py::dict report() {
-    std::lock_guard lock(mu_);
-    if (!report_) throw py::value_error("the warm is still running");
-    if (!*report_) raise(report_->error());
-    return report_dict(report_->value());
-  }
-
- private:
-  static py::dict report_dict(const WarmReport& r);
-  void stop_and_join() {
-    stop();
-    if (thread_.joinable()) {
-      py::gil_scoped_release release;
-      thread_.join();
-    }
+  OpJob::Run run(WarmRequest request) {
+    return [this, request = std::move(request)](const std::atomic<bool>* stop) mutable -> OpJob::Presenter {
+      request.observer = &observer_;
+      request.stop = stop;
+      auto report = std::make_shared<Result<WarmReport>>(warm(request));
+      return [report]() -> py::dict {
+        if (!*report) raise(report->error());
+        return report_dict(report->value());
+      };
+    };
   }
 
   CountingObserver observer_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Result<WarmReport>> report_;  // guarded by mu_; set once, when the warm ends
-  std::thread thread_;                        // last: started once everything it uses exists
+  OpJob job_;  // after what its thread uses
 };
 
 py::object exception_or_none(const std::optional<Error>& error) { return error ? exception_of(*error) : py::none(); }
@@ -306,10 +347,18 @@ py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes,
   return out;
 }
 
-py::dict gc_dict(ShardCacheHierarchy& cache, bool dry_run) {
-  const CacheGcReport r = blocking([&] { return cache_gc(cache, dry_run ? DryRun::yes : DryRun::no); });
+// An OpJob::Run from an operation that returns its report, and the function that turns the report into a dict.
+template <class Operation, class Report>
+OpJob::Run presenting(Operation operation, py::dict (*dict_of)(const Report&)) {
+  return [operation = std::move(operation), dict_of](const std::atomic<bool>* stop) -> OpJob::Presenter {
+    auto report = std::make_shared<Report>(operation(stop));
+    return [report, dict_of] { return dict_of(*report); };
+  };
+}
+
+py::dict gc_dict(const CacheGcReport& r) {
   py::dict out;
-  out["dry_run"] = dry_run;
+  out["dry_run"] = r.dry_run == DryRun::yes;
   py::list tiers;
   for (const auto& t : r.tiers) {
     py::dict row;
@@ -363,12 +412,9 @@ py::list object_verify_rows(const CacheVerifyReport& r) {
   return rows;
 }
 
-py::dict verify_dict(ShardCacheHierarchy& cache, bool repair, bool full) {
-  const CacheVerifyReport r = blocking([&] {
-    return cache_verify(cache, repair ? Repair::yes : Repair::no, full ? VerifyDepth::full : VerifyDepth::metadata);
-  });
+py::dict verify_dict(const CacheVerifyReport& r) {
   py::dict out;
-  out["repair"] = repair;
+  out["repair"] = r.repair == Repair::yes;
   out["depth"] = to_string(r.depth);
   py::list tiers;
   for (const auto& t : r.tiers) {
@@ -399,8 +445,7 @@ py::dict verify_dict(ShardCacheHierarchy& cache, bool repair, bool full) {
   return out;
 }
 
-py::dict check_dict(ShardCacheHierarchy& cache) {
-  const CacheCheckReport r = blocking([&] { return cache_check(cache); });
+py::dict check_dict(const CacheCheckReport& r) {
   py::dict out;
   py::list tiers;
   for (const auto& t : r.tiers) {
@@ -508,9 +553,34 @@ void bind_ops(py::module_& m) {
   m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
   m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"),
         py::arg("tier"), py::arg("all_tiers"));
-  m.def("cache_gc", &gc_dict, py::arg("cache"), py::arg("dry_run"));
-  m.def("cache_verify", &verify_dict, py::arg("cache"), py::arg("repair"), py::arg("full"));
-  m.def("cache_check", &check_dict, py::arg("cache"));
+  // check, gc and verify can take long (a bucket's every object): each runs as an OpJob that Python can stop.
+  m.def(
+      "cache_gc",
+      [](std::shared_ptr<ShardCacheHierarchy> cache, bool dry_run) {
+        return std::make_unique<OpJob>(presenting(
+            [cache, dry_run](auto stop) { return cache_gc(*cache, dry_run ? DryRun::yes : DryRun::no, stop); },
+            &gc_dict));
+      },
+      py::arg("cache"), py::arg("dry_run"));
+  m.def(
+      "cache_verify",
+      [](std::shared_ptr<ShardCacheHierarchy> cache, bool repair, bool full) {
+        return std::make_unique<OpJob>(presenting(
+            [cache, repair, full](auto stop) {
+              return cache_verify(*cache, repair ? Repair::yes : Repair::no,
+                                  full ? VerifyDepth::full : VerifyDepth::metadata, stop);
+            },
+            &verify_dict));
+      },
+      py::arg("cache"), py::arg("repair"), py::arg("full"));
+  m.def(
+      "cache_check",
+      [](std::shared_ptr<ShardCacheHierarchy> cache) {
+        return std::make_unique<OpJob>(
+            presenting([cache](auto stop) { return cache_check(*cache, stop); }, &check_dict));
+      },
+      py::arg("cache"));
+  py::class_<OpJob>(m, "OpJob").def("wait", &OpJob::wait).def("stop", &OpJob::stop).def("report", &OpJob::report);
   m.def("cache_stats", &stats_rows, py::arg("cache"), py::arg("reset"));
 
   py::class_<WarmArgs> warm_args(m, "WarmArgs");

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import DATASET, SAMPLES, SHARDS
+from conftest import DATASET, REPO, SAMPLES, SHARDS
 from datavo_sdk import (DatavoError, S3ShardCacheTier, SampleStream, ShardCacheHierarchy, ShardCacheTier, UploadSummary,
                         WarmReport, WarmShare, WarmTier, WarmTierUploads, errors, warm)
 
@@ -274,6 +274,65 @@ def test_gc_sweeps_the_lease_a_killed_vm_left_in_a_bucket(env, tmp_path, monkeyp
     assert swept.error is None
     assert (swept.tiers[1].expired_leases, swept.tiers[1].leftovers_removed) == (1, 1)
     assert keys() == [live]
+
+
+def test_ctrl_c_stops_a_check_and_leaves_no_probe_in_the_bucket(env, tmp_path, monkeypatch):
+    endpoint, bucket = moto_bucket(monkeypatch)
+    # tests/support/cloud_proxy.py in front of moto holds the read-back of the check's probe object.
+    mode_file, port_file = str(tmp_path / "proxy.mode"), str(tmp_path / "proxy.port")
+    with open(mode_file, "w") as f:
+        f.write("delay seconds=60 op=Probe:GetObject\n")
+    log = open(str(tmp_path / "proxy.log"), "wb")
+    proxy = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "support", "cloud_proxy.py"), "--upstream",
+                              endpoint, "--mode-file", mode_file, "--port-file", port_file], stdout=log,
+                             stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            assert proxy.poll() is None and time.monotonic() < deadline, "cloud proxy did not start"
+            time.sleep(0.05)
+        proxy_url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+
+        def ops():
+            return json.loads(urllib.request.urlopen(proxy_url + "/_proxy/stats", timeout=10).read())["ops"]
+
+        interrupted_at = []
+
+        def interrupt_once_held():
+            deadline = time.monotonic() + 30
+            while ops().get("Probe:GetObject", 0) < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            interrupted_at.append(time.monotonic())
+            _thread.interrupt_main()
+
+        cache = ShardCacheHierarchy([
+            ShardCacheTier(str(tmp_path / "local"), name="local"),
+            S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=proxy_url,
+                             addressing_style="path"),
+        ])
+        # Ctrl-C as a terminal delivers it (see test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        watcher = threading.Thread(target=interrupt_once_held, daemon=True)
+        watcher.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                cache.check()
+            stopped_after = time.monotonic() - interrupted_at[0]
+        finally:
+            watcher.join(60)
+            signal.signal(signal.SIGINT, previous)
+        counted = ops()
+        assert counted.get("Probe:GetObject") == 1, counted
+        # Not after the held read-back (60 s): the check was stopped.
+        assert stopped_after < 10, "the check took %.1f s to stop" % stopped_after
+        # The probe was stored, and deleted on the way out; no other step was begun.
+        assert (counted.get("Probe:PutObject"), counted.get("Probe:DeleteObject")) == (1, 1), counted
+        listing = urllib.request.urlopen("%s/%s?list-type=2" % (endpoint, bucket), timeout=10).read().decode()
+        assert ".datavo-check/" not in listing
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+        log.close()
 
 
 def warmed_cache(tmp_path, max_bytes=None):

@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "datavo/operations.hpp"
+#include "ops/caller_stop.hpp"
 #include "util/cancel.hpp"
 
 namespace datavo {
@@ -68,7 +69,9 @@ const char* to_string(GcPolicy policy) {
   return "evict";
 }
 
-CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run) {
+CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run, const std::atomic<bool>* stop) {
+  ops::CallerStop caller(stop);
+  util::StopScope scope(caller.token());
   CacheGcReport report;
   report.dry_run = dry_run;
   for (const auto& tier : cache.tiers()) {

@@ -1,4 +1,6 @@
 #include "datavo/operations.hpp"
+#include "ops/caller_stop.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
@@ -40,11 +42,18 @@ std::optional<Error> summary_error(const CacheVerifyReport& report) {
 
 }  // namespace
 
-CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair, VerifyDepth depth) {
+CacheVerifyReport cache_verify(ShardCacheHierarchy& cache, Repair repair, VerifyDepth depth,
+                               const std::atomic<bool>* stop) {
+  ops::CallerStop caller(stop);
+  util::StopScope scope(caller.token());
   CacheVerifyReport report;
   report.repair = repair;
   report.depth = depth;
   for (const auto& tier : cache.tiers()) {
+    if (util::must_stop()) {
+      report.error = util::stopped_error("verify");
+      return report;
+    }
     if (ObjectVerifier* verifier = tier->verifier()) {
       verify_objects(*tier, *verifier, repair, depth, report);
       continue;

@@ -9,6 +9,7 @@
 
 #include "datavo/metrics.hpp"
 #include "datavo/operations.hpp"
+#include "ops/caller_stop.hpp"
 #include "ops/warm_setup.hpp"
 #include "ops/warm_share.hpp"
 #include "util/cancel.hpp"
@@ -16,9 +17,6 @@
 
 namespace datavo {
 namespace {
-
-// How often a warm with a caller's stop flag (WarmRequest::stop) looks at it while its workers run.
-constexpr std::chrono::milliseconds k_stop_poll{50};
 
 using Clock = std::chrono::steady_clock;
 
@@ -102,32 +100,15 @@ void warm_all(const ops::WarmSetup& setup, const WarmRequest& request, WarmObser
     }
   };
   // The caller's stop (WarmRequest::stop, Python's KeyboardInterrupt) must also end what a worker waits for without
-  // looking at the flag, above all another process's shard lock: the workers run in a StopScope on a token that a
-  // watcher stops once the flag turns true.
-  util::StopToken caller_stopped;
-  std::atomic<bool> finished{false};
-  std::jthread watcher;
-  if (request.stop != nullptr) {
-    watcher = std::jthread([&] {
-      while (!finished.load()) {
-        if (request.stop->load(std::memory_order_relaxed)) {
-          caller_stopped.request_stop();
-          return;
-        }
-        std::this_thread::sleep_for(k_stop_poll);
-      }
+  // looking at the flag, above all another process's shard lock.
+  ops::CallerStop caller(request.stop);
+  std::vector<std::jthread> workers;
+  for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(positions.size(), 1)); ++i) {
+    workers.emplace_back([&] {
+      util::StopScope scope(caller.token());
+      work();
     });
   }
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t i = 0; i < std::min(request.jobs, std::max<std::size_t>(positions.size(), 1)); ++i) {
-      workers.emplace_back([&] {
-        util::StopScope scope(caller_stopped);
-        work();
-      });
-    }
-  }
-  finished = true;
 }
 
 // Every shard of the warm, the region's share first (see warm.hpp): the workers, then the wait for the region, then

@@ -38,5 +38,16 @@ TEST(CacheCheckTest, ATierThatCannotBeUsedFailsTheCheckNamingHowMany) {
   EXPECT_NE(report.error->message.find("1 of 2 tiers"), std::string::npos) << report.error->message;
 }
 
+TEST(CacheCheckTest, AStoppedCheckProbesNoTierAndItsErrorIsCancelled) {
+  TempDir dir;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a")});
+  const std::atomic<bool> stop{true};
+  const CacheCheckReport report = cache_check(*cache, &stop);
+  EXPECT_FALSE(report.ok);
+  EXPECT_TRUE(report.tiers.empty());
+  ASSERT_TRUE(report.error);
+  EXPECT_EQ(report.error->code, ErrorCode::cancelled) << report.error->message;
+}
+
 }  // namespace
 }  // namespace datavo

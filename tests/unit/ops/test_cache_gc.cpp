@@ -115,5 +115,24 @@ TEST(CacheGcTest, ARemoteTierThatCannotBeListedFailsAlone) {
   EXPECT_EQ(report.tiers[0].policy, GcPolicy::evict);
 }
 
+// A caller's stop (Python's KeyboardInterrupt): gc ends before its next object, deleting nothing more, and says
+// cancelled once, as its error, not as a failure of each tier.
+TEST(CacheGcTest, AStoppedGcDeletesNothingAndItsErrorIsCancelled) {
+  TempDir dir;
+  MemoryTierOptions memory;
+  memory.name = "bucket";
+  memory.max_age = Seconds{24 * 3600};
+  memory.clock = [] { return std::chrono::system_clock::now() - std::chrono::hours(48); };
+  auto bucket = make_memory_tier(memory);
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), bucket});
+  opstest::install(*cache, opstest::key_of('1'), std::string(1000, '1'));
+  const std::atomic<bool> stop{true};
+  const CacheGcReport report = cache_gc(*cache, DryRun::no, &stop);
+  ASSERT_TRUE(report.error);
+  EXPECT_EQ(report.error->code, ErrorCode::cancelled) << report.error->message;
+  EXPECT_TRUE(report.failures.empty());
+  EXPECT_EQ(bucket->list()->size(), 1u) << "the expired entry is not deleted";
+}
+
 }  // namespace
 }  // namespace datavo

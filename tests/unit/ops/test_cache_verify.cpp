@@ -80,5 +80,20 @@ TEST(CacheVerifyTest, CloudTiersAreCheckedEachInARowAndOneThatCannotBeIsAnErrorR
   EXPECT_EQ(cloud.object_count("bucket"), 0u);
 }
 
+TEST(CacheVerifyTest, AStoppedVerifyEndsCancelledAndQuarantinesNothing) {
+  TempDir dir;
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a")});
+  const FetchResult bad = opstest::install(*cache, opstest::key_of('2'), "fine bytes");
+  const int fd = ::open(bad.handle.path().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "F", 1, 0), 1);
+  ::close(fd);
+  const std::atomic<bool> stop{true};
+  const CacheVerifyReport report = cache_verify(*cache, Repair::yes, VerifyDepth::metadata, &stop);
+  ASSERT_TRUE(report.error);
+  EXPECT_EQ(report.error->code, ErrorCode::cancelled) << report.error->message;
+  EXPECT_TRUE(shardtest::path_exists(bad.handle.path())) << "nothing quarantined";
+}
+
 }  // namespace
 }  // namespace datavo
