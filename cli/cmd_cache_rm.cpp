@@ -110,6 +110,8 @@ void cmd_rm(const GlobalOptions& global, const RmArgs& args) {
   CacheSession session = open_session(global);
   const CacheRmRequest request = request_of(session, args);
   confirm_shared(require(cache_rm_tiers(*session.cache, request)), args);
+  // After the confirmation, whose read of stdin a signal would not end.
+  InterruptOnSignal interrupt;
   const CacheRmReport report = require(cache_rm(*session.cache, request));
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& entry : report.entries) {

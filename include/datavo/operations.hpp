@@ -8,9 +8,9 @@
 // says what was done. What failed on a single tier is in the report as well (`TierError`), so that a front end can
 // show each one.
 //
-// Stopping: check, gc and verify take a caller's `stop` flag (Python sets it on KeyboardInterrupt; nullptr: none), and
-// the CLI's SIGINT/SIGTERM (util/cancel.hpp) stops them too. A stopped operation ends between objects, undoes what
-// it began (a check's probe object is deleted), and returns its report with `error` cancelled.
+// Stopping: check, gc, verify and rm take a caller's `stop` flag (Python sets it on KeyboardInterrupt; nullptr: none),
+// and the CLI's SIGINT/SIGTERM (util/cancel.hpp) stops them too. A stopped operation ends between objects, undoes
+// what it began (a check's probe object is deleted), and returns its report with `error` cancelled.
 //
 // Thread safety: an operation may run alongside reads and other operations, in this process and others (the tiers
 // are safe for that). Reports are plain values.
@@ -177,6 +177,8 @@ struct CacheRmRequest {
   std::optional<std::string> manifest_cache_dir;  // as in CacheLsRequest
   RmScope scope = RmScope::this_machine;
   std::vector<std::string> tiers;  // with RmScope::named: tier names, each a writable tier of the hierarchy
+  // A caller's stop (see the top of this file): the removal ends before its next entry. Not owned; nullptr: none.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Why `cache rm` touches a tier or leaves it alone.

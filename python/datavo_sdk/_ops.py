@@ -413,7 +413,7 @@ def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
 def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing.Optional[str],
        instance: typing.Optional[str], tier: typing.Sequence[str], all_tiers: bool) -> RmReport:
     _logging.sync_level()
-    answer = _datavo.cache_rm(cache._native, list(hashes), dataset, instance, list(tier), all_tiers)
+    answer = _wait(_datavo.cache_rm(cache._native, list(hashes), dataset, instance, list(tier), all_tiers)).report()
     entries = [RemovedEntry(content_hash=row["content_hash"], reason=row["reason"], removed_from=row["removed_from"],
                             failures=_failures(row["failures"])) for row in answer.pop("entry_list")]
     tiers = [RmTier(**row) for row in answer.pop("tiers")]

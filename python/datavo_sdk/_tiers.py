@@ -445,7 +445,8 @@ class ShardCacheHierarchy:
         tier). Nothing asks for a confirmation. ``report.tiers`` says which tiers were touched, ``skipped_tiers``
         which were left alone. A hash that is not cached, or a dataset with no cached entry, sets ``report.error``
         (not_found): nothing to remove is no success. ValueError when neither is given, when both ``tier`` and
-        ``all_tiers`` are, or when ``tier`` names no writable tier."""
+        ``all_tiers`` are, or when ``tier`` names no writable tier. Ctrl-C stops it before its next entry and raises
+        KeyboardInterrupt."""
         from . import _ops
 
         if isinstance(content_hashes, str):

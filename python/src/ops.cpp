@@ -1,8 +1,8 @@
-// The cache's operations for Python: datavo::warm (warm.hpp), check, gc and verify (operations.hpp) as OpJobs that
-// run on a thread of their own while the calling Python thread waits without the GIL, polls a warm's progress (for a
-// tqdm bar) and can take a KeyboardInterrupt, which stops the operation; ls, rm and stats, which are quick, called in
-// place without the GIL. Each report is handed over as a dict of the fields of the CLI's JSON (docs/cli.md) that
-// datavo_sdk/_ops.py turns into dataclasses.
+// The cache's operations for Python: datavo::warm (warm.hpp), rm, check, gc and verify (operations.hpp) as OpJobs
+// that run on a thread of their own while the calling Python thread waits without the GIL, polls a warm's progress
+// (for a tqdm bar) and can take a KeyboardInterrupt, which stops the operation; ls and stats, which are quick,
+// called in place without the GIL. Each report is handed over as a dict of the fields of the CLI's JSON (docs/cli.md)
+// that datavo_sdk/_ops.py turns into dataclasses.
 //
 // Why a thread: a call made in place holds a KeyboardInterrupt until it returns. And warm() reports progress through
 // a WarmObserver called from its worker threads: calling into Python from there would take the GIL inside a datavo
@@ -301,10 +301,21 @@ py::dict ls_dict(ShardCacheHierarchy& cache, const std::optional<std::string>& i
   return out;
 }
 
+// An OpJob::Run from an operation that returns its report, and the function that turns the report into a dict.
+template <class Operation, class Report>
+OpJob::Run presenting(Operation operation, py::dict (*dict_of)(const Report&)) {
+  return [operation = std::move(operation), dict_of](const std::atomic<bool>* stop) -> OpJob::Presenter {
+    auto report = std::make_shared<Report>(operation(stop));
+    return [report, dict_of] { return dict_of(*report); };
+  };
+}
+
 // `tier` names the tiers to remove from; `all_tiers` takes every writable tier; neither: the local tiers only.
-// Python never asks for a confirmation: a shared tier is reached only when named or by all_tiers.
-py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes, std::optional<std::string> dataset,
-                 const std::optional<std::string>& instance, const std::vector<std::string>& tier, bool all_tiers) {
+// Python never asks for a confirmation: a shared tier is reached only when named or by all_tiers. Raises a bad
+// argument here, before anything runs.
+CacheRmRequest rm_request(const std::vector<py::str>& hashes, std::optional<std::string> dataset,
+                          const std::optional<std::string>& instance, const std::vector<std::string>& tier,
+                          bool all_tiers) {
   CacheRmRequest request;
   request.instance = resolve_instance(instance);
   for (const auto& hash : hashes) request.hashes.push_back(parse_hash(hash));
@@ -315,7 +326,13 @@ py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes,
     request.scope = RmScope::named;
     request.tiers = tier;
   }
-  const CacheRmReport r = unwrap(blocking([&] { return cache_rm(cache, request); }));
+  return request;
+}
+
+// Raises the Error of a removal that could not run.
+py::dict rm_dict(const Result<CacheRmReport>& removal) {
+  if (!removal) raise(removal.error());
+  const CacheRmReport& r = *removal;
   py::dict out;
   py::list entries;
   for (const auto& e : r.entries) {
@@ -345,15 +362,6 @@ py::dict rm_dict(ShardCacheHierarchy& cache, const std::vector<py::str>& hashes,
   out["not_cached"] = r.not_cached;
   out["error"] = exception_or_none(r.error);
   return out;
-}
-
-// An OpJob::Run from an operation that returns its report, and the function that turns the report into a dict.
-template <class Operation, class Report>
-OpJob::Run presenting(Operation operation, py::dict (*dict_of)(const Report&)) {
-  return [operation = std::move(operation), dict_of](const std::atomic<bool>* stop) -> OpJob::Presenter {
-    auto report = std::make_shared<Report>(operation(stop));
-    return [report, dict_of] { return dict_of(*report); };
-  };
 }
 
 py::dict gc_dict(const CacheGcReport& r) {
@@ -551,9 +559,23 @@ void bind_ops(py::module_& m) {
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyMetricsTextfile& self, py::args) { self.close(); });
   m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
-  m.def("cache_rm", &rm_dict, py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"),
-        py::arg("tier"), py::arg("all_tiers"));
-  // check, gc and verify can take long (a bucket's every object): each runs as an OpJob that Python can stop.
+  m.def(
+      "cache_rm",
+      [](std::shared_ptr<ShardCacheHierarchy> cache, const std::vector<py::str>& hashes,
+         std::optional<std::string> dataset, const std::optional<std::string>& instance,
+         const std::vector<std::string>& tier, bool all_tiers) {
+        CacheRmRequest request = rm_request(hashes, std::move(dataset), instance, tier, all_tiers);
+        return std::make_unique<OpJob>(presenting(
+            [cache, request](auto stop) {
+              CacheRmRequest stoppable = request;
+              stoppable.stop = stop;
+              return cache_rm(*cache, stoppable);
+            },
+            &rm_dict));
+      },
+      py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"), py::arg("tier"),
+      py::arg("all_tiers"));
+  // rm, check, gc and verify can take long (a bucket's every object): each runs as an OpJob that Python can stop.
   m.def(
       "cache_gc",
       [](std::shared_ptr<ShardCacheHierarchy> cache, bool dry_run) {

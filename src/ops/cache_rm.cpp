@@ -3,7 +3,9 @@
 #include "datavo/operations.hpp"
 #include "datavo/origin_client.hpp"
 #include "datavo/protocol.hpp"
+#include "ops/caller_stop.hpp"
 #include "ops/shard_index.hpp"
+#include "util/cancel.hpp"
 
 namespace datavo {
 namespace {
@@ -123,6 +125,8 @@ Result<std::vector<RmTier>> cache_rm_tiers(const ShardCacheHierarchy& cache, con
 Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest& request) {
   if (request.hashes.empty() && !request.dataset)
     return Error{ErrorCode::invalid_argument, "cache rm: give content hashes or a dataset"};
+  ops::CallerStop caller(request.stop);
+  util::StopScope scope_of_caller(caller.token());
   CacheRmReport report;
   auto scope = cache_rm_tiers(cache, request);
   if (!scope) return std::move(scope).error();
@@ -134,11 +138,13 @@ Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest&
     of_dataset = std::move(*hashes);
   }
   for (const auto& hash : request.hashes) {
+    if (util::must_stop()) break;
     RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::named);
     if (entry.removed_from.empty()) ++report.not_cached;
     report.entries.push_back(std::move(entry));
   }
   for (const auto& hash : of_dataset) {
+    if (util::must_stop()) break;
     RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::of_dataset);
     // Recorded once, maybe evicted since: an entry no tier held is no entry, and not being cached no failure.
     if (entry.removed_from.empty() && entry.failures.empty()) continue;
@@ -146,7 +152,8 @@ Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest&
   }
   for (const auto& entry : report.entries) report.removed += entry.removed_from.empty() ? 0 : 1;
   cache.flush_stats();
-  report.error = outcome(report, request);
+  // What was removed before the stop stays removed (each removal is whole), and the report says what it was.
+  report.error = util::must_stop() ? util::stopped_error("cache rm") : outcome(report, request);
   return report;
 }
 

@@ -14,7 +14,8 @@
 #   5. `datavo cache check` interrupted while its probe object is stored (the proxy holds its read-back): it exits
 #      130, deletes the probe and begins no other step (it was killed by the signal before, leaving the probe);
 #   6. `datavo cache gc` interrupted while the proxy holds its first delete of an expired object: it exits 130 with
-#      the one line and no ERROR, begins no other delete, and leaves the objects it did not reach.
+#      the one line and no ERROR, begins no other delete, and leaves the objects it did not reach;
+#   7. `datavo cache rm --all-tiers --yes` interrupted in the same way: exit 130, the one line, no other delete.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
 export DATAVO_EMULATOR_DIR PYENV_ROOT
@@ -226,5 +227,32 @@ expect_eq "gc: one line says it was interrupted, and no ERROR line" "1 0" \
 expect_eq "gc: no delete begun after the signal" 1 "$deletes"
 expect_cmp "gc: the objects it did not reach are still in the bucket" \
   "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-gc | json "len([o for o in j if o['key'].startswith('gc/')])")" -ge 2
+
+
+# --- 7. `cache rm --all-tiers` interrupted while it deletes from the bucket -------------------------------------
+
+proxy_reset "$MOTO_URL"
+proxy_mode "$MOTO_URL" "delay seconds=120 op=DeleteObject"
+hashes=()
+for n in 1 2 3; do hashes+=("$(printf '%064d' "$n")"); done
+"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/gc.yaml" --instance gc cache rm --all-tiers --yes "${hashes[@]}" \
+  >"$E2E_TMP/rm.out" 2>"$E2E_TMP/rm.err" &
+pid=$!
+track_pid "$pid"
+wait_until 60 ready "j['ops'].get('DeleteObject', 0) >= 1" || fail "rm: its first delete was sent" \
+  "$(proxy_json "$MOTO_URL" "j['ops']")"
+start=$(date +%s%N)
+kill -INT "$pid"
+deadline=$(($(date +%s) + 30))
+while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+alive "$pid" && kill -KILL "$pid"
+wait "$pid" && RC=0 || RC=$?
+MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+deletes=$(proxy_op "$MOTO_URL" DeleteObject)
+proxy_mode "$MOTO_URL" ok
+expect_eq "rm: exit 130" 130 "$RC"
+expect_cmp "rm: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+expect_eq "rm: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/rm.err")"
+expect_eq "rm: no delete begun after the signal" 1 "$deletes"
 
 finish

@@ -56,6 +56,19 @@ TEST_F(CacheRmTest, RemovesANamedEntryFromEveryWritableTier) {
   EXPECT_TRUE(cached('2'));
 }
 
+TEST_F(CacheRmTest, AStoppedRemovalRemovesNothingMoreAndItsErrorIsCancelled) {
+  const std::atomic<bool> stop{true};
+  CacheRmRequest stopped = request({'1', '2'});
+  stopped.stop = &stop;
+  auto report = cache_rm(*cache, stopped);
+  ASSERT_TRUE(report) << report.error().message;
+  ASSERT_TRUE(report->error);
+  EXPECT_EQ(report->error->code, ErrorCode::cancelled) << report->error->message;
+  EXPECT_TRUE(report->entries.empty());
+  EXPECT_TRUE(cached('1'));
+  EXPECT_TRUE(cached('2'));
+}
+
 TEST_F(CacheRmTest, ANamedEntryThatIsNotCachedIsNotFound) {
   auto report = cache_rm(*cache, request({'1', '5'}));
   ASSERT_TRUE(report) << report.error().message;
