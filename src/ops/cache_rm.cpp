@@ -60,6 +60,7 @@ RemovedEntry remove_from(ShardCacheHierarchy& cache, const std::vector<RmTier>& 
     if (scope[i].choice != RmTierChoice::removes) continue;
     Tier& tier = *cache.tiers()[i];
     auto gone = tier.remove(key);
+    if (!gone && util::must_stop()) break;  // a removal cut short by a stop is no failure of the tier
     if (!gone)
       entry.failures.push_back(TierError{tier.name(), std::move(gone).error()});
     else if (*gone)
@@ -140,12 +141,14 @@ Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest&
   for (const auto& hash : request.hashes) {
     if (util::must_stop()) break;
     RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::named);
+    if (util::must_stop() && entry.removed_from.empty()) break;  // not reached, rather than not cached
     if (entry.removed_from.empty()) ++report.not_cached;
     report.entries.push_back(std::move(entry));
   }
   for (const auto& hash : of_dataset) {
     if (util::must_stop()) break;
     RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::of_dataset);
+    if (util::must_stop() && entry.removed_from.empty()) break;
     // Recorded once, maybe evicted since: an entry no tier held is no entry, and not being cached no failure.
     if (entry.removed_from.empty() && entry.failures.empty()) continue;
     report.entries.push_back(std::move(entry));

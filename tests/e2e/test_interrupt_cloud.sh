@@ -165,6 +165,33 @@ expect_eq "SIGTERM: every multipart upload begun was aborted" "$(proxy_op "$MOTO
 expect_eq "SIGTERM: nothing left in the bucket (no .leases/ object, no incomplete upload)" "0 0" \
   "$(leases_in interrupt-term) $(s3tool "$MOTO_S3_ENDPOINT" uploads interrupt-term)"
 
+# sigint_when NAME READY_EXPR CMD...: runs the datavo command CMD in the background (SIGINT at its default
+# disposition), sends it SIGINT once the proxy's counters satisfy READY_EXPR, and waits up to 30 s for it to exit.
+# Sets RC, MS_TO_EXIT and ERR (its stderr).
+sigint_when() {
+  local name=$1 ready_expr=$2 pid start deadline
+  shift 2
+  "${WITH_SIGINT[@]}" "$DATAVO_BIN" "$@" >"$E2E_TMP/$name.out" 2>"$E2E_TMP/$name.err" &
+  pid=$!
+  track_pid "$pid"
+  wait_until 60 ready "$ready_expr" || fail "$name: the proxy saw what it waits for" "$(proxy_json "$MOTO_URL" "j['ops']")"
+  start=$(date +%s%N)
+  kill -INT "$pid"
+  deadline=$(($(date +%s) + 30))
+  while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  alive "$pid" && kill -KILL "$pid"
+  wait "$pid" && RC=0 || RC=$?
+  MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+  ERR=$(cat "$E2E_TMP/$name.err")
+}
+# expect_interrupted NAME: exit 130 within 8 s of the SIGINT, with the one line that says so and no ERROR line.
+expect_interrupted() {
+  expect_eq "$1: exit 130" 130 "$RC"
+  expect_cmp "$1: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
+  expect_eq "$1: one line says it was interrupted, and no ERROR line" "1 0" \
+    "$(grep -c 'datavo: interrupted by SIGINT' <<<"$ERR") $(grep -c 'ERROR' <<<"$ERR")"
+}
+
 # --- 5. `cache check` interrupted with its probe object stored ---------------------------------------------------
 
 proxy_reset "$MOTO_URL"
@@ -172,27 +199,13 @@ proxy_mode "$MOTO_URL" "delay seconds=120 op=Probe:GetObject"  # the probe is st
 make_bucket "$MOTO_S3_ENDPOINT" interrupt-check
 printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/check.cache" \
   "$(s3_tier_yaml region interrupt-check "$MOTO_URL")" >"$E2E_TMP/check.yaml"
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/check.yaml" cache check >"$E2E_TMP/check.out" 2>"$E2E_TMP/check.err" &
-pid=$!
-track_pid "$pid"
-wait_until 60 ready "j['ops'].get('Probe:GetObject', 0) >= 1" || fail "check: its probe was stored and is being read back" \
-  "$(proxy_json "$MOTO_URL" "j['ops']")"
-start=$(date +%s%N)
-kill -INT "$pid"
-deadline=$(($(date +%s) + 30))
-while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
-alive "$pid" && kill -KILL "$pid"
-wait "$pid" && RC=0 || RC=$?
-MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+sigint_when check "j['ops'].get('Probe:GetObject', 0) >= 1" --config "$E2E_TMP/check.yaml" cache check
 proxy_mode "$MOTO_URL" ok
-expect_eq "check: exit 130" 130 "$RC"
-expect_cmp "check: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
-expect_eq "check: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/check.err")"
+expect_interrupted check
 expect_eq "check: one probe stored, one deleted, no conditional put begun after the signal" "1 1" \
   "$(proxy_op "$MOTO_URL" Probe:PutObject) $(proxy_op "$MOTO_URL" Probe:DeleteObject)"
 expect_eq "check: no probe object left in the bucket" 0 \
   "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-check | json "len([o for o in j if o['key'].startswith('.datavo-check/')])")"
-
 
 # --- 6. `cache gc` interrupted while it deletes expired objects -------------------------------------------------
 
@@ -206,28 +219,13 @@ proxy_reset "$MOTO_URL"
 proxy_mode "$MOTO_URL" "delay seconds=120 op=DeleteObject"  # the first delete is held
 printf 'tiers:\n  - name: local\n    path: %s\n%s\n' "$E2E_TMP/gc.cache" \
   "$(s3_tier_yaml region interrupt-gc "$MOTO_URL" 'max_age: 1s')" >"$E2E_TMP/gc.yaml"
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/gc.yaml" cache gc >"$E2E_TMP/gc.out" 2>"$E2E_TMP/gc.err" &
-pid=$!
-track_pid "$pid"
-wait_until 60 ready "j['ops'].get('DeleteObject', 0) >= 1" || fail "gc: its first delete was sent" \
-  "$(proxy_json "$MOTO_URL" "j['ops']")"
-start=$(date +%s%N)
-kill -INT "$pid"
-deadline=$(($(date +%s) + 30))
-while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
-alive "$pid" && kill -KILL "$pid"
-wait "$pid" && RC=0 || RC=$?
-MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+sigint_when gc "j['ops'].get('DeleteObject', 0) >= 1" --config "$E2E_TMP/gc.yaml" cache gc
 deletes=$(proxy_op "$MOTO_URL" DeleteObject)
 proxy_mode "$MOTO_URL" ok
-expect_eq "gc: exit 130" 130 "$RC"
-expect_cmp "gc: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
-expect_eq "gc: one line says it was interrupted, and no ERROR line" "1 0" \
-  "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/gc.err") $(grep -c 'ERROR' "$E2E_TMP/gc.err")"
+expect_interrupted gc
 expect_eq "gc: no delete begun after the signal" 1 "$deletes"
 expect_cmp "gc: the objects it did not reach are still in the bucket" \
   "$(s3tool "$MOTO_S3_ENDPOINT" ls interrupt-gc | json "len([o for o in j if o['key'].startswith('gc/')])")" -ge 2
-
 
 # --- 7. `cache rm --all-tiers` interrupted while it deletes from the bucket -------------------------------------
 
@@ -235,24 +233,11 @@ proxy_reset "$MOTO_URL"
 proxy_mode "$MOTO_URL" "delay seconds=120 op=DeleteObject"
 hashes=()
 for n in 1 2 3; do hashes+=("$(printf '%064d' "$n")"); done
-"${WITH_SIGINT[@]}" "$DATAVO_BIN" --config "$E2E_TMP/gc.yaml" --instance gc cache rm --all-tiers --yes "${hashes[@]}" \
-  >"$E2E_TMP/rm.out" 2>"$E2E_TMP/rm.err" &
-pid=$!
-track_pid "$pid"
-wait_until 60 ready "j['ops'].get('DeleteObject', 0) >= 1" || fail "rm: its first delete was sent" \
-  "$(proxy_json "$MOTO_URL" "j['ops']")"
-start=$(date +%s%N)
-kill -INT "$pid"
-deadline=$(($(date +%s) + 30))
-while alive "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
-alive "$pid" && kill -KILL "$pid"
-wait "$pid" && RC=0 || RC=$?
-MS_TO_EXIT=$((($(date +%s%N) - start) / 1000000))
+sigint_when rm "j['ops'].get('DeleteObject', 0) >= 1" --config "$E2E_TMP/gc.yaml" --instance gc cache rm --all-tiers \
+  --yes "${hashes[@]}"
 deletes=$(proxy_op "$MOTO_URL" DeleteObject)
 proxy_mode "$MOTO_URL" ok
-expect_eq "rm: exit 130" 130 "$RC"
-expect_cmp "rm: exits within 8 s of SIGINT (${MS_TO_EXIT} ms)" "$MS_TO_EXIT" -le 8000
-expect_eq "rm: one line says it was interrupted" 1 "$(grep -c 'datavo: interrupted by SIGINT' "$E2E_TMP/rm.err")"
+expect_interrupted rm
 expect_eq "rm: no delete begun after the signal" 1 "$deletes"
 
 finish
