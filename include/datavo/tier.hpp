@@ -252,6 +252,9 @@ struct LeftoverReport {
   std::uint64_t removed = 0;
   // A lease that could not be read or a leftover that could not be deleted: the others are still tried.
   std::vector<Error> failures;
+  // Not leftovers: the tier's entries as the sweep's one listing found them (Tier::list's rows, unsorted), so that
+  // `cache gc`, which also expires entries past max_age, lists the tier once.
+  std::vector<EntryInfo> entries;
 };
 inline constexpr Seconds k_stale_probe_age{600};
 

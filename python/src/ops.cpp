@@ -62,7 +62,7 @@ class CountingObserver final : public WarmObserver {
   std::atomic<std::uint64_t> served_bytes_{0};
 };
 
-// One operation (warm, check, gc, verify) on a thread of its own, so that the Python thread that waits for it can
+// One operation (warm, rm, check, gc, verify) on a thread of its own, so that the Python thread that waits for it can
 // take a KeyboardInterrupt and stop it through the operation's stop flag: a call made in place would hold the
 // interrupt until the whole operation ended. Contract: made, polled and destroyed by Python threads holding the GIL;
 // the destructor stops the operation and joins its thread without the GIL.
@@ -112,8 +112,7 @@ class OpJob {
       if (!presenter_) throw py::value_error("the operation is still running");
       presenter = presenter_;
     }
-    drain_logs();
-    return presenter();
+    return presenter();  // the operation's log lines were handed over by the wait() that saw it end
   }
 
  private:

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "datavo/operations.hpp"
 #include "ops/caller_stop.hpp"
@@ -8,19 +9,12 @@
 namespace datavo {
 namespace {
 
-// The remote tier's expiry: list, then delete what is older than max_age. An entry that fails to delete is
-// reported and the others are still tried: a gc that stops at the first failure would leave the rest for ever.
-// nullopt when the tier could not be listed (the failure is in `report`).
-std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dry_run, CacheGcReport& report) {
-  TierGcReport out{tier.name(), std::string(tier.type()), GcPolicy::expire, max_age, {}, {}};
-  auto entries = tier.list();
-  if (!entries) {
-    report.failures.push_back(TierError{tier.name(), std::move(entries).error()});
-    return std::nullopt;
-  }
+// Deletes the entries older than max_age from `entries`, into `e`. An entry that fails to delete is reported and
+// the others are still tried: a gc that stops at the first failure would leave the rest for ever.
+void expire_entries(Tier& tier, const std::vector<EntryInfo>& entries, Seconds max_age, DryRun dry_run,
+                    EvictionReport& e, CacheGcReport& report) {
   const auto cutoff = std::chrono::system_clock::now() - max_age;
-  EvictionReport& e = out.eviction;
-  for (const auto& entry : *entries) {
+  for (const auto& entry : entries) {
     if (util::must_stop()) break;  // said once, as the report's error
     if (entry.last_access >= cutoff) {
       e.entries_bytes_after += entry.size;
@@ -42,19 +36,36 @@ std::optional<TierGcReport> expire_remote(Tier& tier, Seconds max_age, DryRun dr
   }
   e.entries_evicted = e.expired;
   e.used_after = e.entries_bytes_after;
-  return out;
 }
 
-// What killed processes left in a remote tier: its failures join the report's, the pass goes on.
-void sweep_remote(Tier& tier, LeftoverSweeper& sweeper, DryRun dry_run, TierGcReport& row, CacheGcReport& report) {
-  auto swept = sweeper.sweep_leftovers(dry_run);
-  if (!swept) {
-    if (!util::must_stop()) report.failures.push_back(TierError{tier.name(), std::move(swept).error()});
-    return;
+// A writable remote tier: what killed processes left in it swept (LeftoverSweeper), then, with a max_age, its
+// entries past it deleted. One listing serves both when the tier has a sweeper. A tier that cannot be listed is a
+// failure in `report` and a row of zeros; the pass goes on with the next tier.
+void collect_remote(Tier& tier, DryRun dry_run, TierGcReport& row, CacheGcReport& report) {
+  row.policy = tier.max_age() ? GcPolicy::expire : GcPolicy::lifecycle;
+  std::optional<std::vector<EntryInfo>> entries;
+  if (LeftoverSweeper* sweeper = tier.sweeper()) {
+    auto swept = sweeper->sweep_leftovers(dry_run);
+    if (!swept) {
+      if (!util::must_stop()) report.failures.push_back(TierError{tier.name(), std::move(swept).error()});
+      return;
+    }
+    for (auto& failure : swept->failures) report.failures.push_back(TierError{tier.name(), std::move(failure)});
+    swept->failures.clear();
+    entries = std::move(swept->entries);
+    swept->entries.clear();
+    row.leftovers = std::move(*swept);
   }
-  for (auto& failure : swept->failures) report.failures.push_back(TierError{tier.name(), std::move(failure)});
-  swept->failures.clear();
-  row.leftovers = std::move(*swept);
+  if (!tier.max_age() || util::must_stop()) return;
+  if (!entries) {
+    auto listed = tier.list();
+    if (!listed) {
+      report.failures.push_back(TierError{tier.name(), std::move(listed).error()});
+      return;
+    }
+    entries = std::move(*listed);
+  }
+  expire_entries(tier, *entries, *tier.max_age(), dry_run, row.eviction, report);
 }
 
 }  // namespace
@@ -88,12 +99,7 @@ CacheGcReport cache_gc(ShardCacheHierarchy& cache, DryRun dry_run, const std::at
       row.eviction = *eviction;
       report.tiers.push_back(std::move(row));
     } else {
-      row.policy = tier->max_age() ? GcPolicy::expire : GcPolicy::lifecycle;
-      auto expired = tier->max_age() ? expire_remote(*tier, *tier->max_age(), dry_run, report) : row;
-      if (expired) row = std::move(*expired);
-      // A tier that could not be listed is not listed a second time for its leftovers.
-      LeftoverSweeper* sweeper = tier->sweeper();
-      if (expired && sweeper != nullptr && !util::must_stop()) sweep_remote(*tier, *sweeper, dry_run, row, report);
+      collect_remote(*tier, dry_run, row, report);
       report.tiers.push_back(std::move(row));
     }
     if (util::must_stop()) break;

@@ -228,9 +228,7 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
     if (!listed) return std::move(listed).error();
     std::vector<EntryInfo> out;
     for (const auto& object : *listed) {
-      auto key = entry_key(object.name);
-      if (!key) continue;
-      out.push_back(EntryInfo{key->instance.name(), key->hash, object.size, object.last_modified});
+      if (auto entry = entry_info(object)) out.push_back(std::move(*entry));
     }
     std::sort(out.begin(), out.end(),
               [](const EntryInfo& a, const EntryInfo& b) { return a.last_access > b.last_access; });
@@ -308,6 +306,13 @@ class BlobTier final : public Tier, public RemoteCoordination, public ObjectVeri
     auto hash = ContentHash::parse(rest.substr(slash + 1, rest.size() - slash - 1 - 4));
     if (!instance || !hash) return std::nullopt;
     return ShardKey{*instance, *hash};
+  }
+
+  // The entry a listed object is, nullopt when it is none (entry_key).
+  std::optional<EntryInfo> entry_info(const ListedObject& object) const {
+    auto key = entry_key(object.name);
+    if (!key) return std::nullopt;
+    return EntryInfo{key->instance.name(), key->hash, object.size, object.last_modified};
   }
 
   enum class Leftover { lease, probe };
@@ -612,6 +617,10 @@ Result<LeftoverReport> BlobTier::sweep_leftovers(DryRun dry_run) {
   LeftoverReport report;
   const auto now = std::chrono::system_clock::now();
   for (const auto& object : *listed) {
+    if (auto entry = entry_info(object)) {
+      report.entries.push_back(std::move(*entry));
+      continue;
+    }
     const auto kind = leftover_kind(object.name);
     if (!kind) continue;
     if (util::must_stop()) return util::stopped_error(what);

@@ -7,6 +7,7 @@
 #include "datavo/operations.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/ops/ops_fixtures.hpp"
+#include "unit/tier/cloud/tiers_on_fake.hpp"
 
 namespace datavo {
 namespace {
@@ -132,6 +133,43 @@ TEST(CacheGcTest, AStoppedGcDeletesNothingAndItsErrorIsCancelled) {
   EXPECT_EQ(report.error->code, ErrorCode::cancelled) << report.error->message;
   EXPECT_TRUE(report.failures.empty());
   EXPECT_EQ(bucket->list()->size(), 1u) << "the expired entry is not deleted";
+}
+
+// A cloud tier with max_age and leftovers: one listing serves the sweep and the expiry (a bucket of many objects is
+// many list pages), the old entry and the dead lease go, the young entry stays.
+TEST(CacheGcTest, ACloudTierIsListedOnceForItsLeftoversAndItsExpiry) {
+  TempDir dir;
+  fakecloud::FakeCloud cloud(fakecloud::Dialect::s3);
+  cloud.add_bucket("bucket");
+  credtest::FakeEnvironment env;
+  fakecloud::point_at(env, cloud, dir.sub("home"));
+  auto bucket = fakecloud::make_tier_on(cloud, "bucket", {.name = "bucket", .max_age = Seconds{24 * 3600}}, env);
+  auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), bucket});
+  const std::string old_entry = "local/" + std::string(64, 'a') + ".tar";
+  const std::string young_entry = "local/" + std::string(64, 'b') + ".tar";
+  const std::string dead_lease = "local/.leases/" + std::string(64, 'c');
+  cloud.put_object("bucket", old_entry, "old");
+  cloud.backdate("bucket", old_entry, std::chrono::hours(48));
+  cloud.put_object("bucket", young_entry, "young");
+  cloud.put_object("bucket", dead_lease, "dead-vm 4242 0\n");
+  cloud.backdate("bucket", dead_lease, std::chrono::hours(1));
+  cloud.clear_requests();
+
+  const CacheGcReport report = cache_gc(*cache, DryRun::no);
+  EXPECT_FALSE(report.error) << report.error->message;
+  ASSERT_EQ(report.tiers.size(), 2u);
+  EXPECT_EQ(report.tiers[1].policy, GcPolicy::expire);
+  EXPECT_EQ(report.tiers[1].eviction.expired, 1u);
+  EXPECT_EQ(report.tiers[1].eviction.used_after, Bytes{5});
+  EXPECT_EQ(report.tiers[1].leftovers.expired_leases, 1u);
+  EXPECT_EQ(report.tiers[1].leftovers.removed, 1u);
+  EXPECT_TRUE(report.tiers[1].leftovers.entries.empty()) << "the listing's entries are not part of the report";
+  std::size_t listings = 0;
+  for (const auto& r : cloud.requests()) listings += r.op == "ListObjects" || r.op == "ListObjectsV2" ? 1 : 0;
+  EXPECT_EQ(listings, 1u);
+  EXPECT_FALSE(cloud.object("bucket", old_entry));
+  EXPECT_FALSE(cloud.object("bucket", dead_lease));
+  EXPECT_TRUE(cloud.object("bucket", young_entry));
 }
 
 }  // namespace

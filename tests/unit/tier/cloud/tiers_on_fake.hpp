@@ -32,6 +32,7 @@ struct TierSetup {
   std::optional<std::string> prefix = std::nullopt;
   Access access = Access::read_write;
   std::string name = "cloud";
+  std::optional<Seconds> max_age = std::nullopt;
 };
 
 // An environment that reads nothing of the machine's, with the fake's credentials in it.
@@ -66,6 +67,7 @@ inline CloudTierOptions remote_options(const TierSetup& setup) {
   remote.part_size = setup.part_size;
   remote.concurrency = setup.concurrency;
   remote.single_flight = setup.single_flight;
+  remote.max_age = setup.max_age;
   remote.lease_duration = Seconds{3};
   remote.transport.connect_timeout = Milliseconds{2'000};
   remote.transport.stall_timeout = Seconds{10};
