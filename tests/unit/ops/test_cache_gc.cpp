@@ -139,11 +139,9 @@ TEST(CacheGcTest, AStoppedGcDeletesNothingAndItsErrorIsCancelled) {
 // many list pages), the old entry and the dead lease go, the young entry stays.
 TEST(CacheGcTest, ACloudTierIsListedOnceForItsLeftoversAndItsExpiry) {
   TempDir dir;
-  fakecloud::FakeCloud cloud(fakecloud::Dialect::s3);
-  cloud.add_bucket("bucket");
-  credtest::FakeEnvironment env;
-  fakecloud::point_at(env, cloud, dir.sub("home"));
-  auto bucket = fakecloud::make_tier_on(cloud, "bucket", {.name = "bucket", .max_age = Seconds{24 * 3600}}, env);
+  fakecloud::FakeBucket fake(fakecloud::Dialect::s3, "bucket", dir.sub("home"));
+  fakecloud::FakeCloud& cloud = fake.cloud;
+  auto bucket = fakecloud::make_tier_on(cloud, "bucket", {.name = "bucket", .max_age = Seconds{24 * 3600}}, fake.env);
   auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), bucket});
   const std::string old_entry = "local/" + std::string(64, 'a') + ".tar";
   const std::string young_entry = "local/" + std::string(64, 'b') + ".tar";

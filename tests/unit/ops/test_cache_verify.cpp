@@ -46,12 +46,10 @@ TEST(CacheVerifyTest, ACorruptEntryFailsUntilRepaired) {
 
 TEST(CacheVerifyTest, CloudTiersAreCheckedEachInARowAndOneThatCannotBeIsAnErrorRow) {
   TempDir dir;
-  fakecloud::FakeCloud cloud(fakecloud::Dialect::s3);
-  cloud.add_bucket("bucket");
-  credtest::FakeEnvironment env;
-  fakecloud::point_at(env, cloud, dir.sub("home"));
-  auto bucket = fakecloud::make_tier_on(cloud, "bucket", {.name = "bucket"}, env);
-  auto gone = fakecloud::make_tier_on(cloud, "no-such-bucket", {.name = "gone"}, env);
+  fakecloud::FakeBucket fake(fakecloud::Dialect::s3, "bucket", dir.sub("home"));
+  fakecloud::FakeCloud& cloud = fake.cloud;
+  auto bucket = fakecloud::make_tier_on(cloud, "bucket", {.name = "bucket"}, fake.env);
+  auto gone = fakecloud::make_tier_on(cloud, "no-such-bucket", {.name = "gone"}, fake.env);
   MemoryTierOptions memory;
   memory.name = "memory";
   auto cache = opstest::hierarchy({opstest::folder(dir.sub("a"), "a"), bucket, gone, make_memory_tier(memory)});

@@ -59,6 +59,16 @@ inline void point_at(credtest::FakeEnvironment& env, FakeCloud& cloud, const std
   }
 }
 
+// A fake cloud of `dialect` holding one empty bucket, and an environment that reaches it (its home under `home`).
+struct FakeBucket {
+  FakeBucket(Dialect dialect, const std::string& bucket, const std::string& home) : cloud(dialect) {
+    cloud.add_bucket(bucket);
+    point_at(env, cloud, home);
+  }
+  FakeCloud cloud;
+  credtest::FakeEnvironment env;
+};
+
 inline CloudTierOptions remote_options(const TierSetup& setup) {
   CloudTierOptions remote;
   remote.name = setup.name;
