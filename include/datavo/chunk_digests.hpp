@@ -5,7 +5,8 @@
 //
 // The canonical list is the text of the digests in chunk order, each as 64 lowercase hex characters followed by
 // "\n"; its SHA-256 (ChunkDigests::binding()) is what a ticket carries as `chunks_sha256`, so that a list that
-// reaches a client by another way (a cloud tier's sidecar object) is used only when it is the ticket's.
+// reached a client by another way would be used only when it is the ticket's. (A cloud tier keeps its own list
+// in each object's metadata: docs/protocol.md, "Where a cloud tier's chunk list lives".)
 //
 // Thread safety: ChunkDigests is a value type; a ChunkHasher belongs to one thread at a time.
 #pragma once

@@ -30,6 +30,7 @@
 
 #include "datavo/access.hpp"
 #include "datavo/byte_sink.hpp"
+#include "datavo/chunk_digests.hpp"
 #include "datavo/content_hash.hpp"
 #include "datavo/fetcher.hpp"
 #include "datavo/lease.hpp"
@@ -172,6 +173,15 @@ struct EntryInfo {
   std::chrono::system_clock::time_point last_access;  // mtime for folder tiers
 };
 
+// What a tier recorded with an entry so that a reader can check its bytes chunk by chunk as they arrive
+// (Tier::recorded_digests): its size, its SHA-256, and the SHA-256 of every chunk (ChunkDigests::check_covers(size)
+// holds).
+struct RecordedDigests {
+  Bytes size;
+  Sha256 sha256;
+  ChunkDigests chunks;
+};
+
 // Whether a write to an existing key replaces it. Content-addressed entries never need replacing.
 enum class InstallOutcome { installed, already_present };
 
@@ -305,6 +315,14 @@ class Tier {
   virtual Result<std::optional<Expectation>> read_into(const ShardKey& key, ByteSink& sink) = 0;
   // Stores the bytes readable from `source` under `key`. `digest` is their SHA-256, already verified.
   virtual Result<InstallOutcome> install_copy(const ShardKey& key, const ShardHandle& source, const Sha256& digest) = 0;
+  // The chunk digests recorded with the entry for `key`, with its size and SHA-256, for a read that checks the bytes
+  // as they arrive (a streamed read). nullopt on a miss, and for an entry recorded without them or with a record that
+  // does not parse or fit the size (an object that another tool or an older Datavo wrote; every tier that keeps
+  // none: the default). An Error only when the tier cannot be asked. A cloud tier answers with one HEAD: the list is
+  // in the object's metadata (docs/protocol.md, "Where a cloud tier's chunk list lives").
+  virtual Result<std::optional<RecordedDigests>> recorded_digests(const ShardKey& /*key*/) {
+    return std::optional<RecordedDigests>{};
+  }
   // Removes the entry; false when there was none.
   virtual Result<bool> remove(const ShardKey& key) = 0;
   virtual Result<TierUsage> usage() = 0;

@@ -167,9 +167,13 @@ struct SampleStream::Impl {
   // ReadMode::streamed: a shard no tier holds, read from its download.
   Result<LoadedShard> stream(std::size_t position, const ShardKey& key);
   // ReadMode::streamed: a shard that the remote tier `tier_index` holds (and no faster tier), read from that tier
-  // through the chunk digests of the origin's ticket. nullopt when they cannot be had (the origin unreachable, a
-  // ticket without them): the caller then reads the shard in the cached mode, saying why.
+  // through the chunk digests the tier recorded with it, else those of the origin's ticket. nullopt when neither can
+  // be had (an object without them, and the origin unreachable or a ticket without them): the caller then reads the
+  // shard in the cached mode, saying why.
   std::optional<LoadedShard> stream_from_tier(std::size_t position, const ShardKey& key, std::size_t tier_index);
+  // The chunk digests `tier` recorded with the shard's object, as a ticket without a URL, when there are some that
+  // the stream window holds 2 chunks of; nullopt otherwise (saying why at INFO when some were not used).
+  std::optional<StreamTicket> tier_chunk_list(std::size_t position, const ShardKey& key, Tier& tier);
   Result<LoadedShard> load_streamed(std::size_t position, const ShardKey& key, const std::atomic<bool>& cancelled);
   void record(const ShardKey& key, const FetchResult& result);
   Result<std::optional<SampleView>> next();
@@ -321,19 +325,46 @@ Result<LoadedShard> SampleStream::Impl::stream(std::size_t position, const Shard
   return windowed(position, key, std::move(shard));
 }
 
+std::optional<StreamTicket> SampleStream::Impl::tier_chunk_list(std::size_t position, const ShardKey& key, Tier& tier) {
+  auto recorded = tier.recorded_digests(key);
+  std::string why;
+  if (!recorded) {
+    why = recorded.error().message;
+  } else if (!*recorded) {
+    return std::nullopt;
+  } else if ((*recorded)->chunks.chunk_size.count() > stream_window.count() / 2) {
+    why = "its chunks of " + std::to_string((*recorded)->chunks.chunk_size.count()) +
+          " bytes do not fit the window twice";
+  }
+  if (!why.empty()) {
+    LOG_INFO("shard " << shard_name(position, key) << ": the chunk digests tier '" << tier.name()
+                      << "' recorded are not used (" << why << "); asking the origin for its ticket's");
+    return std::nullopt;
+  }
+  RecordedDigests& digests = **recorded;
+  return StreamTicket{key.hash, digests.size, digests.sha256, "", 0, std::move(digests.chunks)};
+}
+
 std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t position, const ShardKey& key,
                                                                 std::size_t tier_index) {
-  const Tier& tier = *cache->tiers()[tier_index];
-  // The object's bytes are checked against the origin's chunk digests, the only list bound to the content hash
-  // until cloud tiers keep one beside their objects (docs/protocol.md, "Where a cloud tier's chunk list lives").
-  auto ticket = client->request_ticket(manifest, position, keys);
+  Tier& tier = *cache->tiers()[tier_index];
+  // The object's bytes are checked against the chunk digests the tier recorded with it (the trust of a cached read
+  // of that object, and no request to the origin), else against the origin's ticket's (docs/protocol.md, "Where a
+  // cloud tier's chunk list lives").
+  std::optional<StreamTicket> ticket = tier_chunk_list(position, key, tier);
+  const std::string whose = ticket ? "the object's" : "the ticket's";
   std::string why;
   if (!ticket) {
-    why = "no ticket from the origin: " + ticket.error().message;
-  } else if (ticket->content_hash != key.hash) {
-    why = "the origin's ticket names content hash " + ticket->content_hash.hex();
-  } else if (!ticket->chunks) {
-    why = "the origin's ticket carries no chunk digests";
+    auto requested = client->request_ticket(manifest, position, keys);
+    if (!requested) {
+      why = "no ticket from the origin: " + requested.error().message;
+    } else if (requested->content_hash != key.hash) {
+      why = "the origin's ticket names content hash " + requested->content_hash.hex();
+    } else if (!requested->chunks) {
+      why = "the origin's ticket carries no chunk digests";
+    } else {
+      ticket = std::move(*requested);
+    }
   }
   if (!why.empty()) {
     LOG_WARNING("shard " << shard_name(position, key) << ": tier '" << tier.name()
@@ -348,12 +379,12 @@ std::optional<LoadedShard> SampleStream::Impl::stream_from_tier(std::size_t posi
   // The tier's bytes first; should its read fail (a chunk that does not match, the object gone, the tier down: the
   // hierarchy deals with the tier and says so), the origin's download goes on from the last verified chunk. The
   // stream's figures count the source that served the shard: the tier's hit, or a miss of every tier.
-  auto source = [this, position, key, tier_index, ticket = std::move(*ticket),
+  auto source = [this, position, key, tier_index, ticket = std::move(*ticket), whose,
                  from_tier = true](const OriginClient::TicketSink& sink_for) mutable -> Result<Expectation> {
     if (from_tier) {
       auto sink = sink_for(ticket);
       if (!sink) return std::move(sink).error();
-      net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash " + key.hash.hex());
+      net::ChunkVerifyingSink verifying(**sink, *ticket.chunks, ticket.size, "content hash " + key.hash.hex(), whose);
       auto read = cache->read_from(tier_index, key, verifying);
       if (read && *read) {
         std::lock_guard lock(stats_mu);

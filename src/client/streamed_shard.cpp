@@ -133,8 +133,11 @@ struct StreamedShard::Window final : ByteSink {
     sha256 = ticket.sha256;
     // A new ticket's transfer (a new round, or a new ticket after one expired) goes on from the last verified chunk
     // boundary, so that the ticket's ChunkVerifyingSink checks every chunk it passes on whole; the bytes taken past
-    // that boundary were never verified and are dropped.
-    pass = end = verified;
+    // that boundary were never verified and are dropped. A list of another chunk size (the origin's, after a read
+    // through a tier's list failed) starts at its own last boundary at or before them: its bytes up to `end` were
+    // verified by the first list, and write() skips them.
+    end = verified;
+    pass = verified / chunk_size * chunk_size;
     return static_cast<ByteSink*>(this);
   }
 

@@ -6,8 +6,9 @@
 
 namespace datavo::net {
 
-ChunkVerifyingSink::ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what)
-    : inner_(inner), chunks_(chunks), size_(size), what_(std::move(what)) {
+ChunkVerifyingSink::ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what,
+                                       std::string whose)
+    : inner_(inner), chunks_(chunks), size_(size), what_(std::move(what)), whose_(std::move(whose)) {
   const std::uint64_t inherited = inner_.written().count();
   start_at(inherited);
   if (skipped_ > 0) check_inherited(inherited);
@@ -67,8 +68,8 @@ Result<void> ChunkVerifyingSink::check_completed() {
     const std::uint64_t last = std::min(first + chunks_.chunk_size.count(), size_.count()) - 1;
     return Error{ErrorCode::integrity, what_ + ": chunk " + std::to_string(index) + " (byte offset " +
                                            std::to_string(first) + ", bytes " + std::to_string(first) + "-" +
-                                           std::to_string(last) + ") has SHA-256 " + done[verified_].hex() +
-                                           " but the ticket's chunk list gives " + chunks_.digests.at(index).hex() +
+                                           std::to_string(last) + ") has SHA-256 " + done[verified_].hex() + " but " +
+                                           whose_ + " chunk list gives " + chunks_.digests.at(index).hex() +
                                            "; download stopped at its end, nothing installed"};
   }
   if (at_end) hasher_.emplace(chunks_.chunk_size);
@@ -78,7 +79,7 @@ Result<void> ChunkVerifyingSink::check_completed() {
 Result<void> ChunkVerifyingSink::write(const void* data, std::size_t size) {
   const std::uint64_t before = inner_.written().count();
   if (before + size > size_.count()) {
-    return Error{ErrorCode::integrity, what_ + ": the server sent more than the ticket's " +
+    return Error{ErrorCode::integrity, what_ + ": the server sent more than " + whose_ + " " +
                                            std::to_string(size_.count()) + " bytes; download stopped"};
   }
   const std::uint64_t verified_before = verified_;

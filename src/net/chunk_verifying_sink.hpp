@@ -37,8 +37,10 @@ namespace datavo::net {
 
 class ChunkVerifyingSink final : public ByteSink {
  public:
-  // REQUIRES: chunks.check_covers(size) holds. `inner`, `chunks` are borrowed and must outlive the sink.
-  ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what);
+  // REQUIRES: chunks.check_covers(size) holds. `inner`, `chunks` are borrowed and must outlive the sink. `whose`
+  // names the list's source in errors ("the ticket's chunk list gives ...").
+  ChunkVerifyingSink(ByteSink& inner, const ChunkDigests& chunks, Bytes size, std::string what,
+                     std::string whose = "the ticket's");
 
   Result<void> write(const void* data, std::size_t size) override;
   Bytes written() const override { return inner_.written(); }
@@ -65,6 +67,7 @@ class ChunkVerifyingSink final : public ByteSink {
   const ChunkDigests& chunks_;
   const Bytes size_;
   const std::string what_;
+  const std::string whose_;
   std::uint64_t first_chunk_ = 0;  // index of the chunk the hasher's first digest belongs to
   std::uint64_t unhashed_ = 0;     // bytes still to pass unhashed before first_chunk_ begins
   std::optional<ChunkHasher> hasher_;

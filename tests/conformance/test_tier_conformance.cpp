@@ -434,6 +434,41 @@ TEST_P(TierConformanceTest, ABigObjectGoesUpInPartsAndComesBackWhole) {
   }
 }
 
+// A cloud tier records each entry's chunk digests in its metadata (datavo-chunks) and reads them back for
+// streamed reads; the service must keep the value as sent, for a single request and for an upload in parts alike
+// (docs/protocol.md, "Where a cloud tier's chunk list lives"). Local tiers keep none.
+TEST_P(TierConformanceTest, ACloudEntryKeepsChunkDigestsThatItsBytesMatch) {
+  TierSetup setup;
+  setup.part_size = MiB(5);
+  auto tier = make(setup);
+  const ShardKey small_key = make_key(22), large_key = make_key(23);
+  const std::string small = random_bytes(3'000'000, 22);
+  const std::string large = random_bytes((9 << 20) + 777, 23);  // in parts everywhere (GCS: resumable above 8 MiB)
+  for (const auto& [key, bytes] : {std::pair{small_key, &small}, std::pair{large_key, &large}}) {
+    install_ok(*tier, key, *bytes);
+    auto recorded = tier->recorded_digests(key);
+    ASSERT_TRUE(recorded) << recorded.error().message;
+    if (tier->reach() != TierReach::shared) {
+      EXPECT_FALSE(recorded->has_value()) << "a local tier keeps no chunk digests";
+      continue;
+    }
+    ASSERT_TRUE(recorded->has_value()) << "no datavo-chunks came back for " << bytes->size() << " bytes";
+    EXPECT_EQ((*recorded)->size, Bytes{bytes->size()});
+    EXPECT_EQ((*recorded)->sha256, sha256_of(*bytes));
+    ChunkHasher hasher((*recorded)->chunks.chunk_size);
+    hasher.update(bytes->data(), bytes->size());
+    EXPECT_EQ((*recorded)->chunks, hasher.finish()) << "the recorded digests are not those of the bytes";
+    EXPECT_LE((*recorded)->chunks.digests.size(), 32u);
+    // Another process's view of the same storage reads the same list.
+    auto seen = harness_->another_view({})->recorded_digests(key);
+    ASSERT_TRUE(seen && seen->has_value());
+    EXPECT_EQ((*seen)->chunks, (*recorded)->chunks);
+  }
+  auto miss = tier->recorded_digests(make_key(24));
+  ASSERT_TRUE(miss) << miss.error().message;
+  EXPECT_FALSE(miss->has_value());
+}
+
 // --- integrity ----------------------------------------------------------------------------------------------
 
 // Bytes that do not match the object's metadata: read_into's Expectation disagrees with them, so the hierarchy

@@ -1,7 +1,7 @@
 // The Azure Blob backend of the remote-tier layer: Get Blob with x-ms-range pinned by If-Match, Put Blob for small
 // objects and Put Block + Put Block List for large ones, If-None-Match: * as the conditional create (409
-// BlobAlreadyExists or 412), metadata in x-ms-meta-datavo_sha256 / datavo_size (Azure metadata names cannot hold
-// '-'), and SAS, SharedKey or bearer tokens as azure/azure_auth.hpp picks them.
+// BlobAlreadyExists or 412), metadata in x-ms-meta-datavo_sha256 / datavo_size / datavo_chunks (Azure metadata names
+// cannot hold '-'), and SAS, SharedKey or bearer tokens as azure/azure_auth.hpp picks them.
 #include "tier/azure/azure_tier.hpp"
 
 #include <mutex>
@@ -34,6 +34,7 @@ using cloud::UploadedPart;
 constexpr Bytes k_max_block_size{4000ull * 1024 * 1024};
 constexpr const char* k_azure_meta_sha256 = "x-ms-meta-datavo_sha256";
 constexpr const char* k_azure_meta_size = "x-ms-meta-datavo_size";
+constexpr const char* k_azure_meta_chunks = "x-ms-meta-datavo_chunks";
 
 // The x-ms-error-code of an Azure answer (also in the XML body's <Code>).
 std::string error_code(const net::HttpResponse& response) {
@@ -46,7 +47,7 @@ std::string error_code(const net::HttpResponse& response) {
 class AzureBackend final : public cloud::HeaderBackend {
  public:
   AzureBackend(AzureBlobTierOptions options, cloud::CredentialEnv env)
-      : HeaderBackend({"x-ms-range", k_azure_meta_sha256, k_azure_meta_size, "blob"}),
+      : HeaderBackend({"x-ms-range", k_azure_meta_sha256, k_azure_meta_size, k_azure_meta_chunks, "blob"}),
         options_(std::move(options)),
         env_(std::move(env)),
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {

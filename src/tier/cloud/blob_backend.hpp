@@ -34,6 +34,8 @@ struct ObjectInfo {
   std::string version;                 // the pin for ranged reads: the ETag (S3, Azure) or the generation (GCS)
   std::optional<Sha256> sha256;        // metadata datavo-sha256
   std::optional<Bytes> recorded_size;  // metadata datavo-size
+  // Metadata datavo-chunks as the service returned it, unparsed (chunk_metadata.hpp decodes it against the size).
+  std::optional<std::string> recorded_chunks;
   // The whole-object SHA-256 that the service keeps for the object, answered to a HEAD: only S3 has one (the
   // x-amz-checksum-sha256 Datavo sends with a single PUT, returned with x-amz-checksum-mode: ENABLED; a multipart
   // object's checksum is composite, "...-N", and is not one). GCS and Azure keep MD5 / CRC32C only: nullopt.
@@ -50,6 +52,8 @@ struct ByteRange {
 struct EntryMetadata {
   Sha256 sha256;
   Bytes size;
+  // datavo-chunks (chunk_metadata.hpp): nullopt for an object too large to record them.
+  std::optional<ChunkDigests> chunks{};
 };
 
 // Whether a write may replace an existing object. Entries and new leases never do (a conditional create); a

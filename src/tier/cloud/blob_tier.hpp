@@ -12,6 +12,8 @@
 //     appends, with concurrency 1, is not hedged: it may be any size.)
 //   - read_into() returns the object's metadata (datavo-sha256, datavo-size) as the Expectation that the
 //     hierarchy checks before installing anything: bytes that do not match are never installed.
+//   - install_copy() records the object's chunk digests in its metadata too (datavo-chunks, chunk_metadata.hpp),
+//     hashed from the local file first; recorded_digests() reads them back with a HEAD, for streamed reads.
 //   - install_copy() is a conditional create: one PUT up to part_size (or the backend's smaller
 //     one_request_limit()), otherwise a multipart upload whose parts
 //     are sent in parallel (when the service allows), each retried on its own by the transport, and aborted on
@@ -48,8 +50,10 @@ struct ObjectJudgement {
   ObjectVerdict verdict = ObjectVerdict::bad;
   std::string why;  // for bad: what does not match
 };
-// From what a HEAD says: bad when datavo-sha256 or datavo-size is missing, the size is not datavo-size, or the
-// service's whole-object SHA-256 is not datavo-sha256; verified_by_service when it is; else metadata_only.
+// From what a HEAD says: bad when datavo-sha256 or datavo-size is missing, the size is not datavo-size, a
+// datavo-chunks is there and does not decode for that size (chunk_metadata.hpp), or the service's whole-object
+// SHA-256 is not datavo-sha256; verified_by_service when it is; else metadata_only. (An object without
+// datavo-chunks is not bad: older Datavo versions wrote none, and reads fall back to whole-object checks.)
 ObjectJudgement judge_object(const ObjectInfo& info);
 // From a download: `read` bytes hashing to `digest` against what the read returned as recorded (bad, or
 // verified_by_download).

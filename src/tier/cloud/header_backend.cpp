@@ -1,5 +1,6 @@
 #include "tier/cloud/header_backend.hpp"
 
+#include "tier/cloud/chunk_metadata.hpp"
 #include "util/decimal.hpp"
 
 namespace datavo::cloud {
@@ -73,6 +74,7 @@ ObjectInfo HeaderBackend::info_of(const net::HttpResponse& response) const {
   if (auto size = response.header(dialect_.meta_size)) {
     if (auto parsed = util::parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
   }
+  if (auto chunks = response.header(dialect_.meta_chunks)) info.recorded_chunks = std::string(*chunks);
   read_service_checksum(response, info);
   return info;
 }
@@ -80,6 +82,7 @@ ObjectInfo HeaderBackend::info_of(const net::HttpResponse& response) const {
 void HeaderBackend::add_metadata(net::HttpHeaders& headers, const EntryMetadata& metadata) const {
   headers.push_back({dialect_.meta_sha256, metadata.sha256.hex()});
   headers.push_back({dialect_.meta_size, std::to_string(metadata.size.count())});
+  if (metadata.chunks) headers.push_back({dialect_.meta_chunks, encode_chunk_metadata(*metadata.chunks)});
 }
 
 }  // namespace datavo::cloud

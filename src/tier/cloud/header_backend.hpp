@@ -1,8 +1,8 @@
 // HeaderBackend: the reads that S3 and Azure Blob answer alike, written once for both backends. One object per
 // URL; a ranged GET carries its range in a header (S3 "Range", Azure "x-ms-range") and its pin in If-Match (the
-// ETag); a HEAD describes the object; Datavo's metadata (datavo-sha256, datavo-size) travels in two headers of
-// the service's own metadata prefix. The statuses mean the same on both: 404 a miss (or, when the answer says so,
-// a missing bucket or container), 412 an object that changed (ErrorCode::conflict), 416 a range of an empty
+// ETag); a HEAD describes the object; Datavo's metadata (datavo-sha256, datavo-size, datavo-chunks) travels in
+// headers of the service's own metadata prefix. The statuses mean the same on both: 404 a miss (or, when the answer
+// says so, a missing bucket or container), 412 an object that changed (ErrorCode::conflict), 416 a range of an empty
 // object (read whole instead).
 //
 // A subclass (s3/s3_tier.cpp, azure/azure_tier.cpp) builds URLs, authenticates and sends requests, and says when
@@ -23,6 +23,7 @@ struct HeaderDialect {
   std::string range_header;  // "Range" (S3) or "x-ms-range" (Azure)
   std::string meta_sha256;   // the response / request header of datavo-sha256, e.g. "x-amz-meta-datavo-sha256"
   std::string meta_size;     // the same for datavo-size
+  std::string meta_chunks;   // the same for datavo-chunks
   std::string noun;          // "object" or "blob", in error messages
 };
 

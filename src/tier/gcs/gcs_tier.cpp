@@ -15,6 +15,7 @@
 #include "tier/cloud/bearer_auth.hpp"
 #include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
+#include "tier/cloud/chunk_metadata.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "tier/gcs/google_credentials.hpp"
 #include "util/base64.hpp"
@@ -37,6 +38,7 @@ using cloud::UploadedPart;
 constexpr const char* k_default_endpoint = "https://storage.googleapis.com";
 constexpr const char* k_gcs_meta_sha256 = "datavo-sha256";
 constexpr const char* k_gcs_meta_size = "datavo-size";
+constexpr const char* k_gcs_meta_chunks = "datavo-chunks";
 // Resumable chunks must be multiples of this (GCS's rule), except the last.
 constexpr std::uint64_t k_chunk_granularity = 256 * 1024;
 constexpr const char* k_boundary = "datavo-multipart-boundary-7b0c4e";
@@ -67,6 +69,8 @@ ObjectInfo info_of_resource(const nlohmann::json& resource) {
     if (auto size = metadata->find(k_gcs_meta_size); size != metadata->end() && size->is_string()) {
       if (auto parsed = util::parse_decimal(size->get<std::string>())) info.recorded_size = Bytes{*parsed};
     }
+    if (auto chunks = metadata->find(k_gcs_meta_chunks); chunks != metadata->end() && chunks->is_string())
+      info.recorded_chunks = chunks->get<std::string>();
   }
   return info;
 }
@@ -179,6 +183,8 @@ class GcsBackend final : public BlobBackend {
     if (auto size = response->header(std::string("x-goog-meta-") + k_gcs_meta_size)) {
       if (auto parsed = util::parse_decimal(*size)) info.recorded_size = Bytes{*parsed};
     }
+    if (auto chunks = response->header(std::string("x-goog-meta-") + k_gcs_meta_chunks))
+      info.recorded_chunks = std::string(*chunks);
     // Media responses do not always carry custom metadata (the emulator's do not): the object resource does. A
     // pinned read is a later range of a read whose first answer brought the metadata already.
     if (!info.sha256 && !pin) {
@@ -190,6 +196,7 @@ class GcsBackend final : public BlobBackend {
         return Error{ErrorCode::conflict, name + " changed while it was read"};
       info.sha256 = described.sha256;
       info.recorded_size = described.recorded_size;
+      info.recorded_chunks = described.recorded_chunks;
       if (info.version.empty()) info.version = described.version;
       const bool whole = hashed && hashed->hashed() == info.size.count();
       if (whole && !info.sha256) {
@@ -494,7 +501,10 @@ class GcsBackend final : public BlobBackend {
   }
 
   static nlohmann::json metadata_json(const EntryMetadata& metadata) {
-    return {{k_gcs_meta_sha256, metadata.sha256.hex()}, {k_gcs_meta_size, std::to_string(metadata.size.count())}};
+    nlohmann::json out = {{k_gcs_meta_sha256, metadata.sha256.hex()},
+                          {k_gcs_meta_size, std::to_string(metadata.size.count())}};
+    if (metadata.chunks) out[k_gcs_meta_chunks] = cloud::encode_chunk_metadata(*metadata.chunks);
+    return out;
   }
 
   // The bytes a 308's "Range: bytes=0-N" says the server holds (0 without the header).

@@ -35,6 +35,7 @@ using cloud::UploadedPart;
 constexpr const char* k_default_region = "us-east-1";
 constexpr const char* k_s3_meta_sha256 = "x-amz-meta-datavo-sha256";
 constexpr const char* k_s3_meta_size = "x-amz-meta-datavo-size";
+constexpr const char* k_s3_meta_chunks = "x-amz-meta-datavo-chunks";
 
 std::string raw_digest(const Sha256& digest) {
   return std::string(reinterpret_cast<const char*>(digest.raw().data()), digest.raw().size());
@@ -57,7 +58,7 @@ std::string xml_escape(std::string_view text) {
 class S3Backend final : public cloud::HeaderBackend {
  public:
   S3Backend(S3TierOptions options, cloud::CredentialEnv env)
-      : HeaderBackend({"Range", k_s3_meta_sha256, k_s3_meta_size, "object"}),
+      : HeaderBackend({"Range", k_s3_meta_sha256, k_s3_meta_size, k_s3_meta_chunks, "object"}),
         options_(std::move(options)),
         env_(std::move(env)),
         http_(std::make_shared<net::HttpClient>(options_.remote.transport, env_.clock)) {}

@@ -88,12 +88,13 @@ struct Outcome {
   std::uint64_t max_buffered = 0;
 };
 
-Outcome read_all(const TestShard& shard, SourceScript script, Bytes window) {
+// Every sample of a StreamedShard over `source`, until its end or its first error.
+Outcome read_from(StreamSource source, Bytes window) {
   std::atomic<bool> cancelled{false};
   StreamCounters counters;
   Outcome out;
   {
-    StreamedShard streamed(source_of(shard, std::move(script)), "7 (abc.tar)", window, cancelled, counters);
+    StreamedShard streamed(std::move(source), "7 (abc.tar)", window, cancelled, counters);
     for (;;) {
       auto sample = streamed.next();
       if (!sample) {
@@ -113,6 +114,10 @@ Outcome read_all(const TestShard& shard, SourceScript script, Bytes window) {
   }
   out.max_buffered = counters.max_buffered.load();
   return out;
+}
+
+Outcome read_all(const TestShard& shard, SourceScript script, Bytes window) {
+  return read_from(source_of(shard, std::move(script)), window);
 }
 
 TEST(StreamedShard, YieldsEverySampleAcrossChunkBoundariesWithinTheWindow) {
@@ -273,6 +278,62 @@ TEST(StreamedShard, ADownloadCutWhileTheReaderHeldItBackGoesOnFromTheLastVerifie
   EXPECT_GT(starts[1], 0u);
   EXPECT_EQ(starts[1] % k_chunk.count(), 0u);
   EXPECT_LE(counters.max_buffered.load(), KiB(16).count());
+}
+
+// A streamed read through a tier's chunk list (small chunks) that fails at a chunk in the middle of one of the
+// origin's larger chunks: the origin's download starts at its own chunk boundary at or before the verified bytes
+// (so that its chunk is checked whole), and the bytes taken already are not handed out twice.
+TEST(StreamedShard, AListOfLargerChunksGoesOnFromItsOwnBoundaryAndHandsOutNoByteTwice) {
+  const TestShard shard = make_shard(std::vector<std::size_t>(40, 2000));
+  constexpr Bytes k_origin_chunk = KiB(16);
+  ChunkHasher origin_hasher(k_origin_chunk);
+  origin_hasher.update(shard.tar.data(), shard.tar.size());
+  const ChunkDigests origin_chunks = origin_hasher.finish();
+  std::string corrupt = shard.tar;
+  const std::size_t flipped = 3 * k_origin_chunk.count() + 5000;  // in the tier's chunk 13, the origin's chunk 3
+  corrupt[flipped] = static_cast<char>(corrupt[flipped] ^ 1);
+  std::vector<std::uint64_t> starts;
+  std::optional<Error> first_failure;
+  StreamSource source = [&](const OriginClient::TicketSink& sink_for) -> Result<Expectation> {
+    const auto ticket_with = [&](const ChunkDigests& chunks) {
+      return StreamTicket{*ContentHash::parse(std::string(64, 'a')),
+                          Bytes{shard.tar.size()},
+                          shardtest::sha256_of(shard.tar),
+                          "",
+                          0,
+                          chunks};
+    };
+    const StreamTicket tier_list = ticket_with(shard.chunks);
+    auto sink = sink_for(tier_list);
+    if (!sink) return std::move(sink).error();
+    starts.push_back((*sink)->written().count());
+    {
+      net::ChunkVerifyingSink verifying(**sink, *tier_list.chunks, tier_list.size, "content hash abc", "the object's");
+      for (std::size_t at = 0; at < corrupt.size() && !first_failure; at += 1000) {
+        if (auto wrote = verifying.write(corrupt.data() + at, std::min<std::size_t>(1000, corrupt.size() - at));
+            !wrote) {
+          first_failure = wrote.error();
+        }
+      }
+    }
+    const StreamTicket origin_ticket = ticket_with(origin_chunks);
+    sink = sink_for(origin_ticket);
+    if (!sink) return std::move(sink).error();
+    const std::uint64_t from = (*sink)->written().count();
+    starts.push_back(from);
+    net::ChunkVerifyingSink verifying(**sink, *origin_ticket.chunks, origin_ticket.size, "content hash abc");
+    for (std::uint64_t at = from; at < shard.tar.size(); at += 1000)
+      DATAVO_TRY(verifying.write(shard.tar.data() + at, std::min<std::uint64_t>(1000, shard.tar.size() - at)));
+    return Expectation{origin_ticket.size, origin_ticket.sha256};
+  };
+  const Outcome out = read_from(source, KiB(64));
+  ASSERT_FALSE(out.error) << out.error->message;
+  ASSERT_TRUE(first_failure);
+  EXPECT_NE(first_failure->message.find("chunk 13 (byte offset 53248"), std::string::npos) << first_failure->message;
+  EXPECT_NE(first_failure->message.find("but the object's chunk list gives"), std::string::npos);
+  EXPECT_EQ(out.payloads, shard.payloads) << "every sample once, none from the flipped byte";
+  EXPECT_EQ(starts, (std::vector<std::uint64_t>{0, 3 * k_origin_chunk.count()}))
+      << "the origin's bytes start at its chunk 3, not at the tier's chunk 13";
 }
 
 TEST(StreamedShard, ADownloadCutWithoutAPauseOfTheReaderEndsTheShard) {

@@ -18,6 +18,7 @@
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
 #include "tier/azure/azure_tier.hpp"
+#include "unit/tier/cloud/tiers_on_fake.hpp"
 #include "unit/tier/credential_test_support.hpp"
 
 namespace datavo::azure {
@@ -72,8 +73,11 @@ class AzureTierTest : public ::testing::Test {
     return tier.install_copy(key, handle, sha256_of(bytes));
   }
   static std::string blob_name(const ShardKey& key) { return key.instance.name() + "/" + key.hash.hex() + ".tar"; }
+  // What install_copy records.
   static std::map<std::string, std::string> metadata(const std::string& bytes) {
-    return {{"datavo_sha256", sha256_of(bytes).hex()}, {"datavo_size", std::to_string(bytes.size())}};
+    return {{"datavo_sha256", sha256_of(bytes).hex()},
+            {"datavo_size", std::to_string(bytes.size())},
+            {"datavo_chunks", fakecloud::chunks_value_of(bytes)}};
   }
 
   FakeCloud blobs_{fakecloud::Dialect::azure};

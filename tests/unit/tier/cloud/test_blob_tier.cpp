@@ -17,6 +17,7 @@
 
 #include "support/shard_fixtures.hpp"
 #include "tier/cloud/blob_tier.hpp"
+#include "tier/cloud/chunk_metadata.hpp"
 #include "unit/tier/cloud/tiers_on_fake.hpp"
 #include "util/base64.hpp"
 #include "util/cancel.hpp"
@@ -462,6 +463,54 @@ TEST_P(BlobTierTest, VerifyOfAMissingBucketIsNotFound) {
   auto report = gone->verifier()->verify_objects(VerifyDepth::metadata, Repair::no);
   ASSERT_FALSE(report);
   EXPECT_EQ(report.error().code, ErrorCode::not_found);
+}
+
+// The chunk digests of an entry (docs/protocol.md, "Where a cloud tier's chunk list lives"): recorded in its
+// metadata by install_copy, for a single PUT and for an upload in parts alike, and read back with one HEAD by
+// recorded_digests; an object without them, or with a value that does not fit it, has none (and the latter is bad
+// to `cache verify`).
+TEST_P(BlobTierTest, AnEntryRecordsItsChunkDigestsAndOneHeadReadsThemBack) {
+  auto tier = make();
+  const std::string chunks_name = GetParam() == Dialect::azure ? "datavo_chunks" : "datavo-chunks";
+  const std::string small = random_bytes(3'000'000, 80);  // one PUT: 23 chunks of 128 KiB
+  const std::string large = random_bytes(6 << 20, 81);    // above part_size: an upload in parts, 24 of 256 KiB
+  const auto small_key = make_key(80), large_key = make_key(81), bare = make_key(82), mangled = make_key(83);
+  for (const auto& [key, bytes] : {std::pair{small_key, &small}, std::pair{large_key, &large}}) {
+    ASSERT_TRUE(install(*tier, key, *bytes));
+    const auto object = cloud_.object(k_bucket, object_name(key));
+    ASSERT_TRUE(object);
+    ASSERT_TRUE(object->metadata.count(chunks_name)) << "no " << chunks_name << " on " << object_name(key);
+    const Bytes chunk_size = *cloud::object_chunk_size(Bytes{bytes->size()});
+    ChunkHasher hasher(chunk_size);
+    hasher.update(bytes->data(), bytes->size());
+    const ChunkDigests expected = hasher.finish();
+    EXPECT_EQ(object->metadata.at(chunks_name), cloud::encode_chunk_metadata(expected));
+
+    cloud_.clear_requests();
+    auto recorded = tier->recorded_digests(key);
+    ASSERT_TRUE(recorded) << recorded.error().message;
+    ASSERT_TRUE(recorded->has_value());
+    EXPECT_EQ((*recorded)->size, Bytes{bytes->size()});
+    EXPECT_EQ((*recorded)->sha256, sha256_of(*bytes));
+    EXPECT_EQ((*recorded)->chunks, expected);
+    EXPECT_EQ(cloud_.requests().size(), 1u) << "one HEAD (GCS: the object resource)";
+  }
+  EXPECT_EQ(cloud::object_chunk_size(Bytes{large.size()}), KiB(256));
+
+  put(bare, "written by an older Datavo");  // datavo-sha256 and datavo-size only
+  auto metadata = datavo_metadata(GetParam(), "mangled");
+  metadata[chunks_name] = "65536 AAAA";  // 3 bytes of digests
+  cloud_.put_object(k_bucket, object_name(mangled), "mangled", metadata);
+  for (const auto& key : {bare, mangled, make_key(84)}) {
+    auto recorded = tier->recorded_digests(key);
+    ASSERT_TRUE(recorded) << recorded.error().message;
+    EXPECT_FALSE(recorded->has_value()) << "none for " << object_name(key);
+  }
+  const ObjectVerifyReport report = verify(*tier, VerifyDepth::metadata, Repair::no);
+  EXPECT_EQ(report.objects, 4u);
+  ASSERT_EQ(report.bad_objects.size(), 1u);
+  EXPECT_EQ(report.bad_objects[0].object, object_name(mangled));
+  EXPECT_THAT(report.bad_objects[0].why, HasSubstr("datavo-chunks"));
 }
 
 TEST(JudgeObjectTest, EachWayAnObjectCanFailItsMetadata) {

@@ -111,7 +111,8 @@ class Server {
 class TestBackend final : public HeaderBackend {
  public:
   explicit TestBackend(const Server& server)
-      : HeaderBackend({"x-test-range", "x-test-meta-sha256", "x-test-meta-size", "thing"}), server_(server) {}
+      : HeaderBackend({"x-test-range", "x-test-meta-sha256", "x-test-meta-size", "x-test-meta-chunks", "thing"}),
+        server_(server) {}
 
   using HeaderBackend::add_metadata;
   using HeaderBackend::list_pages;

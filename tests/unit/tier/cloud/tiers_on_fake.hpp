@@ -15,6 +15,7 @@
 #include "support/fake_cloud/fake_cloud.hpp"
 #include "support/temp_dir.hpp"
 #include "tier/azure/azure_tier.hpp"
+#include "tier/cloud/chunk_metadata.hpp"
 #include "tier/gcs/gcs_tier.hpp"
 #include "tier/s3/s3_tier.hpp"
 #include "unit/tier/credential_test_support.hpp"
@@ -34,6 +35,13 @@ struct TierSetup {
   std::string name = "cloud";
   std::optional<Seconds> max_age = std::nullopt;
 };
+
+// The datavo-chunks value that install_copy records with `bytes` (tier/cloud/chunk_metadata.hpp).
+inline std::string chunks_value_of(std::string_view bytes) {
+  ChunkHasher hasher(*cloud::object_chunk_size(Bytes{bytes.size()}));
+  hasher.update(bytes.data(), bytes.size());
+  return cloud::encode_chunk_metadata(hasher.finish());
+}
 
 // An environment that reads nothing of the machine's, with the fake's credentials in it.
 inline void point_at(credtest::FakeEnvironment& env, FakeCloud& cloud, const std::string& home) {

@@ -26,6 +26,7 @@
 #include "tier/cloud/blob_tier.hpp"
 #include "tier/cloud/checksums.hpp"
 #include "tier/gcs/gcs_tier.hpp"
+#include "unit/tier/cloud/tiers_on_fake.hpp"
 #include "unit/tier/credential_test_support.hpp"
 #include "util/base64.hpp"
 
@@ -47,6 +48,12 @@ using MemorySink = PositionalMemorySink;
 
 std::map<std::string, std::string> datavo_metadata(const std::string& bytes) {
   return {{"datavo-sha256", sha256_of(bytes).hex()}, {"datavo-size", std::to_string(bytes.size())}};
+}
+// What install_copy records: datavo_metadata and the chunk digests.
+std::map<std::string, std::string> installed_metadata(const std::string& bytes) {
+  auto metadata = datavo_metadata(bytes);
+  metadata["datavo-chunks"] = fakecloud::chunks_value_of(bytes);
+  return metadata;
 }
 
 std::vector<SeenRequest> matching(const std::vector<SeenRequest>& all,
@@ -150,7 +157,7 @@ TEST_F(GcsTierTest, ASmallObjectIsOneMultipartUploadWithMetadataMd5AndTheConditi
   auto stored = gcs_.object(k_bucket, object_name(key));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
-  EXPECT_EQ(stored->metadata, datavo_metadata(bytes)) << "datavo-sha256 and datavo-size in the object's metadata";
+  EXPECT_EQ(stored->metadata, installed_metadata(bytes)) << "datavo-sha256 and datavo-size in the object's metadata";
 }
 
 TEST_F(GcsTierTest, ACreateOfAnExistingObjectIsRefusedWith412AndCountsAsAlreadyPresent) {
@@ -227,7 +234,7 @@ TEST_F(GcsTierTest, AnObjectAbove8MiBThatPartSizeCoversIsOneResumableSessionAndO
   auto stored = gcs_.object(k_bucket, object_name(large));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
-  EXPECT_EQ(stored->metadata, datavo_metadata(bytes));
+  EXPECT_EQ(stored->metadata, installed_metadata(bytes));
 }
 
 TEST_F(GcsTierTest, ALargeObjectIsAChunkedResumableUploadInOrder) {
@@ -253,7 +260,7 @@ TEST_F(GcsTierTest, ALargeObjectIsAChunkedResumableUploadInOrder) {
   auto stored = gcs_.object(k_bucket, object_name(key));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
-  EXPECT_EQ(stored->metadata, datavo_metadata(bytes)) << "the metadata goes with the session's initiation";
+  EXPECT_EQ(stored->metadata, installed_metadata(bytes)) << "the metadata goes with the session's initiation";
 
   // And it reads back, in parallel ranges pinned to its generation.
   gcs_.clear_requests();

@@ -35,6 +35,12 @@ using MemorySink = PositionalMemorySink;
 std::map<std::string, std::string> datavo_metadata(const std::string& bytes) {
   return {{"datavo-sha256", sha256_of(bytes).hex()}, {"datavo-size", std::to_string(bytes.size())}};
 }
+// What install_copy records: datavo_metadata and the chunk digests.
+std::map<std::string, std::string> installed_metadata(const std::string& bytes) {
+  auto metadata = datavo_metadata(bytes);
+  metadata["datavo-chunks"] = fakecloud::chunks_value_of(bytes);
+  return metadata;
+}
 
 std::string sha256_base64(const std::string& bytes) {
   const auto raw = sha256_of(bytes).raw();
@@ -100,7 +106,7 @@ TEST_F(S3TierTest, APutIsOneSignedConditionalPutWithTheMetadataAndTheSha256OfThe
   auto stored = s3_.object(k_bucket, object_name(key));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
-  EXPECT_EQ(stored->metadata, datavo_metadata(bytes));
+  EXPECT_EQ(stored->metadata, installed_metadata(bytes));
   EXPECT_EQ(stored->client_checksums.at("sha256"), sha256_base64(bytes));
 }
 
@@ -234,7 +240,7 @@ TEST_F(S3TierTest, ALargeObjectIsAMultipartUploadWithChecksumsCompletedCondition
   auto stored = s3_.object(k_bucket, object_name(key));
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->bytes, bytes);
-  EXPECT_EQ(stored->metadata, datavo_metadata(bytes));
+  EXPECT_EQ(stored->metadata, installed_metadata(bytes));
   EXPECT_THAT(stored->etag, ::testing::EndsWith("-5\""));
 }
 
