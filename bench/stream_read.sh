@@ -86,7 +86,8 @@ r = json.load(open(read_path))
 t = open(time_path).read()
 field = lambda name: int(re.search(re.escape(name) + r"[^:\n]*: (\d+)", t).group(1))
 print(json.dumps({"mode": mode, "samples": r["samples"], "tier_hits": [t["hits"] for t in r["tiers"]],
-                  "origin_shards": r["origin"]["shards"], "shard_requests": r["requests"]["shard"], "samples_per_second": round(r["samples_per_second"], 1),
+                  "origin_shards": r["origin"]["shards"], "shard_requests": r["requests"]["shard"],
+                  "ticket_requests": r["requests"]["ticket"], "samples_per_second": round(r["samples_per_second"], 1),
                   "mb_per_second": round(r["mb_per_second"], 1), "left_in_cache_bytes": left,
                   "fs_output_bytes": field("File system outputs") * 512,
                   "max_rss_kib": field("Maximum resident set size"), "seconds": round(r["seconds"], 3),

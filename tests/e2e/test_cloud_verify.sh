@@ -11,6 +11,8 @@
 #      --full; exit 1 and the JSON names each bad object with why; nothing deleted;
 #   4. on a read-only tier --repair only reports; on the writable tier it deletes exactly the bad objects, and the
 #      next verify passes;
+#   4b. an object whose datavo-chunks decodes but lies (its bytes match datavo-sha256): metadata only to HEADs, bad
+#      with --full (naming chunk 0), deleted by --repair;
 #   5. a bucket that cannot be reached: exit 1, a row naming the tier with its error, the folder tier verified.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
 : "${PYENV_ROOT:=${HOME:-/root}/.pyenv}"
@@ -147,6 +149,33 @@ expect_eq "verify --full --repair: 3 bad, 3 removed" "[3, 3]" "$(row "[j['bad'],
 expect_eq "verify --full --repair: only the good object is left" "${OBJ[good]}" "$(objects)"
 run --json cache verify
 expect_eq "verify after the repair: exit 0, one object verified by the service" "0 [1, 1, 0, 0, 0, 0]" "$RC $(counts)"
+
+# --- 4b. a chunk list that lies about bytes that match their SHA-256 -----------------------------------------------
+
+# The good object's own bytes and datavo-sha256 / datavo-size, with a datavo-chunks that decodes (one chunk of 64 KiB)
+# but holds the digest of other bytes: HEADs cannot tell; --full finds it (a streamed read would stop at chunk 0).
+"$IMAGE_PY" - "$MOTO_S3_ENDPOINT" "${OBJ[good]}" "$E2E_TMP/files/good.bin" "${SHA[good]}" <<'PY' ||
+import base64, hashlib, sys, boto3
+from botocore.config import Config
+endpoint, key, path, sha = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  config=Config(s3={"addressing_style": "path"}, request_checksum_calculation="when_required"))
+lie = "65536 " + base64.b64encode(hashlib.sha256(b"other bytes").digest()).decode()
+with open(path, "rb") as f:
+    s3.put_object(Bucket="verify-bucket", Key=key, Body=f.read(),
+                  Metadata={"datavo-sha256": sha, "datavo-size": "3000", "datavo-chunks": lie})
+PY
+  die "lying datavo-chunks" "boto3 put_object failed"
+run --json cache verify
+expect_eq "verify, a lying chunk list: HEADs cannot tell (exit 0, metadata only)" "0 [1, 0, 0, 1, 0, 0]" "$RC $(counts)"
+run --json cache verify --full
+expect_eq "verify --full, a lying chunk list: exit 1, the object bad" "1 [1, 0, 0, 0, 1, 0]" "$RC $(counts)"
+expect_eq "verify --full, a lying chunk list: why" \
+  "chunk 0 (byte offset 0) does not match its digest in datavo-chunks (the bytes match datavo-sha256)" \
+  "$(row "[b['why'] for b in j['bad_objects'] if b['object'] == '${OBJ[good]}'][0]")"
+run --json cache verify --full --repair
+expect_eq "verify --full --repair, a lying chunk list: deleted, the bucket empty" "0 [1, 1] " \
+  "$RC $(row "[j['bad'], j['removed']]") $(objects)"
 
 # --- 5. a bucket that cannot be reached -----------------------------------------------------------------------------
 

@@ -61,24 +61,35 @@ class CountingSink final : public ByteSink {
   const Bytes start_;
 };
 
-// Hashes what it receives and keeps nothing: `cache verify --full` reads an object through it.
+// Hashes what it receives, whole and (given a chunk size) chunk by chunk, and keeps nothing: `cache verify --full`
+// reads an object through it.
 class HashingSink final : public ByteSink {
  public:
+  explicit HashingSink(std::optional<Bytes> chunk_size) : chunk_size_(chunk_size) { restart_chunks(); }
   Result<void> write(const void* data, std::size_t size) override {
     hasher_.update(data, size);
+    if (chunks_) chunks_->update(data, size);
     written_ += Bytes{size};
     return {};
   }
   Bytes written() const override { return written_; }
   Result<void> restart() override {
     hasher_ = Sha256Hasher();
+    restart_chunks();
     written_ = Bytes{0};
     return {};
   }
   Sha256 digest() { return hasher_.finish(); }
+  // The chunk digests of the bytes; nullopt without a chunk size.
+  std::optional<ChunkDigests> chunks() { return chunks_ ? std::optional{chunks_->finish()} : std::nullopt; }
 
  private:
+  void restart_chunks() {
+    if (chunk_size_) chunks_.emplace(*chunk_size_);
+  }
+  const std::optional<Bytes> chunk_size_;
   Sha256Hasher hasher_;
+  std::optional<ChunkHasher> chunks_;
   Bytes written_;
 };
 
@@ -595,12 +606,19 @@ Result<std::optional<ObjectJudgement>> BlobTier::verify_object(const std::string
   if (!*info) return std::optional<ObjectJudgement>{};
   ObjectJudgement judged = judge_object(**info);
   if (judged.verdict == ObjectVerdict::bad || depth == VerifyDepth::metadata) return std::optional{judged};
-  // Through the read path, as a lookup reads it (ranged GETs pinned to one version), into a hash only.
-  HashingSink sink;
+  // judge_object found datavo-chunks, when there is one, to decode for the object's size.
+  std::optional<ChunkDigests> recorded_chunks;
+  if ((*info)->recorded_chunks) {
+    if (auto decoded = decode_chunk_metadata(*(*info)->recorded_chunks, (*info)->size)) recorded_chunks = *decoded;
+  }
+  // Through the read path, as a lookup reads it (ranged GETs pinned to one version), into hashes only.
+  HashingSink sink(recorded_chunks ? std::optional{recorded_chunks->chunk_size} : std::nullopt);
   auto read = read_entry(object, sink);
   if (!read) return std::move(read).error();
   if (!*read) return std::optional<ObjectJudgement>{};
-  return std::optional{judge_download(**read, sink.written(), sink.digest())};
+  judged = judge_download(**read, sink.written(), sink.digest());
+  if (judged.verdict == ObjectVerdict::bad || !recorded_chunks) return std::optional{judged};
+  return std::optional{judge_chunks(*recorded_chunks, *sink.chunks())};
 }
 
 void BlobTier::record_bad(ObjectVerifyReport& report, const std::string& object, std::string why, Repair repair) {
@@ -759,6 +777,21 @@ ObjectJudgement judge_download(const Expectation& recorded, Bytes read, const Sh
   }
   if (digest != *recorded.sha256) {
     return {ObjectVerdict::bad, "the bytes hash to " + digest.hex() + ", not datavo-sha256 " + recorded.sha256->hex()};
+  }
+  return {ObjectVerdict::verified_by_download, ""};
+}
+
+ObjectJudgement judge_chunks(const ChunkDigests& recorded, const ChunkDigests& read) {
+  for (std::size_t i = 0; i < std::min(recorded.digests.size(), read.digests.size()); ++i) {
+    if (recorded.digests[i] != read.digests[i]) {
+      return {ObjectVerdict::bad, "chunk " + std::to_string(i) + " (byte offset " +
+                                      std::to_string(i * recorded.chunk_size.count()) +
+                                      ") does not match its digest in datavo-chunks (the bytes match datavo-sha256)"};
+    }
+  }
+  if (recorded.digests.size() != read.digests.size()) {
+    return {ObjectVerdict::bad, std::to_string(read.digests.size()) + " chunks read, datavo-chunks gives " +
+                                    std::to_string(recorded.digests.size())};
   }
   return {ObjectVerdict::verified_by_download, ""};
 }

@@ -58,6 +58,10 @@ ObjectJudgement judge_object(const ObjectInfo& info);
 // From a download: `read` bytes hashing to `digest` against what the read returned as recorded (bad, or
 // verified_by_download).
 ObjectJudgement judge_download(const Expectation& recorded, Bytes read, const Sha256& digest);
+// From a download of an object with datavo-chunks: the digests of the chunks read against the recorded ones (bad,
+// naming the first chunk that differs, or verified_by_download). A list that lies while the bytes match
+// datavo-sha256 would stop every streamed read of the object at that chunk.
+ObjectJudgement judge_chunks(const ChunkDigests& recorded, const ChunkDigests& read);
 
 // The object names of the layer, for backends and tests.
 std::string object_prefix(const CloudTierOptions& options);  // "" or "<prefix>/"

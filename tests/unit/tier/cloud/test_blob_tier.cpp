@@ -513,6 +513,30 @@ TEST_P(BlobTierTest, AnEntryRecordsItsChunkDigestsAndOneHeadReadsThemBack) {
   EXPECT_THAT(report.bad_objects[0].why, HasSubstr("datavo-chunks"));
 }
 
+// A datavo-chunks that decodes but lies (the digests of other bytes of the same size) passes the metadata check, and
+// a full verify finds it: every streamed read of the object would stop at its first chunk.
+TEST_P(BlobTierTest, AFullVerifyFindsAChunkListThatLiesAboutBytesThatMatchTheirSha256) {
+  auto tier = make();
+  const std::string chunks_name = GetParam() == Dialect::azure ? "datavo_chunks" : "datavo-chunks";
+  const std::string bytes = random_bytes(300'000, 90);  // 5 chunks of 64 KiB
+  std::string other = bytes;
+  other[200'000] = static_cast<char>(other[200'000] ^ 1);  // chunk 3
+  const auto honest = make_key(90), lying = make_key(91);
+  ASSERT_TRUE(install(*tier, honest, bytes));
+  auto metadata = datavo_metadata(GetParam(), bytes);
+  metadata[chunks_name] = chunks_value_of(other);
+  cloud_.put_object(k_bucket, object_name(lying), bytes, metadata);
+
+  const ObjectVerifyReport heads = verify(*tier, VerifyDepth::metadata, Repair::no);
+  EXPECT_EQ(heads.bad, 0u) << "the list decodes and fits the size: HEADs cannot tell";
+  const ObjectVerifyReport full = verify(*tier, VerifyDepth::full, Repair::no);
+  EXPECT_EQ(full.objects, 2u);
+  EXPECT_EQ(full.verified_by_download, 1u);
+  ASSERT_EQ(full.bad_objects.size(), 1u);
+  EXPECT_EQ(full.bad_objects[0].object, object_name(lying));
+  EXPECT_THAT(full.bad_objects[0].why, HasSubstr("chunk 3 (byte offset 196608) does not match its digest"));
+}
+
 TEST(JudgeObjectTest, EachWayAnObjectCanFailItsMetadata) {
   const Sha256 recorded = sha256_of("recorded");
   const Sha256 other = sha256_of("other");
@@ -539,6 +563,15 @@ TEST(JudgeObjectTest, EachWayAnObjectCanFailItsMetadata) {
   EXPECT_EQ(cloud::judge_download(expected, Bytes{8}, other).verdict, ObjectVerdict::bad);
   EXPECT_EQ(cloud::judge_download(expected, Bytes{7}, recorded).verdict, ObjectVerdict::bad);
   EXPECT_EQ(cloud::judge_download(Expectation{Bytes{8}, std::nullopt}, Bytes{8}, recorded).verdict, ObjectVerdict::bad);
+
+  const ChunkDigests listed{KiB(64), {recorded, other}};
+  EXPECT_EQ(cloud::judge_chunks(listed, listed).verdict, ObjectVerdict::verified_by_download);
+  const auto swapped = cloud::judge_chunks(listed, ChunkDigests{KiB(64), {recorded, recorded}});
+  EXPECT_EQ(swapped.verdict, ObjectVerdict::bad);
+  EXPECT_EQ(swapped.why,
+            "chunk 1 (byte offset 65536) does not match its digest in datavo-chunks (the bytes match "
+            "datavo-sha256)");
+  EXPECT_EQ(cloud::judge_chunks(listed, ChunkDigests{KiB(64), {recorded}}).verdict, ObjectVerdict::bad);
 }
 
 std::string dialect_name(const ::testing::TestParamInfo<Dialect>& info) { return to_string(info.param); }
