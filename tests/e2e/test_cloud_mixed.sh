@@ -9,7 +9,9 @@
 #      there with @google-cloud/storage) is materialized, promoted into the folder and uploaded into Azure, with the
 #      right bytes and 0 origin requests; GCS is not written again;
 #   3. a hit in the Azure tier is promoted into the folder and not re-uploaded to Azure (no create in Azurite's log);
-#      GCS is not written.
+#      GCS is not written;
+#   4. offline (DATAVO_OFFLINE=1), a fresh VM's `read --stream` streams every shard from Azure, and one with folder +
+#      GCS from GCS, through the objects' own chunk digests: no origin request, nothing written.
 # Where a shard was found is read from Azurite's access log (a GET 404 is a miss) and GCS's generations: warm's report
 # counts a promoted shard under the tier it was promoted into (docs/cli.md), not under the remote tier that had it.
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
@@ -213,6 +215,26 @@ expect_eq "Azure hit: the folder tier counts promotions, no install" "$SHARDS_FU
 expect_eq "Azure hit: the folder holds every shard" "$full_entries" "$(nvme_entries vm3)"
 expect_eq "Azure hit: the bytes agree (first and last shard)" "" \
   "$(same_bytes vm3 "$(head -1 <<<"$full_entries")" "$(tail -1 <<<"$full_entries")")"
+
+# --- 4. streamed reads from each bucket, offline ------------------------------------------------------------------
+
+# A fresh VM's `read --stream` with DATAVO_OFFLINE=1 (the manifest from the client's cache): each shard is streamed
+# from the fastest bucket that holds it through the chunk digests in its object's metadata (datavo-chunks), with no
+# request to the origin and no local copy (docs/hierarchy.md, "Streamed reads").
+origin_all() { echo "$(origin_requests manifest) $(origin_requests ticket) $(origin_requests shard)"; }
+streamed_offline() {  # LABEL TIER: the VM's config is already made
+  local before
+  before=$(origin_all)
+  DATAVO_OFFLINE=1 run --json read "$D_FULL" --key bin --key txt --stream
+  expect_eq "$1: exit 0, every shard streamed, each a hit of $2" "0 $SHARDS_FULL $SHARDS_FULL" \
+    "$RC $(json "j['streamed']['shards']" <<<"$OUT" 2>/dev/null) $(tier_field "$2" hits "$OUT" 2>/dev/null)"
+  [ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
+  expect_eq "$1: no request to the origin, no shard written" "$before " "$(origin_all) $(nvme_entries "$3")"
+}
+mixed vm4
+streamed_offline "streamed from Azure, offline" az vm4
+gcs_only vm5
+streamed_offline "streamed from GCS, offline" gcs vm5
 
 echo "# suite took $(($(date +%s) - SUITE_STARTED)) s"
 finish
