@@ -1,6 +1,12 @@
 #include "tier/cloud/chunk_metadata.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <span>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
@@ -59,13 +65,45 @@ Result<ChunkDigests> decode_chunk_metadata(std::string_view value, Bytes size) {
 Result<std::optional<ChunkDigests>> object_chunk_digests(const ShardHandle& source) {
   const auto chunk_size = object_chunk_size(source.size());
   if (!chunk_size) return std::optional<ChunkDigests>{};
-  ChunkHasher hasher(*chunk_size);
-  DATAVO_TRY(util::read_chunks(source.fd(), 0, source.size().count(), source.path() + " (for its chunk digests)",
-                               [&](std::span<const char> chunk) -> Result<void> {
-                                 hasher.update(chunk.data(), chunk.size());
-                                 return ok();
-                               }));
-  return std::optional<ChunkDigests>{hasher.finish()};
+  const std::uint64_t count = ChunkDigests::count_for(source.size(), *chunk_size);
+  ChunkDigests out{*chunk_size, std::vector<Sha256>(count)};
+  std::vector<std::optional<Error>> failures(count);
+  std::atomic<std::uint64_t> next{0};
+  const auto hash_chunks = [&] {
+    for (std::uint64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+      const std::uint64_t first = i * chunk_size->count();
+      const std::uint64_t length = std::min(chunk_size->count(), source.size().count() - first);
+      Sha256Hasher hasher;
+      auto read = util::read_chunks(source.fd(), off_t(first), length, source.path() + " (for its chunk digests)",
+                                    [&](std::span<const char> bytes) -> Result<void> {
+                                      hasher.update(bytes.data(), bytes.size());
+                                      return ok();
+                                    });
+      if (read) {
+        out.digests[i] = hasher.finish();
+      } else {
+        failures[i] = std::move(read).error();
+      }
+    }
+  };
+  // The chunks are independent, so they are hashed on several cores: the pass comes before the upload's first
+  // request (the digests go in the request that starts it), and would otherwise delay it by the whole object's
+  // SHA-256 time.
+  const auto helpers = std::min<std::uint64_t>(count, k_hash_threads) - std::min<std::uint64_t>(count, 1);
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  for (std::uint64_t t = 0; t < helpers; ++t) {
+    try {
+      threads.emplace_back(hash_chunks);
+    } catch (const std::system_error&) {
+      break;  // fewer helpers: this thread hashes what they would have
+    }
+  }
+  hash_chunks();
+  for (auto& thread : threads) thread.join();
+  for (auto& failure : failures)
+    if (failure) return std::move(*failure);
+  return std::optional<ChunkDigests>{std::move(out)};
 }
 
 }  // namespace datavo::cloud

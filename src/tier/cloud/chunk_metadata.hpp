@@ -33,8 +33,12 @@ std::string encode_chunk_metadata(const ChunkDigests& chunks);
 // object_chunk_size(size) gives.
 Result<ChunkDigests> decode_chunk_metadata(std::string_view value, Bytes size);
 
-// The chunk digests of the bytes `source` reads, at object_chunk_size(source.size()); nullopt for an object too
-// large to record them. An Error when the file cannot be read.
+// The threads object_chunk_digests hashes on (the caller's included), at most.
+inline constexpr std::uint64_t k_hash_threads = 4;
+
+// The chunk digests of the bytes `source` reads, at object_chunk_size(source.size()), hashed on up to
+// k_hash_threads threads (the caller's and short-lived helpers, joined before it returns); nullopt for an object
+// too large to record them. An Error when the file cannot be read.
 Result<std::optional<ChunkDigests>> object_chunk_digests(const ShardHandle& source);
 
 }  // namespace datavo::cloud

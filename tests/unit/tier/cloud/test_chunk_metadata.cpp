@@ -2,6 +2,7 @@
 // datavo-chunks both ways, its refusals, and the digests of a local file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "support/shard_fixtures.hpp"
 #include "support/temp_dir.hpp"
@@ -89,6 +90,17 @@ TEST(ObjectChunkDigestsTest, HashesTheFileAtItsSizesChunkSize) {
   ASSERT_TRUE(digests) << digests.error().message;
   ASSERT_TRUE(digests->has_value());
   EXPECT_EQ(**digests, digests_of(bytes, KiB(128)));
+}
+
+TEST(ObjectChunkDigestsTest, AFileShorterThanItsHandleSaysIsAnErrorNamingIt) {
+  TempDir dir;
+  const std::string path = dir.sub("short");
+  ShardHandle written = handle_on_new_file(path, random_bytes(100'000, 4));
+  ShardHandle claims_more(::dup(written.fd()), path, KiB(640));  // 10 chunks of 64 KiB; the file has 2
+  auto digests = object_chunk_digests(claims_more);
+  ASSERT_FALSE(digests);
+  EXPECT_EQ(digests.error().code, ErrorCode::io);
+  EXPECT_THAT(digests.error().message, HasSubstr(path + " (for its chunk digests)"));
 }
 
 }  // namespace
