@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 
 #include "datavo/operations.hpp"
 #include "datavo/origin_client.hpp"
@@ -138,20 +139,26 @@ Result<CacheRmReport> cache_rm(ShardCacheHierarchy& cache, const CacheRmRequest&
     if (!hashes) return std::move(hashes).error();
     of_dataset = std::move(*hashes);
   }
+  // One entry's removal; nullopt when a stop came first, or cut it short with nothing removed (an entry not
+  // reached, rather than one not cached).
+  const auto removal = [&](const ContentHash& hash, RmReason reason) -> std::optional<RemovedEntry> {
+    if (util::must_stop()) return std::nullopt;
+    RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, reason);
+    if (util::must_stop() && entry.removed_from.empty()) return std::nullopt;
+    return entry;
+  };
   for (const auto& hash : request.hashes) {
-    if (util::must_stop()) break;
-    RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::named);
-    if (util::must_stop() && entry.removed_from.empty()) break;  // not reached, rather than not cached
-    if (entry.removed_from.empty()) ++report.not_cached;
-    report.entries.push_back(std::move(entry));
+    auto entry = removal(hash, RmReason::named);
+    if (!entry) break;
+    if (entry->removed_from.empty()) ++report.not_cached;
+    report.entries.push_back(std::move(*entry));
   }
   for (const auto& hash : of_dataset) {
-    if (util::must_stop()) break;
-    RemovedEntry entry = remove_from(cache, report.tiers, ShardKey{request.instance, hash}, RmReason::of_dataset);
-    if (util::must_stop() && entry.removed_from.empty()) break;
+    auto entry = removal(hash, RmReason::of_dataset);
+    if (!entry) break;
     // Recorded once, maybe evicted since: an entry no tier held is no entry, and not being cached no failure.
-    if (entry.removed_from.empty() && entry.failures.empty()) continue;
-    report.entries.push_back(std::move(entry));
+    if (entry->removed_from.empty() && entry->failures.empty()) continue;
+    report.entries.push_back(std::move(*entry));
   }
   for (const auto& entry : report.entries) report.removed += entry.removed_from.empty() ? 0 : 1;
   cache.flush_stats();

@@ -432,6 +432,19 @@ for line in text.splitlines():
 print(total)
 PY
 }
+# origin_api_requests: the origin's requests on every route but /v1/metrics (which the counting itself asks), summed.
+origin_api_requests() {
+  python3 - "$ORIGIN_URL" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
+total = 0
+for line in text.splitlines():
+    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
+    if m and dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))).get("route") != "metrics":
+        total += int(float(m.group(2)))
+print(total)
+PY
+}
 # make_samples DIR N BYTES: N samples s_0000 ... as <id>.bin (BYTES random bytes) and <id>.txt, for `datavo pack`.
 make_samples() {
   python3 - "$1" "$2" "$3" <<'PY'

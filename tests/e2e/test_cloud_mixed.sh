@@ -221,15 +221,14 @@ expect_eq "Azure hit: the bytes agree (first and last shard)" "" \
 # A fresh VM's `read --stream` with DATAVO_OFFLINE=1 (the manifest from the client's cache): each shard is streamed
 # from the fastest bucket that holds it through the chunk digests in its object's metadata (datavo-chunks), with no
 # request to the origin and no local copy (docs/hierarchy.md, "Streamed reads").
-origin_all() { echo "$(origin_requests manifest) $(origin_requests ticket) $(origin_requests shard)"; }
 streamed_offline() {  # LABEL TIER: the VM's config is already made
   local before
-  before=$(origin_all)
+  before=$(origin_api_requests)
   DATAVO_OFFLINE=1 run --json read "$D_FULL" --key bin --key txt --stream
   expect_eq "$1: exit 0, every shard streamed, each a hit of $2" "0 $SHARDS_FULL $SHARDS_FULL" \
     "$RC $(json "j['streamed']['shards']" <<<"$OUT" 2>/dev/null) $(tier_field "$2" hits "$OUT" 2>/dev/null)"
   [ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
-  expect_eq "$1: no request to the origin, no shard written" "$before " "$(origin_all) $(nvme_entries "$3")"
+  expect_eq "$1: no request to the origin, no shard written" "$before " "$(origin_api_requests) $(nvme_entries "$3")"
 }
 mixed vm4
 streamed_offline "streamed from Azure, offline" az vm4

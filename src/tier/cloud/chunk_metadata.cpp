@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <span>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include "tier/cloud/checksums.hpp"
 #include "util/base64.hpp"
 #include "util/decimal.hpp"
-#include "util/fs.hpp"
 
 namespace datavo::cloud {
 
@@ -73,16 +72,12 @@ Result<std::optional<ChunkDigests>> object_chunk_digests(const ShardHandle& sour
     for (std::uint64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
       const std::uint64_t first = i * chunk_size->count();
       const std::uint64_t length = std::min(chunk_size->count(), source.size().count() - first);
-      Sha256Hasher hasher;
-      auto read = util::read_chunks(source.fd(), off_t(first), length, source.path() + " (for its chunk digests)",
-                                    [&](std::span<const char> bytes) -> Result<void> {
-                                      hasher.update(bytes.data(), bytes.size());
-                                      return ok();
-                                    });
-      if (read) {
-        out.digests[i] = hasher.finish();
+      auto digest = sha256_of_range(source.fd(), first, length);
+      if (digest) {
+        out.digests[i] = *digest;
       } else {
-        failures[i] = std::move(read).error();
+        Error error = std::move(digest).error();
+        failures[i] = Error{error.code, source.path() + " (for its chunk digests): " + error.message, error.sys_errno};
       }
     }
   };
