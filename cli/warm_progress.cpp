@@ -101,6 +101,17 @@ void WarmProgress::shard_done(const WarmShardOutcome& outcome) {
   std::cerr << "datavo: warm: [" << done << "/" << total_ << "] " << line << std::endl;
 }
 
+void WarmProgress::waiting_for_region(std::size_t deferred, Seconds left) {
+  const bool redraw = bar_ != nullptr;
+  bar_.reset();  // ends the bar's line; a new bar goes on below for the shards that arrive from the region
+  {
+    std::lock_guard lock(lines_mu_);
+    std::cerr << "datavo: warm: " << deferred << " shard(s) of the region's other members deferred; waiting up to "
+              << left.count() << " s for their uploads" << std::endl;
+  }
+  if (redraw) bar_ = std::make_unique<Bar>(total_, done_);
+}
+
 void WarmProgress::finished() { bar_.reset(); }
 
 }  // namespace datavo::cli

@@ -24,6 +24,8 @@ class WarmProgress final : public WarmObserver {
   void started(std::size_t shards) override;
   void origin_bytes(std::int64_t delta) override;
   void shard_done(const WarmShardOutcome& outcome) override;
+  // One line, with either style (the bar goes on below it): without it the warm would seem stalled.
+  void waiting_for_region(std::size_t deferred, Seconds left) override;
   // Ends the bar: its ticker thread joined, its line closed.
   void finished() override;
 

@@ -77,6 +77,13 @@ class WarmObserver {
   virtual void origin_bytes(std::int64_t delta) { (void)delta; }
   // One shard is done. From the worker threads, not for a shard stopped by a cancellation.
   virtual void shard_done(const WarmShardOutcome& outcome) { (void)outcome; }
+  // The workers have finished and `deferred` shards were left to the region's other members (see "A region's
+  // share"): warm() now waits for their uploads, for at most `left` more (then it fetches what is still missing from
+  // the origin). Called at most once, on warm()'s thread, before any shard_done() for those shards.
+  virtual void waiting_for_region(std::size_t deferred, Seconds left) {
+    (void)deferred;
+    (void)left;
+  }
   // Every worker has finished; the uploads are waited for next. Called once, on warm()'s thread.
   virtual void finished() {}
 };

@@ -124,6 +124,8 @@ std::vector<WarmShardOutcome> warm_every_shard(const ops::WarmSetup& setup, cons
   if (!region.look_at_tier()) return {};
   warm_all(setup, request, observer, every, &region, outcomes);
   if (!stop_requested(request)) {
+    if (const std::size_t deferred = region.deferred_count(); deferred > 0)
+      observer.waiting_for_region(deferred, region.time_left());
     auto missing = region.wait(
         [&](WarmShardOutcome outcome) {
           observer.shard_done(outcome);

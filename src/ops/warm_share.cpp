@@ -124,6 +124,22 @@ bool RegionWait::deferred(std::size_t position) const {
   return deferrals_->deferred[position];
 }
 
+std::size_t RegionWait::deferred_count() const {
+  std::lock_guard lock(deferrals_->mu);
+  return std::size_t(std::count(deferrals_->deferred.begin(), deferrals_->deferred.end(), true));
+}
+
+Seconds RegionWait::time_left() const {
+  if (!share_ || coordinating_ == nullptr) return Seconds{0};
+  const auto now = Clock::now();
+  Clock::time_point since = now;
+  {
+    std::lock_guard lock(deferrals_->mu);
+    if (deferrals_->first) since = *deferrals_->first;
+  }
+  return std::max(Seconds{0}, std::chrono::ceil<Seconds>(since + share_->wait - now));
+}
+
 Result<bool> RegionWait::upload_own_share(std::vector<bool>& confirmed) {
   bool all = true;
   for (std::size_t position = 0; position < confirmed.size(); ++position) {
@@ -198,10 +214,7 @@ std::optional<WarmShareReport> RegionWait::report() const {
   if (!share_) return std::nullopt;
   WarmShareReport out;
   out.share = *share_;
-  {
-    std::lock_guard lock(deferrals_->mu);
-    out.deferred = std::count(deferrals_->deferred.begin(), deferrals_->deferred.end(), true);
-  }
+  out.deferred = deferred_count();
   out.from_region = from_region_;
   out.fetched_after_wait = fetched_after_wait_;
   out.waited = waited_;

@@ -52,6 +52,10 @@ class RegionWait {
   Result<std::vector<std::size_t>> wait(const std::function<void(WarmShardOutcome)>& arrived,
                                         const std::function<bool()>& stop);
 
+  // The shards deferred so far, and how long wait() would wait for them from now (zero when it would not wait).
+  std::size_t deferred_count() const;
+  Seconds time_left() const;
+
   // Counts `fetched` shards as fetched from the origin after the wait.
   void fetched_after_wait(std::size_t fetched) { fetched_after_wait_ += fetched; }
   // nullopt without a share.

@@ -3,9 +3,9 @@
 # setting (tests/e2e/region_lib.sh: `datavo warm` processes with folder tiers of their own, one moto bucket behind
 # tests/support/cloud_proxy.py, `datavo serve` as the origin):
 #   1. 4 VMs warm with --share i/4 while the bucket answers 503 to everything: each fetches only its share from the
-#      origin; once every shard has been fetched once the bucket comes back, and each VM uploads its share and reads
-#      the others' from the bucket: exactly one origin fetch per shard for the region, every VM exits 0, the bucket
-#      holds every shard, no lease is left;
+#      origin; once every VM has said that it waits for the region, the bucket comes back, and each VM uploads its
+#      share and reads the others' from the bucket: exactly one origin fetch per shard for the region, every VM exits
+#      0, the bucket holds every shard, no lease is left;
 #   2. a VM alone with --share 0/2 and the bucket down for its whole warm waits --share-wait (2 s), then fetches the
 #      other member's shards itself, and exits 1 because the bucket misses them (the outage is reported, not hidden).
 : "${DATAVO_EMULATOR_DIR:=${HOME:-/root}/.cache/datavo/emulators}"
@@ -26,13 +26,25 @@ make_bucket "$MOTO_S3_ENDPOINT" outage
 # --- 1. four VMs, the bucket down until every shard was fetched once ------------------------------------------
 
 fetched_once() { [ "$(($(origin_requests shard) - shards0))" -ge "$SHARDS" ]; }
+# Each VM says when its workers are done and it starts waiting for the region: from then on it decides nothing
+# more on its own. The bucket comes back only once all of them are there, else a VM still walking would read a
+# shard of another member from the bucket instead of deferring it (correct, but not what this case shows).
+all_waiting() {
+  local i
+  for i in $(seq 1 "$VMS"); do
+    grep -q "warm: $((SHARDS - SHARDS / VMS)) shard(s) of the region's other members deferred; waiting up to" \
+      "$E2E_TMP/vms/out-$i.err" || return 1
+  done
+}
 shards0=$(origin_requests shard)
 proxy_reset "$MOTO_URL"
 proxy_mode "$MOTO_URL" status503
 REGION_SHARE_WAIT=120 region_start out outage "$VMS"
 region_go
 wait_until 120 fetched_once || fail "the VMs fetched their shares" "only $(($(origin_requests shard) - shards0)) of $SHARDS"
-sleep 1  # a VM that would fetch another's share now, with the bucket still down, would show in the count below
+wait_until 120 all_waiting || fail "every VM deferred the others' shards and waits for the region" \
+  "$(for i in $(seq 1 "$VMS"); do grep -h "deferred; waiting" "$E2E_TMP/vms/out-$i.err" || echo "VM $i: none"; done)"
+echo "# every VM waits for the region $((($(date +%s%N) - REGION_STARTED) / 1000000)) ms after the start; the bucket comes back"
 proxy_mode "$MOTO_URL" ok
 region_wait
 for i in $(seq 1 "$VMS"); do
@@ -82,6 +94,8 @@ expect_eq "alone: the other member's shards were deferred, then fetched after th
   "$(json "'%d %d %d' % (j['share']['deferred'], j['share']['fetched_after_wait'], j['share']['from_region'])" <<<"$OUT")"
 expect_cmp "alone: it waited the 2 s (took $took ms)" "$took" -ge 2000
 grep -q "fetching them from the origin" <<<"$ERR" || fail "alone: the fallback is said" "$(head -c 800 <<<"$ERR")"
+grep -q "warm: $((SHARDS / 2)) shard(s) of the region's other members deferred; waiting up to [0-9]* s for their uploads" \
+  <<<"$ERR" || fail "alone: the wait is said" "$(head -c 800 <<<"$ERR")"
 
 echo "# suite took $(($(date +%s) - SUITE_STARTED)) s"
 finish

@@ -36,6 +36,24 @@ TEST(RegionShareTest, ParsesMemberOfCountAndRefusesTheRest) {
   }
 }
 
+// Records what warm() says when it starts waiting for the region.
+class WaitWatcher final : public WarmObserver {
+ public:
+  void waiting_for_region(std::size_t deferred, Seconds left) override {
+    deferred_ = deferred;
+    left_ = left;
+    calls_.fetch_add(1);
+  }
+  int calls() const { return calls_.load(); }
+  std::size_t deferred() const { return deferred_; }  // once calls() > 0
+  Seconds left() const { return left_; }              // once calls() > 0
+
+ private:
+  std::atomic<int> calls_{0};
+  std::size_t deferred_ = 0;
+  Seconds left_{0};
+};
+
 // The bucket's switch: down fails lookups, uploads and the leases; up grants every lease at once.
 class RegionTest : public opstest::WarmFixture {
  protected:
@@ -87,15 +105,25 @@ class RegionTest : public opstest::WarmFixture {
 TEST_F(RegionTest, DuringAnOutageEachShardIsFetchedOnceByItsOwnerAndTheOthersReadItFromTheBucket) {
   set_down(true);
   WarmRequest first = vm(0, 2), second = vm(1, 2);
+  WaitWatcher first_watch, second_watch;
+  first.observer = &first_watch;
+  second.observer = &second_watch;
   Result<WarmReport> one = Error{ErrorCode::internal, "not run"}, two = Error{ErrorCode::internal, "not run"};
   {
     std::jthread a([&] { one = warm(first); });
     std::jthread b([&] { two = warm(second); });
-    // Shards in order on one worker each: by the time both have fetched their own 3, both have deferred a shard of
-    // the other's share, with the bucket down.
-    for (int i = 0; i < 2000 && origin.ticket_requests.load() < 6; ++i) std::this_thread::sleep_for(5ms);
-    ASSERT_EQ(origin.ticket_requests.load(), 6);
-    std::this_thread::sleep_for(300ms);
+    // Once both say that they wait for the region, their workers are done: each has fetched its own 3 and deferred
+    // the other's 3, with the bucket down.
+    for (int i = 0; i < 2000 && (first_watch.calls() == 0 || second_watch.calls() == 0); ++i)
+      std::this_thread::sleep_for(5ms);
+    ASSERT_EQ(first_watch.calls(), 1);
+    ASSERT_EQ(second_watch.calls(), 1);
+    EXPECT_EQ(origin.ticket_requests.load(), 6);
+    for (const WaitWatcher* watch : {&first_watch, &second_watch}) {
+      EXPECT_EQ(watch->deferred(), 3u);
+      EXPECT_GT(watch->left(), 50s) << "the 60 s wait runs from the first deferral";
+      EXPECT_LE(watch->left(), 60s);
+    }
     EXPECT_EQ(in_bucket(), 0u) << "nothing could be uploaded yet";
     set_down(false);
     breakers.advance(11min);  // past any cooldown: the next call through each breaker is its trial
@@ -119,8 +147,13 @@ TEST_F(RegionTest, DuringAnOutageEachShardIsFetchedOnceByItsOwnerAndTheOthersRea
 TEST_F(RegionTest, AMemberThatNeverUploadsIsWaitedForAtMostTheWaitThenItsShardsAreFetchedHere) {
   set_down(true);
   WarmRequest alone = vm(0, 2, 1s);
+  WaitWatcher watch;
+  alone.observer = &watch;
   auto report = warm(alone);
   ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(watch.calls(), 1);
+  EXPECT_EQ(watch.deferred(), 3u);
+  EXPECT_LE(watch.left(), 1s);
   EXPECT_EQ(report->failed, 0u);
   EXPECT_EQ(report->origin_shards, 6u) << "its own 3, then the 3 nobody uploaded";
   ASSERT_TRUE(report->share);
@@ -147,8 +180,12 @@ TEST_F(RegionTest, AShardOfAnotherMemberIsNeverFetchedWithoutALiveLease) {
 }
 
 TEST_F(RegionTest, WithTheBucketUpTheLeasesDecideAndNothingIsDeferred) {
-  auto report = warm(vm(1, 3));
+  WarmRequest r = vm(1, 3);
+  WaitWatcher watch;
+  r.observer = &watch;
+  auto report = warm(r);
   ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(watch.calls(), 0) << "nothing to wait for";
   EXPECT_FALSE(report->error) << report->error->message;
   EXPECT_EQ(report->origin_shards, 6u) << "every lease was granted here";
   ASSERT_TRUE(report->share);
