@@ -8,9 +8,9 @@
 // says what was done. What failed on a single tier is in the report as well (`TierError`), so that a front end can
 // show each one.
 //
-// Stopping: check, gc, verify and rm take a caller's `stop` flag (Python sets it on KeyboardInterrupt; nullptr: none),
-// and the CLI's SIGINT/SIGTERM (util/cancel.hpp) stops them too. A stopped operation ends between objects, undoes
-// what it began (a check's probe object is deleted), and returns its report with `error` cancelled.
+// Stopping: ls, check, gc, verify and rm take a caller's `stop` flag (Python sets it on KeyboardInterrupt; nullptr:
+// none), and the CLI's SIGINT/SIGTERM (util/cancel.hpp) stops them too. A stopped operation ends between objects,
+// undoes what it began (a check's probe object is deleted), and returns its report with `error` cancelled.
 //
 // Thread safety: an operation may run alongside reads and other operations, in this process and others (the tiers
 // are safe for that). Reports are plain values.
@@ -139,6 +139,9 @@ struct CacheLsRequest {
   std::optional<Instance> instance;  // whose entries; nullopt: every instance's
   // Where the shard records are: nullopt, the manifest cache of origin_client.hpp.
   std::optional<std::string> manifest_cache_dir;
+  // A caller's stop (see the top of this file): the listing ends within its current request, and the report holds
+  // the tiers listed before it. Not owned; nullptr: none.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // What one tier holds of a listing: a copy in a local tier and one in a bucket are two copies, counted apart.

@@ -404,7 +404,7 @@ def _failures(rows: typing.List[typing.Dict[str, typing.Any]]) -> typing.List[Ti
 
 def ls(cache: ShardCacheHierarchy, instance: typing.Optional[str]) -> LsReport:
     _logging.sync_level()
-    answer = _datavo.cache_ls(cache._native, instance)
+    answer = _wait(_datavo.cache_ls(cache._native, instance)).report()
     entries = [CacheEntry(**row) for row in answer.pop("entry_list")]
     tiers = [TierLsTotal(**row) for row in answer.pop("tiers")]
     return LsReport(entry_list=entries, tiers=tiers, failures=_failures(answer.pop("failures")), **answer)
@@ -421,9 +421,9 @@ def rm(cache: ShardCacheHierarchy, hashes: typing.Sequence[str], dataset: typing
 
 
 def _wait(job: typing.Any, poll: typing.Optional[typing.Callable[[], None]] = None) -> typing.Any:
-    """Waits for an operation that runs on a thread of the extension (warm, check, gc, verify), calling ``poll``
-    every 0.1 s. Ctrl-C stops the operation (it ends between objects and undoes what it began: a check deletes its
-    probe object) and, once it has stopped, raises KeyboardInterrupt. Returns ``job``."""
+    """Waits for an operation that runs on a thread of the extension (warm, ls, rm, check, gc, verify), calling
+    ``poll`` every 0.1 s. Ctrl-C stops the operation (it ends between objects and undoes what it began: a check
+    deletes its probe object) and, once it has stopped, raises KeyboardInterrupt. Returns ``job``."""
     try:
         while not job.wait(0.1):
             if poll is not None:

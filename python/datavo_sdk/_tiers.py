@@ -430,7 +430,8 @@ class ShardCacheHierarchy:
 
     def ls(self, *, instance: typing.Optional[str] = None) -> "LsReport":
         """``datavo cache ls``: every entry of every tier, with what warm, read or a SampleStream recorded it to be.
-        ``instance``: only that instance's entries (default: every instance's)."""
+        ``instance``: only that instance's entries (default: every instance's). Ctrl-C stops it within its current
+        list request and raises KeyboardInterrupt."""
         from . import _ops
 
         return _ops.ls(self, instance)

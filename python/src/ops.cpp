@@ -261,10 +261,7 @@ py::list failure_dicts(const std::vector<TierError>& failures) {
   return out;
 }
 
-py::dict ls_dict(ShardCacheHierarchy& cache, const std::optional<std::string>& instance) {
-  CacheLsRequest request;
-  if (instance) request.instance = unwrap(Instance::parse(*instance));
-  const CacheLsReport r = blocking([&] { return cache_ls(cache, request); });
+py::dict ls_dict(const CacheLsReport& r) {
   py::dict out;
   out["instance"] = r.instance;
   py::list entries;
@@ -307,6 +304,20 @@ OpJob::Run presenting(Operation operation, py::dict (*dict_of)(const Report&)) {
     auto report = std::make_shared<Report>(operation(stop));
     return [report, dict_of] { return dict_of(*report); };
   };
+}
+
+// An OpJob that runs `operation` over `request`, given the job's stop flag as the request's `stop`.
+template <class Request, class Report>
+std::unique_ptr<OpJob> request_job(std::shared_ptr<ShardCacheHierarchy> cache, Request request,
+                                   Report (*operation)(ShardCacheHierarchy&, const Request&),
+                                   py::dict (*dict_of)(const Report&)) {
+  return std::make_unique<OpJob>(presenting(
+      [cache = std::move(cache), request = std::move(request), operation](const std::atomic<bool>* stop) {
+        Request stoppable = request;
+        stoppable.stop = stop;
+        return operation(*cache, stoppable);
+      },
+      dict_of));
 }
 
 // `tier` names the tiers to remove from; `all_tiers` takes every writable tier; neither: the local tiers only.
@@ -557,24 +568,25 @@ void bind_ops(py::module_& m) {
       .def("close", &PyMetricsTextfile::close)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyMetricsTextfile& self, py::args) { self.close(); });
-  m.def("cache_ls", &ls_dict, py::arg("cache"), py::arg("instance"));
+  // ls, rm, check, gc and verify can take long (a bucket's every object): each runs as an OpJob that Python can stop.
+  m.def(
+      "cache_ls",
+      [](std::shared_ptr<ShardCacheHierarchy> cache, const std::optional<std::string>& instance) {
+        CacheLsRequest request;
+        if (instance) request.instance = unwrap(Instance::parse(*instance));  // raised here, before anything runs
+        return request_job(std::move(cache), std::move(request), &cache_ls, &ls_dict);
+      },
+      py::arg("cache"), py::arg("instance"));
   m.def(
       "cache_rm",
       [](std::shared_ptr<ShardCacheHierarchy> cache, const std::vector<py::str>& hashes,
          std::optional<std::string> dataset, const std::optional<std::string>& instance,
          const std::vector<std::string>& tier, bool all_tiers) {
-        CacheRmRequest request = rm_request(hashes, std::move(dataset), instance, tier, all_tiers);
-        return std::make_unique<OpJob>(presenting(
-            [cache, request](auto stop) {
-              CacheRmRequest stoppable = request;
-              stoppable.stop = stop;
-              return cache_rm(*cache, stoppable);
-            },
-            &rm_dict));
+        return request_job(std::move(cache), rm_request(hashes, std::move(dataset), instance, tier, all_tiers),
+                           &cache_rm, &rm_dict);
       },
       py::arg("cache"), py::arg("hashes"), py::arg("dataset"), py::arg("instance"), py::arg("tier"),
       py::arg("all_tiers"));
-  // rm, check, gc and verify can take long (a bucket's every object): each runs as an OpJob that Python can stop.
   m.def(
       "cache_gc",
       [](std::shared_ptr<ShardCacheHierarchy> cache, bool dry_run) {

@@ -2,6 +2,7 @@
 its typed report, the requests it makes, the same figures as `datavo warm --json`, its progress bar, its errors and
 Ctrl-C."""
 import _thread
+import contextlib
 import datetime
 import json
 import os
@@ -276,12 +277,13 @@ def test_gc_sweeps_the_lease_a_killed_vm_left_in_a_bucket(env, tmp_path, monkeyp
     assert keys() == [live]
 
 
-def test_ctrl_c_stops_a_check_and_leaves_no_probe_in_the_bucket(env, tmp_path, monkeypatch):
-    endpoint, bucket = moto_bucket(monkeypatch)
-    # tests/support/cloud_proxy.py in front of moto holds the read-back of the check's probe object.
+@contextlib.contextmanager
+def proxy_in_front(tmp_path, endpoint, mode):
+    """tests/support/cloud_proxy.py in front of `endpoint`, started with `mode`: yields its URL and a function that
+    returns its per-operation request counts. Stopped on the way out."""
     mode_file, port_file = str(tmp_path / "proxy.mode"), str(tmp_path / "proxy.port")
     with open(mode_file, "w") as f:
-        f.write("delay seconds=60 op=Probe:GetObject\n")
+        f.write(mode + "\n")
     log = open(str(tmp_path / "proxy.log"), "wb")
     proxy = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "support", "cloud_proxy.py"), "--upstream",
                               endpoint, "--mode-file", mode_file, "--port-file", port_file], stdout=log,
@@ -296,31 +298,53 @@ def test_ctrl_c_stops_a_check_and_leaves_no_probe_in_the_bucket(env, tmp_path, m
         def ops():
             return json.loads(urllib.request.urlopen(proxy_url + "/_proxy/stats", timeout=10).read())["ops"]
 
-        interrupted_at = []
+        yield proxy_url, ops
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+        log.close()
 
-        def interrupt_once_held():
-            deadline = time.monotonic() + 30
-            while ops().get("Probe:GetObject", 0) < 1 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            interrupted_at.append(time.monotonic())
-            _thread.interrupt_main()
 
-        cache = ShardCacheHierarchy([
-            ShardCacheTier(str(tmp_path / "local"), name="local"),
-            S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=proxy_url,
-                             addressing_style="path"),
-        ])
-        # Ctrl-C as a terminal delivers it (see test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard).
-        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-        watcher = threading.Thread(target=interrupt_once_held, daemon=True)
-        watcher.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                cache.check()
-            stopped_after = time.monotonic() - interrupted_at[0]
-        finally:
-            watcher.join(60)
-            signal.signal(signal.SIGINT, previous)
+def local_over_bucket(tmp_path, bucket, endpoint):
+    return ShardCacheHierarchy([
+        ShardCacheTier(str(tmp_path / "local"), name="local"),
+        S3ShardCacheTier(bucket=bucket, region="us-east-1", name="region", endpoint_url=endpoint,
+                         addressing_style="path"),
+    ])
+
+
+def interrupted(call, ops, op):
+    """Runs `call` and presses Ctrl-C (as a terminal delivers it: see
+    test_ctrl_c_stops_the_warm_and_leaves_no_partial_shard) once the proxy has been asked for `op` (which it holds);
+    asserts that the call raised KeyboardInterrupt. The seconds from the interrupt until the call returned."""
+    interrupted_at = []
+
+    def interrupt_once_held():
+        deadline = time.monotonic() + 30
+        while ops().get(op, 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        interrupted_at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    # A process started with SIGINT ignored (nohup) would install no handler, and interrupt_main() would do nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    watcher = threading.Thread(target=interrupt_once_held, daemon=True)
+    watcher.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+        return time.monotonic() - interrupted_at[0]
+    finally:
+        watcher.join(60)
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_a_check_and_leaves_no_probe_in_the_bucket(env, tmp_path, monkeypatch):
+    endpoint, bucket = moto_bucket(monkeypatch)
+    # The proxy holds the read-back of the check's probe object.
+    with proxy_in_front(tmp_path, endpoint, "delay seconds=60 op=Probe:GetObject") as (proxy_url, ops):
+        cache = local_over_bucket(tmp_path, bucket, proxy_url)
+        stopped_after = interrupted(cache.check, ops, "Probe:GetObject")
         counted = ops()
         assert counted.get("Probe:GetObject") == 1, counted
         # Not after the held read-back (60 s): the check was stopped.
@@ -329,10 +353,16 @@ def test_ctrl_c_stops_a_check_and_leaves_no_probe_in_the_bucket(env, tmp_path, m
         assert (counted.get("Probe:PutObject"), counted.get("Probe:DeleteObject")) == (1, 1), counted
         listing = urllib.request.urlopen("%s/%s?list-type=2" % (endpoint, bucket), timeout=10).read().decode()
         assert ".datavo-check/" not in listing
-    finally:
-        proxy.terminate()
-        proxy.wait(10)
-        log.close()
+
+
+def test_ctrl_c_stops_an_ls_held_in_a_list_request(env, tmp_path, monkeypatch):
+    endpoint, bucket = moto_bucket(monkeypatch)
+    # The proxy holds the bucket's listing for a minute: an ls that could not be stopped would take that long.
+    with proxy_in_front(tmp_path, endpoint, "delay seconds=60 op=ListObjectsV2") as (proxy_url, ops):
+        cache = local_over_bucket(tmp_path, bucket, proxy_url)
+        stopped_after = interrupted(cache.ls, ops, "ListObjectsV2")
+        assert stopped_after < 10, "the ls took %.1f s to stop" % stopped_after
+        assert ops().get("ListObjectsV2") == 1, ops()
 
 
 def warmed_cache(tmp_path, max_bytes=None):

@@ -1,6 +1,8 @@
 // Tests of cache_ls() (src/ops/cache_ls.cpp): the entries of one instance or of all, with their shard records, the
-// total size, and a tier that cannot be listed.
+// total size, a tier that cannot be listed, and a caller's stop.
 #include <gtest/gtest.h>
+
+#include <atomic>
 
 #include "client/manifest_cache.hpp"
 #include "datavo/operations.hpp"
@@ -50,6 +52,17 @@ TEST_F(CacheLsTest, ListsTheEntriesOfOneInstanceWithTheirRecords) {
       EXPECT_FALSE(e.shard) << "nothing recorded this one";
     }
   }
+}
+
+TEST_F(CacheLsTest, AStoppedListingListsNoMoreTiersAndSaysItWasStopped) {
+  const std::atomic<bool> stop{true};  // the caller stopped it before its first tier (Python's Ctrl-C)
+  CacheLsRequest stopped = request("team");
+  stopped.stop = &stop;
+  const CacheLsReport report = cache_ls(*cache, stopped);
+  ASSERT_TRUE(report.error);
+  EXPECT_EQ(report.error->code, ErrorCode::cancelled) << report.error->message;
+  EXPECT_TRUE(report.tiers.empty()) << "no tier listed after the stop";
+  EXPECT_TRUE(report.failures.empty()) << "a tier not listed because of a stop is no failure of the tier";
 }
 
 TEST_F(CacheLsTest, EveryInstanceWithoutOne) {
