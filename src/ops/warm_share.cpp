@@ -129,15 +129,15 @@ std::size_t RegionWait::deferred_count() const {
   return std::size_t(std::count(deferrals_->deferred.begin(), deferrals_->deferred.end(), true));
 }
 
+RegionWait::Clock::time_point RegionWait::deadline(Clock::time_point unless_seen) const {
+  std::lock_guard lock(deferrals_->mu);
+  return deferrals_->first.value_or(unless_seen) + share_->wait;
+}
+
 Seconds RegionWait::time_left() const {
   if (!share_ || coordinating_ == nullptr) return Seconds{0};
   const auto now = Clock::now();
-  Clock::time_point since = now;
-  {
-    std::lock_guard lock(deferrals_->mu);
-    if (deferrals_->first) since = *deferrals_->first;
-  }
-  return std::max(Seconds{0}, std::chrono::ceil<Seconds>(since + share_->wait - now));
+  return std::max(Seconds{0}, std::chrono::ceil<Seconds>(deadline(now) - now));
 }
 
 Result<bool> RegionWait::upload_own_share(std::vector<bool>& confirmed) {
@@ -179,22 +179,20 @@ Result<std::vector<std::size_t>> RegionWait::wait(const std::function<void(WarmS
   if (!share_ || coordinating_ == nullptr) return std::vector<std::size_t>{};
   const auto started = Clock::now();
   std::vector<std::size_t> pending;
-  Clock::time_point since = started;
   {
     std::lock_guard lock(deferrals_->mu);
     for (std::size_t position = 0; position < deferrals_->deferred.size(); ++position)
       if (deferrals_->deferred[position]) pending.push_back(position);
-    if (deferrals_->first) since = *deferrals_->first;
   }
-  const auto deadline = since + share_->wait;
+  const auto until = deadline(started);
   std::vector<bool> confirmed(setup_.dataset.manifest.shards.size(), false);
   Milliseconds poll = k_first_poll;
   for (;;) {
     auto own_uploaded = upload_own_share(confirmed);
     if (!own_uploaded) return std::move(own_uploaded).error();
     DATAVO_TRY(read_arrived(pending, arrived));
-    if ((pending.empty() && *own_uploaded) || Clock::now() >= deadline) break;
-    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+    if ((pending.empty() && *own_uploaded) || Clock::now() >= until) break;
+    const auto left = std::chrono::duration_cast<Milliseconds>(until - Clock::now());
     // Short slices, so that a caller's stop request (which is not the process-wide cancellation) ends the wait soon.
     for (auto slept = Milliseconds{0}; slept < std::min(poll, left) && !stop(); slept += Milliseconds{50})
       DATAVO_TRY(util::sleep_unless_cancelled(Milliseconds{50}, "waiting for the region's uploads"));

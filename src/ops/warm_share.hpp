@@ -65,6 +65,8 @@ class RegionWait {
   using Clock = std::chrono::steady_clock;
   struct Deferrals;  // the positions deferred and when the outage was first seen, behind a mutex
 
+  // When wait() gives up: RegionShare::wait after the outage was first seen, or after `unless_seen` when it was not.
+  Clock::time_point deadline(Clock::time_point unless_seen) const;
   // Records the outage (once, with a WARNING): from now on other members' shards are deferred.
   void note_down(const Error& why);
   // Backfills the own shards not yet known to be in every writable remote tier; true when they all are.

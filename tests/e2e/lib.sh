@@ -415,7 +415,7 @@ PY
 }
 
 # origin_requests ROUTE [STATUS]: datavo_requests_total of the origin at $ORIGIN_URL for ROUTE (summed over
-# statuses unless given), from its /v1/metrics.
+# statuses unless given), from its /v1/metrics. ROUTE `api`: every route but /v1/metrics (which the counting asks).
 origin_requests() {
   python3 - "$ORIGIN_URL" "$1" "${2:-}" <<'PY'
 import re, sys, urllib.request
@@ -427,20 +427,8 @@ for line in text.splitlines():
     if not m:
         continue
     labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-    if labels.get("route") == route and (not status or labels.get("status") == status):
-        total += int(float(m.group(2)))
-print(total)
-PY
-}
-# origin_api_requests: the origin's requests on every route but /v1/metrics (which the counting itself asks), summed.
-origin_api_requests() {
-  python3 - "$ORIGIN_URL" <<'PY'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1] + "/v1/metrics", timeout=10).read().decode()
-total = 0
-for line in text.splitlines():
-    m = re.match(r'datavo_requests_total\{(.*)\}\s+([0-9.eE+]+)$', line)
-    if m and dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))).get("route") != "metrics":
+    matches = labels.get("route") != "metrics" if route == "api" else labels.get("route") == route
+    if matches and (not status or labels.get("status") == status):
         total += int(float(m.group(2)))
 print(total)
 PY

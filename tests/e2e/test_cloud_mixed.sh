@@ -223,12 +223,12 @@ expect_eq "Azure hit: the bytes agree (first and last shard)" "" \
 # request to the origin and no local copy (docs/hierarchy.md, "Streamed reads").
 streamed_offline() {  # LABEL TIER: the VM's config is already made
   local before
-  before=$(origin_api_requests)
+  before=$(origin_requests api)
   DATAVO_OFFLINE=1 run --json read "$D_FULL" --key bin --key txt --stream
   expect_eq "$1: exit 0, every shard streamed, each a hit of $2" "0 $SHARDS_FULL $SHARDS_FULL" \
     "$RC $(json "j['streamed']['shards']" <<<"$OUT" 2>/dev/null) $(tier_field "$2" hits "$OUT" 2>/dev/null)"
   [ "$RC" -eq 0 ] || echo "# stderr: $(e2e_abbrev "$ERR")"
-  expect_eq "$1: no request to the origin, no shard written" "$before " "$(origin_api_requests) $(nvme_entries "$3")"
+  expect_eq "$1: no request to the origin, no shard written" "$before " "$(origin_requests api) $(nvme_entries "$3")"
 }
 mixed vm4
 streamed_offline "streamed from Azure, offline" az vm4

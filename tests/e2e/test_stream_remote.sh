@@ -161,13 +161,13 @@ proxy_mode "$MOTO_URL" ok
 
 # --- 5. offline: the objects' chunk digests need no origin ---------------------------------------------------------
 
-requests0=$(origin_api_requests)
+requests0=$(origin_requests api)
 E2E_CONFIG=$E2E_TMP/vm2.yaml DATAVO_OFFLINE=1 read_stream
 expect_eq "offline: exits 0, the reference's checksum, every shard streamed from the bucket" "0 $REF_SUM $SHARDS $SHARDS" \
   "$RC $(report 'j["samples_sha256"]') $(report 'j["streamed"]["shards"]') $(region_hits)"
 [ "$RC" -eq 0 ] || echo "# stderr: $(grep -v WARNING <<<"$ERR" | tail -c 1500)"
 expect_eq "offline: no request to the origin at all, nothing written" "0 " \
-  "$(($(origin_api_requests) - requests0)) $(written_files vm2)"
+  "$(($(origin_requests api) - requests0)) $(written_files vm2)"
 
 # --- 6. objects without chunk digests: the origin's ticket's; an old server: the cached mode ----------------------------
 
